@@ -1,0 +1,96 @@
+"""Tidy tables from the run records: runs (one row per run), summary (per experiment, over repeats), epochs.
+
+Failed runs (status error/oom) stay in the runs table and are counted in the summary; statistics use the
+runs with status ok. The 95% interval is Student's t over repeats (empty with fewer than 2 ok runs).
+
+    python scripts/aggregate.py --records results/runs/*/rep*/record.json --out results/tables
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+IDENTITY = ["experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
+            "optimizer", "learning_rate", "epochs", "variant"]  # fmt: skip
+STATISTICS = {
+    "train_images_per_s": "steady-epoch training throughput (images/s)",
+    "steady_epoch_s": "mean training time of a steady epoch (s)",
+    "first_epoch_s": "training time of the first epoch, compilation included (s)",
+    "inference_images_per_s": "evaluation throughput (images/s)",
+}
+
+
+def flatten(record):
+    """One runs-table row: nested sections become prefixed columns, lists become JSON text."""
+    row = {key: value for key, value in record.items() if not isinstance(value, (dict, list))}
+    row.update({f"phase_{name}_s": seconds for name, seconds in record["phases_s"].items()})
+    row.update({f"provenance_{key}": value for key, value in record["provenance"].items()})
+    row["engaged"] = json.dumps(record["engaged"], sort_keys=True)
+    for key in ("epoch_train_s", "epoch_eval_s", "loss_curve"):
+        row[key] = json.dumps(record[key])
+    steady = record["epoch_train_s"][1:]
+    row["first_epoch_s"] = record["epoch_train_s"][0] if record["epoch_train_s"] else None
+    row["steady_epoch_s"] = sum(steady) / len(steady) if steady else None
+    return row
+
+
+def interval95(values):
+    if len(values) < 2:
+        return np.nan, np.nan
+    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return values.mean() - half, values.mean() + half
+
+
+def summarise(group):
+    ok = group[group["status"] == "ok"]
+    versions = group["framework_version"].dropna()
+    row = {"framework_version": versions.iloc[0] if len(versions) else None, "runs": len(group), "runs_ok": len(ok),
+           "statuses": ",".join(sorted(set(group["status"]))),
+           "errors": " | ".join(sorted(set(group["error"].dropna())))}  # fmt: skip
+    for column in STATISTICS:
+        values = ok[column].dropna().astype(float)
+        low, high = interval95(values)
+        row.update({f"{column}_mean": values.mean(), f"{column}_std": values.std(ddof=1) if len(values) > 1 else np.nan,
+                    f"{column}_min": values.min(), f"{column}_median": values.median(),
+                    f"{column}_ci95_low": low, f"{column}_ci95_high": high})  # fmt: skip
+    row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
+    row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()
+    return pd.Series(row)
+
+
+def epoch_rows(record_path, record):
+    epochs = pd.read_csv(Path(record_path).with_name("epochs.csv"))
+    epochs.insert(0, "rep", record["rep"])
+    epochs.insert(0, "experiment_id", record["experiment_id"])
+    return epochs
+
+
+def write_table(frame, folder, name):
+    frame.to_csv(folder / f"{name}.csv", index=False)
+    frame.to_parquet(folder / f"{name}.parquet", index=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", nargs="+", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    records = [(path, json.loads(Path(path).read_text())) for path in args.records]
+    runs = pd.DataFrame([flatten(record) for _, record in records]).sort_values(["experiment_id", "rep"])
+    summary = runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
+    epochs = pd.concat([epoch_rows(path, record) for path, record in records], ignore_index=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_table(runs, out, "runs")
+    write_table(summary, out, "summary")
+    write_table(epochs, out, "epochs")
+    failed = runs[runs["status"] != "ok"]
+    print(f"{len(runs)} runs ({len(failed)} not ok) in {len(summary)} experiments -> {out}")
+
+
+if __name__ == "__main__":
+    main()

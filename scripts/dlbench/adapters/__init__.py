@@ -1,0 +1,22 @@
+"""Framework adapters: one module per framework, the same small interface, read side by side.
+
+Each module imports its framework at import time (timed as the `imports` phase) and defines:
+
+    version() -> str                          framework version read inside the env
+    configure(device, threads, seed) -> dict  threads, seeds, device; returns what actually took effect
+    stage(arrays, device)                     the dataset copied to the device in the framework's layout
+    build(spec, input_shape, weights, experiment) -> model
+                                              model from the neutral spec with the neutral initial weights,
+                                              optimiser and loss, in the requested variant (eager/graph)
+    parameter_count(model) -> int
+    engaged(model) -> dict                    what actually ran: variant state, dtype, layout
+    train_epoch(model, staged, order, batch_size) -> float-like
+                                              one epoch over the batches in `order`; no blocking host reads
+                                              inside the loop; returns the mean loss (read after sync)
+    evaluate(model, staged, batch_size) -> (loss, accuracy)   on the test split, host floats
+    sync(device)                              wait for all queued device work
+
+Only the adapter imports its framework; everything else is in the shared library.
+"""
+
+OPTIMIZER_DEFAULTS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}

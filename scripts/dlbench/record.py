@@ -1,0 +1,116 @@
+"""The run record: identity, outcome, timing, quality, resources, model and provenance of one run.
+
+Standard library only: the runner writes a record for a process that died before writing its own.
+workflow/schemas/run_record.schema.json is the contract; tests validate records against it.
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+from pathlib import Path
+
+from .io import write_text_atomic
+
+SCHEMA_VERSION = 1
+IDENTITY_KEYS = (
+    "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
+    "optimizer", "learning_rate", "momentum", "epochs", "variant", "rep", "seed",
+)  # fmt: skip
+EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_accuracy", "images", "images_per_s")
+NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"
+GPU_FIELDS = (
+    "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_utilisation_mean", "gpu_utilisation_p95",
+    "gpu_power_mean_w", "gpu_energy_j",
+)  # fmt: skip
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def experiment_sha256(experiment):
+    """Hash of exactly the parameters that define the run (the slice of the config it depends on)."""
+    return hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()
+
+
+def cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def workflow_commit(repo):
+    try:
+        return subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def peak_rss_mb():
+    """Peak resident set size of this process (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def base_record(experiment, env_description, repo):
+    """A record with identity and provenance filled and every measurement empty (status 'error' until set)."""
+    record = {key: experiment[key] for key in IDENTITY_KEYS}
+    record.update(
+        schema_version=SCHEMA_VERSION,
+        framework_version=None,
+        status="error",
+        error=None,
+        phases_s={},
+        epoch_train_s=[],
+        epoch_eval_s=[],
+        train_images_per_s=None,
+        first_epoch_images_per_s=None,
+        inference_images_per_s=None,
+        target_accuracy=experiment.get("target_accuracy"),
+        time_to_target_s=None,
+        final_test_accuracy=None,
+        final_test_loss=None,
+        loss_curve=[],
+        host_rss_peak_mb=None,
+        parameters=None,
+        flops_per_image=None,
+        engaged={},
+        gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "GPU telemetry is not sampled yet",
+        **{key: None for key in GPU_FIELDS},
+    )
+    record["provenance"] = {
+        "host": platform.node(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "threads": experiment.get("threads"),
+        "gpu": None,
+        "gpu_driver": None,
+        "cuda": None,
+        "cudnn": None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "env_file": env_description["env_file"],
+        "env_file_sha256": env_description["env_file_sha256"],
+        "env_deployment": env_description["deployment"],
+        "packages_sha256": env_description["packages_sha256"],
+        "workflow_commit": workflow_commit(repo),
+        "experiment_sha256": experiment_sha256(experiment),
+        "started_at": utc_now(),
+        "finished_at": None,
+    }
+    return record
+
+
+def write_epochs_csv(path, rows):
+    """The per-epoch CSV beside the record (header only when no epoch finished)."""
+    lines = [",".join(EPOCH_COLUMNS)] + [",".join(str(row[column]) for column in EPOCH_COLUMNS) for row in rows]
+    write_text_atomic(path, "\n".join(lines) + "\n")

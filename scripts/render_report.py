@@ -1,0 +1,222 @@
+"""Figures, tables and the rendered report (HTML + PDF) from the aggregated tables.
+
+The document is report/report.qmd. With `quarto` on PATH it renders with Quarto (html + typst formats);
+otherwise the same document renders with pandoc (self-contained HTML) and pandoc -> typst -> PDF, with
+Quarto's `{{< include >}}` shortcodes expanded here. Both paths read the same generated pieces.
+"""
+
+import argparse
+import datetime
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
+STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
+
+
+def label(frame):
+    return frame["stack"] + " · " + frame["variant"]
+
+
+def panel_titles(summary):
+    return sorted(set(zip(summary["dataset"], summary["model"], summary["batch_size"], summary["device"])))
+
+
+def figure_grid(count):
+    columns = min(count, 2)
+    rows = (count + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 0.5 + 3.2 * rows), squeeze=False)
+    for extra in axes.flat[count:]:
+        extra.set_visible(False)
+    return figure, axes.flat
+
+
+def throughput_figure(summary, path):
+    panels = panel_titles(summary)
+    figure, axes = figure_grid(len(panels))
+    for axis, (dataset, model, batch, device) in zip(axes, panels):
+        part = summary[(summary["dataset"] == dataset) & (summary["model"] == model)
+                       & (summary["batch_size"] == batch) & (summary["device"] == device)]  # fmt: skip
+        part = part.sort_values("train_images_per_s_mean")
+        mean = part["train_images_per_s_mean"].fillna(0)
+        low = (mean - part["train_images_per_s_ci95_low"]).fillna(0)
+        high = (part["train_images_per_s_ci95_high"] - mean).fillna(0)
+        axis.barh(label(part), mean, xerr=[low, high], color="#4C72B0", capsize=3)
+        for y, (value, status) in enumerate(zip(part["train_images_per_s_mean"], part["statuses"])):
+            if pd.isna(value):
+                axis.text(0, y, " " + STATUS_LABEL.get(status.split(",")[0], "failed"), va="center", color="#C44E52")
+        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_xlabel("training images/s (steady epochs)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+
+
+def epoch_time_figure(summary, epochs, path):
+    merged = epochs.merge(summary[["experiment_id", "stack", "variant", "dataset", "model", "batch_size", "device"]])
+    per_epoch = merged.groupby(["experiment_id", "epoch"], as_index=False).agg(
+        train_s=("train_s", "median"), stack=("stack", "first"), variant=("variant", "first"),
+        dataset=("dataset", "first"), model=("model", "first"), batch_size=("batch_size", "first"),
+        device=("device", "first"))  # fmt: skip
+    panels = panel_titles(summary)
+    figure, axes = figure_grid(len(panels))
+    for axis, (dataset, model, batch, device) in zip(axes, panels):
+        part = per_epoch[(per_epoch["dataset"] == dataset) & (per_epoch["model"] == model)
+                         & (per_epoch["batch_size"] == batch) & (per_epoch["device"] == device)]  # fmt: skip
+        for name, line in part.groupby(label(part)):
+            axis.plot(line["epoch"], line["train_s"], marker="o", label=name)
+        axis.set_yscale("log")
+        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_xlabel("epoch")
+        axis.set_ylabel("training seconds (median of repeats)")
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+
+
+def number(value, digits=0):
+    return "–" if pd.isna(value) else f"{value:,.{digits}f}"
+
+
+def cell(row, column, digits=0):
+    """A figure, or the failure it stands for (OOM, ERROR) when no run of the experiment succeeded."""
+    if row["runs_ok"] == 0:
+        return STATUS_LABEL.get(row["statuses"].split(",")[0], "failed")
+    return number(row[column], digits)
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(value).replace("|", "/") for value in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(summary):
+    header = ["stack", "variant", "dataset", "model", "batch", "images/s", "95% interval", "steady epoch s",
+              "first epoch s", "inference images/s", "accuracy", "runs ok"]  # fmt: skip
+    rows = []
+    for _, row in summary.sort_values(["dataset", "model", "batch_size", "stack", "variant"]).iterrows():
+        interval = "–" if pd.isna(row["train_images_per_s_ci95_low"]) else (
+            f"{row['train_images_per_s_ci95_low']:,.0f} – {row['train_images_per_s_ci95_high']:,.0f}")  # fmt: skip
+        rows.append([row["stack"], row["variant"], row["dataset"], row["model"], row["batch_size"],
+                     cell(row, "train_images_per_s_mean"), interval if row["runs_ok"] else "–",
+                     cell(row, "steady_epoch_s_median", 3), cell(row, "first_epoch_s_median", 3),
+                     cell(row, "inference_images_per_s_mean"), cell(row, "final_test_accuracy_mean", 3),
+                     f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def failures_markdown(runs):
+    failed = runs[runs["status"] != "ok"]
+    if failed.empty:
+        return "Every run finished with status ok.\n"
+    rows = [[row["experiment_id"], row["rep"], STATUS_LABEL.get(row["status"], row["status"]),
+             str(row["error"])[:300]] for _, row in failed.iterrows()]  # fmt: skip
+    return markdown_table(["experiment", "repeat", "status", "error"], rows)
+
+
+def provenance_markdown(runs):
+    columns = {"stack": "stack", "framework_version": "framework version", "backend": "backend",
+               "provenance_env_file": "env file", "provenance_env_file_sha256": "env file sha256",
+               "provenance_packages_sha256": "packages sha256", "provenance_python": "Python",
+               "provenance_env_deployment": "deployment"}  # fmt: skip
+    stacks = runs.dropna(subset=["framework_version"]).drop_duplicates("stack").sort_values("stack")
+    rows = [[str(value)[:12] if "sha256" in key else value for key, value in row.items()]
+            for row in stacks[list(columns)].to_dict("records")]  # fmt: skip
+    table = markdown_table(list(columns.values()), rows)
+    first = runs.iloc[0]
+    machine = [["host", first["provenance_host"]], ["CPU", first["provenance_cpu_model"]],
+               ["CPU cores", first["provenance_cpu_cores"]], ["threads per run", first["provenance_threads"]],
+               ["platform", first["provenance_platform"]],
+               ["GPU", first["provenance_gpu"] or "none ({})".format(first["gpu_fields_reason"])],
+               ["workflow commit", first["provenance_workflow_commit"]],
+               ["first run started", runs["provenance_started_at"].min()],
+               ["last run finished", runs["provenance_finished_at"].max()]]  # fmt: skip
+    return markdown_table(["machine", "value"], machine) + "\n" + table
+
+
+def overview_markdown(summary, runs):
+    ok = summary[summary["runs_ok"] > 0]
+    lines = [f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
+             f"({', '.join(sorted(summary['stack'].unique()))}); "
+             f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok.", ""]  # fmt: skip
+    for (dataset, model, batch, device), part in ok.groupby(["dataset", "model", "batch_size", "device"]):
+        best = part.loc[part["train_images_per_s_mean"].idxmax()] if part["train_images_per_s_mean"].notna().any() else None
+        if best is not None:
+            lines.append(f"- {model} on {dataset} (batch {batch}, {device}): fastest is {best['stack']} "
+                         f"({best['variant']}) at {best['train_images_per_s_mean']:,.0f} images/s.")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def expand_includes(text, folder):
+    return INCLUDE.sub(lambda match: (folder / match[1]).read_text(), text)
+
+
+def render_with_quarto(document, title):
+    for target in ("html", "typst"):
+        subprocess.run(["quarto", "render", document.name, "--to", target, "-M", f"title:{title}"],
+                       cwd=document.parent, check=True)  # fmt: skip
+
+
+def render_with_pandoc(document, title):
+    import pypandoc
+    import typst
+
+    folder = document.parent
+    markdown = expand_includes(document.read_text(), folder)
+    metadata = [f"--metadata=title:{title}", f"--metadata=date:{datetime.date.today().isoformat()}"]
+    pypandoc.convert_text(markdown, "html", format="markdown", outputfile=str(folder / "report.html"),
+                          extra_args=["--standalone", "--embed-resources", "--toc", f"--resource-path={folder}",
+                                      *metadata])  # fmt: skip
+    typst_source = pypandoc.convert_text(markdown, "typst", format="markdown",
+                                         extra_args=["--standalone", "--toc", *metadata])  # fmt: skip
+    (folder / "report.typ").write_text(typst_source)
+    typst.compile(str(folder / "report.typ"), output=str(folder / "report.pdf"), root=str(folder))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", required=True)
+    parser.add_argument("--document", required=True)
+    parser.add_argument("--title", required=True)
+    parser.add_argument("--html", required=True)
+    parser.add_argument("--pdf", required=True)
+    args = parser.parse_args()
+    tables = Path(args.tables)
+    runs, summary = pd.read_parquet(tables / "runs.parquet"), pd.read_parquet(tables / "summary.parquet")
+    epochs = pd.read_parquet(tables / "epochs.parquet")
+    build = Path(args.html).parent / "build"
+    if build.exists():
+        shutil.rmtree(build)
+    (build / "figures").mkdir(parents=True)
+    throughput_figure(summary, build / "figures" / "throughput.png")
+    epoch_time_figure(summary, epochs, build / "figures" / "epoch_time.png")
+    pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
+              "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs)}  # fmt: skip
+    for name, text in pieces.items():
+        (build / name).write_text(text)
+    document = build / "report.qmd"
+    shutil.copy(args.document, document)
+    if shutil.which("quarto"):
+        print("rendering with Quarto")
+        render_with_quarto(document, args.title)
+    else:
+        print("quarto not on PATH: rendering with pandoc (HTML) and pandoc + typst (PDF)")
+        render_with_pandoc(document, args.title)
+    shutil.copy(build / "report.html", args.html)
+    shutil.copy(build / "report.pdf", args.pdf)
+    print(json.dumps({"html": args.html, "pdf": args.pdf}))
+
+
+if __name__ == "__main__":
+    main()

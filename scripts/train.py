@@ -1,0 +1,136 @@
+"""One training run (one experiment, one repeat) in a fresh process, inside its stack's environment.
+
+Phases are timed separately with the device synchronised around every clock read (dlbench/clock.py):
+imports, data loading (host) and staging (device), build (model, optimiser, hybridize/trace setup),
+the first epoch (includes lazy compilation), steady epochs (2..N). Evaluation is timed outside training.
+Any exception still produces a record with status 'error'. Called by run_experiment.py.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))
+from dlbench import data, specs  # noqa: E402
+from dlbench.clock import timed  # noqa: E402
+from dlbench.io import write_json_atomic  # noqa: E402
+from dlbench.record import EPOCH_COLUMNS, base_record, peak_rss_mb, utc_now, write_epochs_csv  # noqa: E402
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def prepare_process(experiment, threads):
+    """Environment variables that must be set before the framework is imported."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    os.environ.update(experiment["environment"])
+
+
+def steady_throughput(images_per_epoch, epoch_seconds):
+    """Images/s over epochs 2..N (None with a single epoch: the first epoch carries compilation)."""
+    steady = epoch_seconds[1:]
+    return images_per_epoch * len(steady) / sum(steady) if steady else None
+
+
+def train(experiment, dataset_dir, threads, record, epoch_rows):
+    """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured)."""
+    phases = record["phases_s"]
+    start = time.perf_counter()
+    adapter = importlib.import_module(f"dlbench.adapters.{experiment['adapter']}")
+    phases["imports"] = time.perf_counter() - start
+    record["framework_version"] = adapter.version()
+    device, seed, batch_size = experiment["device"], experiment["seed"], experiment["batch_size"]
+    record["engaged"].update(adapter.configure(device, threads, seed))
+    log(f"{experiment['framework']} {record['framework_version']} on {device}: {record['engaged']}")
+
+    def sync():
+        adapter.sync(device)
+
+    (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
+    staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, device)
+    shape, classes = tuple(meta["shape"]), meta["classes"]
+    spec = specs.model_spec(experiment["model"], classes)
+    weights = specs.initial_weights(spec, shape, seed)
+    record["flops_per_image"] = specs.flops_per_image(spec, shape)
+    model, phases["build"] = timed(sync, adapter.build, spec, shape, weights, experiment)
+    record["parameters"] = adapter.parameter_count(model)
+    expected = specs.parameter_count(spec, shape)
+    if record["parameters"] != expected:
+        raise RuntimeError(f"{experiment['adapter']} built {record['parameters']} parameters, the spec has {expected}")
+    record["engaged"].update(adapter.engaged(model))
+    log(f"built {experiment['model']}: {record['parameters']} parameters, {record['flops_per_image']} FLOPs/image")
+
+    train_size, test_size = len(arrays["train_y"]), len(arrays["test_y"])
+    trained_seconds = 0.0
+    for epoch in range(experiment["epochs"]):
+        order = data.epoch_order(train_size, batch_size, seed, epoch)
+        loss, train_s = timed(sync, adapter.train_epoch, model, staged, order, batch_size)
+        (test_loss, accuracy), eval_s = timed(sync, adapter.evaluate, model, staged, batch_size)
+        trained_seconds += train_s
+        record["epoch_train_s"].append(train_s)
+        record["epoch_eval_s"].append(eval_s)
+        record["loss_curve"].append(float(loss))
+        row = dict(zip(EPOCH_COLUMNS, (epoch + 1, train_s, eval_s, float(loss), test_loss, accuracy, len(order))))
+        row["images_per_s"] = len(order) / train_s
+        epoch_rows.append(row)
+        target = experiment.get("target_accuracy")
+        if target is not None and record["time_to_target_s"] is None and accuracy >= target:
+            record["time_to_target_s"] = trained_seconds
+        log(
+            f"epoch {epoch + 1}/{experiment['epochs']}: train {train_s:.3f}s ({row['images_per_s']:.0f} img/s) "
+            f"loss {float(loss):.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"
+        )
+
+    images = len(order)
+    phases["first_epoch"] = record["epoch_train_s"][0]
+    phases["steady_epochs"] = sum(record["epoch_train_s"][1:])
+    record["first_epoch_images_per_s"] = images / record["epoch_train_s"][0]
+    record["train_images_per_s"] = steady_throughput(images, record["epoch_train_s"])
+    steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
+    record["inference_images_per_s"] = test_size / statistics.median(steady_eval)
+    record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
+    record["status"] = "ok"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--experiment", required=True, help="the experiment row as JSON")
+    parser.add_argument("--dataset-dir", required=True)
+    parser.add_argument("--env-description", required=True)
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--record", required=True)
+    parser.add_argument("--epochs-csv", required=True)
+    args = parser.parse_args()
+    experiment = json.loads(args.experiment)
+    env_description = json.loads(Path(args.env_description).read_text())
+    record = base_record(experiment, env_description, SCRIPTS.parent)
+    record["provenance"]["threads"] = args.threads
+    epoch_rows = []
+    prepare_process(experiment, args.threads)
+    log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}")
+    try:
+        train(experiment, args.dataset_dir, args.threads, record, epoch_rows)
+    except Exception as error:  # a failed run is a result: record it, let the workflow go on
+        traceback.print_exc()
+        record["error"] = f"{type(error).__name__}: {error}"
+        log(f"FAILED: {record['error']}")
+    record["host_rss_peak_mb"] = peak_rss_mb()
+    record["provenance"]["finished_at"] = utc_now()
+    write_epochs_csv(args.epochs_csv, epoch_rows)
+    write_json_atomic(args.record, record)
+    log(f"status {record['status']}: record written to {args.record}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+rule aggregate:
+    input:
+        env=env_description("tools"),
+        script="scripts/aggregate.py",
+        records=run_outputs("record.json"),
+        epochs=run_outputs("epochs.csv"),
+    output:
+        runs="results/tables/runs.csv",
+        runs_parquet="results/tables/runs.parquet",
+        summary="results/tables/summary.csv",
+        summary_parquet="results/tables/summary.parquet",
+        epochs="results/tables/epochs.csv",
+        epochs_parquet="results/tables/epochs.parquet",
+    log:
+        "logs/aggregate.log",
+    params:
+        python=env_python("tools"),
+    conda:
+        "../../envs/tools.yaml"
+    shell:
+        "{params.python} {input.script} --records {input.records}"
+        " --out $(dirname {output.runs}) > {log} 2>&1"

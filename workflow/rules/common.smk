@@ -1,0 +1,182 @@
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+SCRIPTS = Path(workflow.basedir) / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+from build_env import venv_prefix  # noqa: E402
+from dlbench.catalog import dataset_info  # noqa: E402
+from dlbench.specs import MODELS, model_spec, layer_shapes  # noqa: E402
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+STACKS = yaml.safe_load((Path(workflow.basedir) / "envs" / "stacks.yaml").read_text())
+AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant")
+CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
+                              "learning_rates", "epochs", "variants")))  # fmt: skip
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+
+
+def refuse(key, value, allowed):
+    raise WorkflowError(
+        f"config error in `{key}`: {value!r} is not allowed. Allowed values: {', '.join(map(str, allowed))}"
+    )
+
+
+def gpu_present():
+    if shutil.which("nvidia-smi") is None:
+        return False
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return listing.returncode == 0 and "GPU" in listing.stdout
+
+
+def check_config():
+    """Refuse bad config before any job runs, naming the key and what is allowed."""
+    for stack in config["stacks"]:
+        if stack not in STACKS:
+            refuse("stacks", stack, STACKS)
+    for model in config["models"]:
+        if model not in MODELS:
+            refuse("models", model, MODELS)
+    for dataset in config["datasets"]:
+        try:
+            info = dataset_info(dataset, config["synthetic"])
+        except ValueError as error:
+            raise WorkflowError(f"config error in `datasets`: {error}")
+        for model in config["models"]:
+            try:
+                layer_shapes(model_spec(model, info["classes"]), info["shape"])
+            except ValueError as error:
+                raise WorkflowError(f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}")
+    if "gpu" in config["devices"] and not gpu_present():
+        raise WorkflowError(
+            "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
+            "(`nvidia-smi -L` lists none). Allowed here: cpu"
+        )
+
+
+def matches(experiment, rule):
+    return all(experiment[key] in (value if isinstance(value, list) else [value]) for key, value in rule.items())
+
+
+def experiment_id(row):
+    return (
+        f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
+        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}"
+    )
+
+
+def experiment_table():
+    """{id: row} over the cartesian product of the axes, minus exclusions and variants a stack lacks."""
+    table, skipped = {}, set()
+    for values in itertools.product(*(config[CONFIG_AXES[axis]] for axis in AXES)):
+        row = dict(zip(AXES, values))
+        stack = STACKS[row["stack"]]
+        if row["variant"] not in stack["variants"]:
+            skipped.add((row["stack"], row["variant"]))
+            continue
+        if any(matches(row, rule) for rule in config["exclude"]):
+            continue
+        row.update(
+            framework=stack["framework"],
+            backend=stack["backend"],
+            adapter=stack["adapter"],
+            env=stack["env"][row["device"]],
+            environment=stack["environment"],
+            momentum=config["momentum"],
+            target_accuracy=config["target_accuracy"],
+        )
+        row["experiment_id"] = experiment_id(row)
+        table[row["experiment_id"]] = row
+    for stack, variant in sorted(skipped):
+        print(f"skipping variant {variant!r} for {stack}: its adapter does not implement it", file=sys.stderr)
+    if not table:
+        raise WorkflowError("config error: every experiment is excluded; loosen `exclude` or add axis values")
+    return table
+
+
+check_config()
+EXPERIMENTS = experiment_table()
+REPEATS = range(1, config["repeats"] + 1)
+ENVS = sorted({row["env"] for row in EXPERIMENTS.values()} | {"tools"})
+
+
+def regex_alternatives(names):
+    return "|".join(name.replace(".", r"\.") for name in sorted(names))
+
+
+wildcard_constraints:
+    experiment=regex_alternatives(EXPERIMENTS),
+    env=regex_alternatives(ENVS),
+    dataset=regex_alternatives(config["datasets"]),
+    rep=r"\d+",
+
+
+def env_file(env):
+    return f"envs/{env}.yaml"
+
+
+def env_description(env):
+    return f"results/envs/{env}.json"
+
+
+def env_python(env):
+    """The interpreter a job of this env runs: the env's venv, or the active conda env's `python`."""
+    if USE_CONDA:
+        return "python"
+    return str(venv_prefix(config["venv_root"], env_file(env)) / "bin" / "python")
+
+
+def env_build_arguments(wildcards):
+    if USE_CONDA:
+        return "--current"
+    return f"--venv-root {config['venv_root']}"
+
+
+def library_files(*names):
+    return [str(Path("scripts") / "dlbench" / name) for name in names]
+
+
+def experiment_of(wildcards):
+    return EXPERIMENTS[wildcards.experiment]
+
+
+def run_parameters(wildcards):
+    """The experiment row plus this repeat's number and seed, as the JSON train.py reads."""
+    row = dict(experiment_of(wildcards), rep=int(wildcards.rep))
+    row["seed"] = config["seed"] + row["rep"]
+    return json.dumps(row, sort_keys=True)
+
+
+def train_inputs(wildcards):
+    row = experiment_of(wildcards)
+    return {
+        "env": env_description(row["env"]),
+        "meta": f"results/data/{row['dataset']}/meta.json",
+        "arrays": ancient(f"results/data/{row['dataset']}/arrays.npz"),
+        "scripts": ["scripts/train.py", "scripts/run_experiment.py"]
+        + library_files("specs.py", "data.py", "clock.py", "record.py", "io.py", "adapters/__init__.py")
+        + [f"scripts/dlbench/adapters/{row['adapter']}.py"],
+    }
+
+
+def run_outputs(name):
+    return [f"results/runs/{experiment}/rep{rep}/{name}" for experiment in EXPERIMENTS for rep in REPEATS]
+
+
+def synthetic_arguments(wildcards):
+    options = config["synthetic"]
+    return (
+        f"--classes {options['classes']} --train-size {options['train_size']} "
+        f"--test-size {options['test_size']} --seed {options['seed']}"
+    )

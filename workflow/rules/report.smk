@@ -1,0 +1,21 @@
+rule report:
+    input:
+        env=env_description("tools"),
+        script="scripts/render_report.py",
+        document="report/report.qmd",
+        runs="results/tables/runs.parquet",
+        summary="results/tables/summary.parquet",
+        epochs="results/tables/epochs.parquet",
+    output:
+        html="results/report/report.html",
+        pdf="results/report/report.pdf",
+    log:
+        "logs/report.log",
+    params:
+        python=env_python("tools"),
+        title=config["report"]["title"],
+    conda:
+        "../../envs/tools.yaml"
+    shell:
+        "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
+        " --title {params.title:q} --html {output.html} --pdf {output.pdf} > {log} 2>&1"

@@ -1,0 +1,23 @@
+rule train:
+    input:
+        unpack(train_inputs),
+    output:
+        record="results/runs/{experiment}/rep{rep}/record.json",
+        epochs="results/runs/{experiment}/rep{rep}/epochs.csv",
+    log:
+        "logs/train/{experiment}/rep{rep}.log",
+    params:
+        python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
+        experiment=run_parameters,
+        framework_threads=min(workflow.cores, os.cpu_count()),
+    # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
+    threads: workflow.cores
+    resources:
+        gpu=lambda wildcards: int(experiment_of(wildcards)["device"] == "gpu"),
+    conda:
+        lambda wildcards: "../../" + env_file(experiment_of(wildcards)["env"])
+    shell:
+        "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
+        " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"
+        " --threads {params.framework_threads} --record {output.record} --epochs-csv {output.epochs}"
+        " > {log} 2>&1"
