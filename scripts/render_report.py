@@ -54,6 +54,7 @@ def throughput_figure(summary, path):
         for y, (value, status) in enumerate(zip(part["train_images_per_s_mean"], part["statuses"])):
             if pd.isna(value):
                 axis.text(0, y, " " + STATUS_LABEL.get(status.split(",")[0], "failed"), va="center", color="#C44E52")
+        axis.set_xlim(left=0)
         axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
         axis.set_xlabel("training images/s (steady epochs)")
     figure.tight_layout()
@@ -102,18 +103,21 @@ def markdown_table(header, rows):
 
 
 def summary_markdown(summary):
-    header = ["stack", "variant", "dataset", "model", "batch", "images/s", "95% interval", "steady epoch s",
-              "first epoch s", "inference images/s", "accuracy", "runs ok"]  # fmt: skip
-    rows = []
-    for _, row in summary.sort_values(["dataset", "model", "batch_size", "stack", "variant"]).iterrows():
-        interval = "–" if pd.isna(row["train_images_per_s_ci95_low"]) else (
-            f"{row['train_images_per_s_ci95_low']:,.0f} – {row['train_images_per_s_ci95_high']:,.0f}")  # fmt: skip
-        rows.append([row["stack"], row["variant"], row["dataset"], row["model"], row["batch_size"],
-                     cell(row, "train_images_per_s_mean"), interval if row["runs_ok"] else "–",
-                     cell(row, "steady_epoch_s_median", 3), cell(row, "first_epoch_s_median", 3),
-                     cell(row, "inference_images_per_s_mean"), cell(row, "final_test_accuracy_mean", 3),
-                     f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
-    return markdown_table(header, rows)
+    """One table per dataset x model x batch x device, so each fits a page in the PDF."""
+    header = ["stack", "variant", "images/s", "95% interval", "steady epoch s", "first epoch s",
+              "inference images/s", "accuracy", "runs ok"]  # fmt: skip
+    sections = []
+    for (dataset, model, batch, device), part in summary.groupby(["dataset", "model", "batch_size", "device"]):
+        rows = []
+        for _, row in part.sort_values(["stack", "variant"]).iterrows():
+            interval = "–" if pd.isna(row["train_images_per_s_ci95_low"]) else (
+                f"{row['train_images_per_s_ci95_low']:,.0f} – {row['train_images_per_s_ci95_high']:,.0f}")  # fmt: skip
+            rows.append([row["stack"], row["variant"], cell(row, "train_images_per_s_mean"),
+                         interval if row["runs_ok"] else "–", cell(row, "steady_epoch_s_median", 3),
+                         cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_mean"),
+                         cell(row, "final_test_accuracy_mean", 3), f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
+        sections.append(f"### {model} on {dataset}, batch {batch}, {device}\n\n" + markdown_table(header, rows))
+    return "\n".join(sections)
 
 
 def failures_markdown(runs):

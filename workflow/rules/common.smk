@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from jsonschema import Draft202012Validator
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
@@ -18,7 +19,19 @@ from dlbench.catalog import dataset_info  # noqa: E402
 from dlbench.specs import MODELS, model_spec, layer_shapes  # noqa: E402
 
 
-validate(config, schema="../schemas/config.schema.yaml")
+
+
+def validate_config():
+    """Check the config against its schema with one line per problem naming the key, then fill defaults."""
+    schema_path = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+    errors = Draft202012Validator(yaml.safe_load(schema_path.read_text())).iter_errors(config)
+    problems = [f"config error in `{'.'.join(map(str, e.absolute_path)) or '(top level)'}`: {e.message}" for e in errors]
+    if problems:
+        raise WorkflowError("\n".join(sorted(problems)) + f"\n(every key is described in {schema_path})")
+    validate(config, schema="../schemas/config.schema.yaml")
+
+
+validate_config()
 
 STACKS = yaml.safe_load((Path(workflow.basedir) / "envs" / "stacks.yaml").read_text())
 AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant")

@@ -14,6 +14,7 @@ Each module imports its framework at import time (timed as the `imports` phase) 
                                               one epoch over the batches in `order`; no blocking host reads
                                               inside the loop; returns the mean loss (read after sync)
     evaluate(model, staged, batch_size) -> (loss, accuracy)   on the test split, host floats
+    logits(model, images) -> np.ndarray       inference on host NHWC float32 images (equivalence tests)
     sync(device)                              wait for all queued device work
 
 Only the adapter imports its framework; everything else is in the shared library.

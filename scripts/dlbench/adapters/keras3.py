@@ -91,6 +91,10 @@ def evaluate(model, staged, batch_size):
     return float(loss), float((logits.argmax(axis=1) == labels).mean())
 
 
+def logits(model, images):
+    return model.predict(images, verbose=0)
+
+
 def sync(device):
     # fit and predict return host values, so no device work is pending when they return.
     pass

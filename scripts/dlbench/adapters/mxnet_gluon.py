@@ -84,7 +84,7 @@ def build(spec, input_shape, weights, experiment):
     if hybridized:
         network.hybridize(static_alloc=True, static_shape=True)
     return {"network": network, "trainer": make_trainer(network.collect_params(), experiment),
-            "loss": gluon.loss.SoftmaxCrossEntropyLoss(), "hybridized": hybridized}  # fmt: skip
+            "loss": gluon.loss.SoftmaxCrossEntropyLoss(), "hybridized": hybridized, "ctx": ctx}  # fmt: skip
 
 
 def parameter_count(model):
@@ -125,6 +125,10 @@ def evaluate(model, staged, batch_size):
         loss_sum += loss_fn(logits, labels).sum()
         correct += (logits.argmax(axis=1) == labels).sum()
     return loss_sum.asscalar() / count, correct.asscalar() / count
+
+
+def logits(model, images):
+    return model["network"](mx.nd.array(images.transpose(0, 3, 1, 2), ctx=model["ctx"])).asnumpy()
 
 
 def sync(device):

@@ -80,8 +80,9 @@ def build(spec, input_shape, weights, experiment):
         layers.append(module)
         if getattr(layer, "activation", None) == "relu":
             layers.append(torch.nn.ReLU())
-    network = torch.nn.Sequential(*layers).to(torch_device(experiment["device"]))
-    return {"network": network, "optimizer": make_optimizer(network.parameters(), experiment)}
+    target = torch_device(experiment["device"])
+    network = torch.nn.Sequential(*layers).to(target)
+    return {"network": network, "optimizer": make_optimizer(network.parameters(), experiment), "device": target}
 
 
 def parameter_count(model):
@@ -122,6 +123,13 @@ def evaluate(model, staged, batch_size):
             correct += (logits.argmax(dim=1) == labels).sum()
     count = len(staged["test_y"])
     return loss_sum.item() / count, correct.item() / count
+
+
+def logits(model, images):
+    model["network"].eval()
+    with torch.no_grad():
+        inputs = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).to(model["device"])
+        return model["network"](inputs).cpu().numpy()
 
 
 def sync(device):

@@ -146,5 +146,9 @@ def evaluate(model, staged, batch_size):
         return float(loss_sum) / count, int(correct) / count
 
 
+def logits(model, images):
+    return model["predict"](tf.constant(images)).numpy()
+
+
 def sync(device):
     tf.test.experimental.sync_devices()

@@ -1,0 +1,72 @@
+"""Bad config is refused before any job runs, with one message naming the key and the allowed values."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def dry_run(*config):
+    return subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--config", *config], cwd=REPO,
+                          capture_output=True, text=True)  # fmt: skip
+
+
+def dry_run_with(tmp_path, overrides):
+    """Dry run with a config file holding the default config updated with overrides (typed YAML values)."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text()) | overrides
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(tmp_path / "config.yaml")],
+                            cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    return result.returncode, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("stacks=[caffe-1.0]", "`stacks`: 'caffe-1.0' is not allowed. Allowed values: mxnet-1.9, torch-2.13"),
+        ("models=[alexnet]", "`models`: 'alexnet' is not allowed. Allowed values: mlp, cnn, lenet"),
+        ("datasets=[imagenet-21k]", "`datasets`: unknown dataset 'imagenet-21k'; allowed: digits, synthetic-"),
+        ("devices=[tpu]", "'tpu' is not one of ['cpu', 'gpu']"),
+        ("variants=[turbo]", "'turbo' is not one of ['eager', 'graph']"),
+        ("datasets=[synthetic-4x4x1]", "model 'lenet' cannot run on dataset 'synthetic-4x4x1'"),
+    ],
+)
+def test_bad_config_is_refused_with_a_clear_message(override, expected):
+    result = dry_run(override)
+    assert result.returncode != 0
+    assert expected in result.stdout + result.stderr
+
+
+def test_gpu_is_refused_on_a_machine_without_one():
+    result = dry_run("devices=[gpu]")
+    assert result.returncode != 0
+    assert "'gpu' is listed but this machine has no NVIDIA GPU" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("size", [0, -3])
+def test_non_positive_batch_size_is_refused_naming_the_key(tmp_path, size):
+    code, output = dry_run_with(tmp_path, {"batch_sizes": [64, size]})
+    assert code != 0
+    assert f"config error in `batch_sizes.1`: {size} is less than the minimum of 1" in output
+
+
+def test_unknown_key_is_refused(tmp_path):
+    code, output = dry_run_with(tmp_path, {"batchsize": 3})
+    assert code != 0
+    assert "config error in `(top level)`: Additional properties are not allowed ('batchsize' was unexpected)" in output
+
+
+def test_excluding_everything_is_refused():
+    result = dry_run("exclude=[{model: [mlp, lenet]}]")
+    assert "every experiment is excluded" in result.stdout + result.stderr
+
+
+def test_unsupported_variant_is_skipped_with_a_reason():
+    result = dry_run("stacks=[torch-2.13]", "variants=[eager,graph]")
+    assert result.returncode == 0
+    assert "skipping variant 'graph' for torch-2.13: its adapter does not implement it" in result.stderr
