@@ -6,6 +6,15 @@ configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    experiment=regex_alternatives(EXPERIMENTS),
+    env=regex_alternatives(ENVS),
+    dataset=regex_alternatives(config["datasets"]),
+    rep=r"\d+",
+
+
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
@@ -14,7 +23,7 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         "results/report/report.html",
         "results/report/report.pdf",
-    default_target: True

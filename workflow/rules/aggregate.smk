@@ -13,10 +13,10 @@ rule aggregate:
         epochs_parquet="results/tables/epochs.parquet",
     log:
         "logs/aggregate.log",
-    params:
-        python=env_python("tools"),
     conda:
         "../../envs/tools.yaml"
+    params:
+        python=env_python("tools"),
     shell:
         "{params.python} {input.script} --records {input.records}"
         " --out $(dirname {output.runs}) > {log} 2>&1"

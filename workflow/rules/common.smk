@@ -19,22 +19,37 @@ from dlbench.catalog import dataset_info  # noqa: E402
 from dlbench.specs import MODELS, model_spec, layer_shapes  # noqa: E402
 
 
-
-
 def validate_config():
     """Check the config against its schema with one line per problem naming the key, then fill defaults."""
     schema_path = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
-    errors = Draft202012Validator(yaml.safe_load(schema_path.read_text())).iter_errors(config)
-    problems = [f"config error in `{'.'.join(map(str, e.absolute_path)) or '(top level)'}`: {e.message}" for e in errors]
+    errors = Draft202012Validator(yaml.safe_load(schema_path.read_text())).iter_errors(
+        config
+    )
+    problems = [
+        f"config error in `{'.'.join(map(str, e.absolute_path)) or '(top level)'}`: {e.message}"
+        for e in errors
+    ]
     if problems:
-        raise WorkflowError("\n".join(sorted(problems)) + f"\n(every key is described in {schema_path})")
+        raise WorkflowError(
+            "\n".join(sorted(problems)) + f"\n(every key is described in {schema_path})"
+        )
     validate(config, schema="../schemas/config.schema.yaml")
 
 
 validate_config()
 
 STACKS = yaml.safe_load((Path(workflow.basedir) / "envs" / "stacks.yaml").read_text())
-AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant")
+AXES = (
+    "stack",
+    "dataset",
+    "model",
+    "device",
+    "batch_size",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "variant",
+)
 CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
                               "learning_rates", "epochs", "variants")))  # fmt: skip
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -70,7 +85,9 @@ def check_config():
             try:
                 layer_shapes(model_spec(model, info["classes"]), info["shape"])
             except ValueError as error:
-                raise WorkflowError(f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}")
+                raise WorkflowError(
+                    f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
+                )
     if "gpu" in config["devices"] and not gpu_present():
         raise WorkflowError(
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
@@ -78,8 +95,11 @@ def check_config():
         )
 
 
-def matches(experiment, rule):
-    return all(experiment[key] in (value if isinstance(value, list) else [value]) for key, value in rule.items())
+def matches(experiment, exclusion):
+    return all(
+        experiment[key] in (value if isinstance(value, list) else [value])
+        for key, value in exclusion.items()
+    )
 
 
 def experiment_id(row):
@@ -98,7 +118,7 @@ def experiment_table():
         if row["variant"] not in stack["variants"]:
             skipped.add((row["stack"], row["variant"]))
             continue
-        if any(matches(row, rule) for rule in config["exclude"]):
+        if any(matches(row, exclusion) for exclusion in config["exclude"]):
             continue
         row.update(
             framework=stack["framework"],
@@ -112,9 +132,14 @@ def experiment_table():
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
     for stack, variant in sorted(skipped):
-        print(f"skipping variant {variant!r} for {stack}: its adapter does not implement it", file=sys.stderr)
+        print(
+            f"skipping variant {variant!r} for {stack}: its adapter does not implement it",
+            file=sys.stderr,
+        )
     if not table:
-        raise WorkflowError("config error: every experiment is excluded; loosen `exclude` or add axis values")
+        raise WorkflowError(
+            "config error: every experiment is excluded; loosen `exclude` or add axis values"
+        )
     return table
 
 
@@ -128,15 +153,13 @@ def regex_alternatives(names):
     return "|".join(name.replace(".", r"\.") for name in sorted(names))
 
 
-wildcard_constraints:
-    experiment=regex_alternatives(EXPERIMENTS),
-    env=regex_alternatives(ENVS),
-    dataset=regex_alternatives(config["datasets"]),
-    rep=r"\d+",
-
-
 def env_file(env):
     return f"envs/{env}.yaml"
+
+
+def job_conda_env(wildcards):
+    """The env file of an experiment's stack, relative to workflow/rules/ as `conda:` expects."""
+    return f"../../{env_file(experiment_of(wildcards)['env'])}"
 
 
 def env_description(env):
@@ -178,13 +201,24 @@ def train_inputs(wildcards):
         "meta": f"results/data/{row['dataset']}/meta.json",
         "arrays": ancient(f"results/data/{row['dataset']}/arrays.npz"),
         "scripts": ["scripts/train.py", "scripts/run_experiment.py"]
-        + library_files("specs.py", "data.py", "clock.py", "record.py", "io.py", "adapters/__init__.py")
+        + library_files(
+            "specs.py",
+            "data.py",
+            "clock.py",
+            "record.py",
+            "io.py",
+            "adapters/__init__.py",
+        )
         + [f"scripts/dlbench/adapters/{row['adapter']}.py"],
     }
 
 
 def run_outputs(name):
-    return [f"results/runs/{experiment}/rep{rep}/{name}" for experiment in EXPERIMENTS for rep in REPEATS]
+    return [
+        f"results/runs/{experiment}/rep{rep}/{name}"
+        for experiment in EXPERIMENTS
+        for rep in REPEATS
+    ]
 
 
 def synthetic_arguments(wildcards):

@@ -8,11 +8,11 @@ rule prepare_dataset:
         meta="results/data/{dataset}/meta.json",
     log:
         "logs/data/{dataset}.log",
+    conda:
+        "../../envs/tools.yaml"
     params:
         python=env_python("tools"),
         options=synthetic_arguments,
-    conda:
-        "../../envs/tools.yaml"
     shell:
         "{params.python} {input.script} {wildcards.dataset} results/data/{wildcards.dataset}"
         " {params.options} > {log} 2>&1"

@@ -6,11 +6,11 @@ rule build_env:
         description="results/envs/{env}.json",
     log:
         "logs/envs/{env}.log",
+    conda:
+        "../../envs/{env}.yaml"
     params:
         where=env_build_arguments,
         python="python" if USE_CONDA else sys.executable,
-    conda:
-        "../../envs/{env}.yaml"
     shell:
         "{params.python} {input.builder} {input.env_file} {params.where}"
         " --describe {output.description} > {log} 2>&1"

@@ -11,11 +11,11 @@ rule report:
         pdf="results/report/report.pdf",
     log:
         "logs/report.log",
+    conda:
+        "../../envs/tools.yaml"
     params:
         python=env_python("tools"),
         title=config["report"]["title"],
-    conda:
-        "../../envs/tools.yaml"
     shell:
         "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
         " --title {params.title:q} --html {output.html} --pdf {output.pdf} > {log} 2>&1"

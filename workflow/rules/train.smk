@@ -6,16 +6,16 @@ rule train:
         epochs="results/runs/{experiment}/rep{rep}/epochs.csv",
     log:
         "logs/train/{experiment}/rep{rep}.log",
-    params:
-        python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
-        experiment=run_parameters,
-        framework_threads=min(workflow.cores, os.cpu_count()),
+    conda:
+        job_conda_env
     # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
     threads: workflow.cores
     resources:
         gpu=lambda wildcards: int(experiment_of(wildcards)["device"] == "gpu"),
-    conda:
-        lambda wildcards: "../../" + env_file(experiment_of(wildcards)["env"])
+    params:
+        python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
+        experiment=run_parameters,
+        framework_threads=min(workflow.cores, os.cpu_count()),
     shell:
         "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
         " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"

@@ -30,7 +30,9 @@ def stage(arrays, device):
     target = torch_device(device)
 
     def images(key):
-        return torch.from_numpy(np.ascontiguousarray(arrays[key].transpose(0, 3, 1, 2))).to(target)
+        # A real copy: for one channel, ascontiguousarray keeps the transposed strides, (N, 1, H, W) with a
+        # channel stride of 1, and oneDNN then silently runs the convolutions channels-last.
+        return torch.from_numpy(arrays[key].transpose(0, 3, 1, 2).copy()).to(target)
 
     def labels(key):
         return torch.from_numpy(arrays[key].astype(np.int64)).to(target)
@@ -128,7 +130,7 @@ def evaluate(model, staged, batch_size):
 def logits(model, images):
     model["network"].eval()
     with torch.no_grad():
-        inputs = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2))).to(model["device"])
+        inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model["device"])
         return model["network"](inputs).cpu().numpy()
 
 

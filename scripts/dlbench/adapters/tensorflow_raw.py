@@ -95,10 +95,12 @@ def build(spec, input_shape, weights, experiment):
         variables = [var for params in network.params for var in params]
         optimizer = Optimizer(variables, experiment)
 
-    def train_step(images, labels):
+    def train_step(images, labels, batch):
         with tf.GradientTape() as tape:
-            logits = network(images)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+            logits = network(tf.gather(images, batch))
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.gather(labels, batch), logits=logits)
+            )
         optimizer.apply(tape.gradient(loss, variables))
         return loss
 
@@ -129,8 +131,7 @@ def train_epoch(model, staged, order, batch_size):
         steps = len(order) // batch_size
         for step in range(steps):
             batch = indices[step * batch_size : (step + 1) * batch_size]
-            images, labels = tf.gather(staged["train_x"], batch), tf.gather(staged["train_y"], batch)
-            total += model["train_step"](images, labels)
+            total += model["train_step"](staged["train_x"], staged["train_y"], batch)
         return float(total / steps)
 
 

@@ -1,0 +1,6 @@
+"""Minimal hand-written LeNet training loops, one per framework, as references for the harness overhead benchmark.
+
+Each module defines `make_epoch(arrays, batch_size, learning_rate) -> epoch(order)`, which trains one epoch over
+the batches of `order` and returns only once the device is idle. They import their framework directly: they are
+the bare loops the adapters are measured against, not part of the workflow.
+"""

@@ -1,0 +1,121 @@
+"""Run records from the runner and the aggregation over them, at unit level."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+
+import jsonschema
+import pytest
+import yaml
+from conftest import REPO, STACKS
+from dlbench.record import base_record, write_epochs_csv
+
+RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
+ENV_DESCRIPTION = {"env_file": "envs/torch-2.13-cpu.yaml", "env_file_sha256": "a" * 64, "deployment": "venv",
+                   "packages_sha256": "b" * 64}  # fmt: skip
+
+
+def experiment(**changes):
+    row = {"experiment_id": "torch-2.13_digits_mlp_cpu_b64_adam-lr0.001_e3_eager", "stack": "torch-2.13",
+           "framework": "torch", "backend": "eager", "adapter": "pytorch", "dataset": "digits", "model": "mlp",
+           "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9,
+           "epochs": 3, "variant": "eager", "rep": 1, "seed": 1, "target_accuracy": 0.9, "environment": {}}  # fmt: skip
+    return row | changes
+
+
+def runner_command(python, row, dataset_dir, folder):
+    env_json = folder / "env.json"
+    env_json.write_text(json.dumps(ENV_DESCRIPTION))
+    return [str(python), str(REPO / "scripts" / "run_experiment.py"), "--experiment", json.dumps(row),
+            "--dataset-dir", str(dataset_dir), "--env-description", str(env_json), "--threads", "1",
+            "--record", str(folder / "record.json"), "--epochs-csv", str(folder / "epochs.csv")]  # fmt: skip
+
+
+def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
+    """The child blocks reading meta.json (a FIFO) after importing torch; killing it must not lose the run."""
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    os.mkfifo(dataset / "meta.json")
+    runner = subprocess.Popen(runner_command(env_python("torch-2.13-cpu"), experiment(), dataset, tmp_path),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    children = []
+    while not children and time.monotonic() < deadline:
+        time.sleep(0.5)
+        children = subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "train.py child never started"
+    time.sleep(8)  # let it pass the imports and block on the FIFO
+    os.kill(int(children[0]), signal.SIGKILL)
+    runner.communicate(timeout=60)
+    assert runner.returncode == 0
+    record = json.loads((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "error"
+    assert "killed by signal SIGKILL before writing its record" in record["error"]
+    assert (tmp_path / "epochs.csv").read_text().startswith("epoch,train_s")
+
+
+def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_python):
+    """A batch larger than the training set fails inside train.py, which records the error and exits 0."""
+    row = experiment(batch_size=100_000)
+    dataset = tmp_path / "dataset"
+    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
+                    str(dataset), "--train-size", "64", "--test-size", "16"], check=True)  # fmt: skip
+    result = subprocess.run(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path),
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "error"
+    assert record["error"] == "ValueError: batch size 100000 is larger than the training set (64 examples)"
+    assert record["framework_version"].startswith("2.13.0")
+    assert record["host_rss_peak_mb"] > 0
+
+
+def fake_run(folder, rep, images_per_s, status="ok"):
+    row = experiment(rep=rep)
+    record = base_record(row, ENV_DESCRIPTION, REPO)
+    record.update(status=status, framework_version="2.13.0")
+    if status == "ok":
+        images = 1344
+        seconds = images / images_per_s
+        record.update(epoch_train_s=[1.0, seconds, seconds], epoch_eval_s=[0.1, 0.1, 0.1],
+                      train_images_per_s=images_per_s, inference_images_per_s=3600.0, final_test_accuracy=0.9,
+                      time_to_target_s=2.0)  # fmt: skip
+    else:
+        record["error"] = "RuntimeError: boom"
+    path = folder / f"rep{rep}" / "record.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    write_epochs_csv(path.with_name("epochs.csv"), [])
+    return str(path)
+
+
+def read_csv(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_summary_statistics_over_repeats(tmp_path, env_python):
+    records = [fake_run(tmp_path, 1, 100.0), fake_run(tmp_path, 2, 110.0), fake_run(tmp_path, 3, 120.0),
+               fake_run(tmp_path, 4, 0, status="error")]  # fmt: skip
+    out = tmp_path / "tables"
+    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records", *records,
+                    "--out", str(out)], check=True)  # fmt: skip
+    runs = read_csv(out / "runs.csv")
+    assert [run["status"] for run in runs] == ["ok", "ok", "ok", "error"]
+    (row,) = read_csv(out / "summary.csv")
+    assert (row["runs"], row["runs_ok"], row["statuses"], row["errors"]) == ("4", "3", "error,ok", "RuntimeError: boom")
+    summary = {key: float(value) for key, value in row.items() if key.startswith(("train_", "steady_"))}
+    assert summary["train_images_per_s_mean"] == pytest.approx(110.0)
+    assert summary["train_images_per_s_std"] == pytest.approx(10.0)
+    assert summary["train_images_per_s_median"] == pytest.approx(110.0)
+    assert summary["train_images_per_s_min"] == pytest.approx(100.0)
+    half_width = 4.302652729911275 * 10.0 / 3**0.5  # t(0.975, df=2) * s / sqrt(n)
+    assert summary["train_images_per_s_ci95_low"] == pytest.approx(110.0 - half_width)
+    assert summary["train_images_per_s_ci95_high"] == pytest.approx(110.0 + half_width)
+    assert summary["steady_epoch_s_mean"] == pytest.approx((13.44 + 1344 / 110 + 11.2) / 3)
+    assert (out / "summary.parquet").exists() and (out / "runs.parquet").exists()

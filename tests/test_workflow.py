@@ -1,0 +1,124 @@
+"""The whole workflow end to end, once, on a tiny config: five stacks, one failing experiment, a report;
+then what a rerun plans after no change, a changed batch size, a changed env file and a re-fetched dataset."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from conftest import REPO, VENV_ROOT
+
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]
+TINY_CONFIG = {
+    "stacks": ["mxnet-1.9", "torch-2.13", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"],
+    "datasets": ["synthetic-12x12x1"],
+    "models": ["mlp"],
+    "batch_sizes": [32, 512],
+    "epochs": [2],
+    "variants": ["eager", "graph"],
+    "repeats": 2,
+    "exclude": [
+        {"stack": FAST_STACKS, "variant": "eager"},
+        {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: the failing experiment
+    ],
+    "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+    "venv_root": str(VENV_ROOT),
+}
+EXPERIMENTS = 6
+
+
+def snakemake(workdir, *arguments):
+    result = subprocess.run([SNAKEMAKE, "--cores", "2", *arguments], cwd=workdir, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return result.stdout + result.stderr
+
+
+def planned_jobs(workdir):
+    """{rule: count} from a dry run's job stats table."""
+    output = snakemake(workdir, "-n")
+    if "Nothing to be done" in output:
+        return {}
+    table = output.split("Job stats:")[1].split("total")[0]
+    return {name: int(count) for name, count in re.findall(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A copy of the repository's files, run once to a finished report on the tiny config."""
+    root = tmp_path_factory.mktemp("workflow")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()  # fmt: skip
+    for name in files:
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    (root / "config.yaml").write_text(yaml.safe_dump(TINY_CONFIG))
+    snakemake(root)
+    return root
+
+
+def test_report_is_rendered_and_self_contained(workdir):
+    html = (workdir / "results/report/report.html").read_text()
+    assert (workdir / "results/report/report.pdf").read_bytes().startswith(b"%PDF")
+    assert not re.search(r"""(src|href)=["']https?://""", html), "the HTML must not load anything from a CDN"
+    assert "data:image/png;base64" in html
+    for stack in TINY_CONFIG["stacks"]:
+        assert stack in html
+    assert "ERROR" in html and "larger than the training set" in html
+
+
+def test_every_record_follows_the_schema(workdir):
+    schema = yaml.safe_load((REPO / "workflow/schemas/run_record.schema.yaml").read_text())
+    records = [json.loads(path.read_text()) for path in (workdir / "results/runs").glob("*/rep*/record.json")]
+    assert len(records) == EXPERIMENTS * 2
+    for record in records:
+        jsonschema.validate(record, schema)
+    failed = [record for record in records if record["status"] != "ok"]
+    assert {record["experiment_id"] for record in failed} == {"torch-2.13_synthetic-12x12x1_mlp_cpu_b512_adam-lr0.001_e2_eager"}
+    assert all("batch size 512 is larger than the training set" in record["error"] for record in failed)
+    ok = [record for record in records if record["status"] == "ok"]
+    assert all(record["train_images_per_s"] > 0 and record["provenance"]["packages_sha256"] for record in ok)
+    assert all(record["gpu_memory_peak_mb"] is None and record["gpu_fields_reason"] for record in records)
+
+
+def test_tables_have_one_row_per_run_and_per_experiment(workdir):
+    runs = (workdir / "results/tables/runs.csv").read_text().splitlines()
+    summary = (workdir / "results/tables/summary.csv").read_text().splitlines()
+    assert len(runs) == 1 + EXPERIMENTS * 2 and len(summary) == 1 + EXPERIMENTS
+    assert "train_images_per_s_ci95_low" in summary[0]
+    for table in ("runs", "summary", "epochs"):
+        assert (workdir / f"results/tables/{table}.parquet").exists()
+
+
+def test_a_rerun_has_nothing_to_do(workdir):
+    assert planned_jobs(workdir) == {}
+
+
+def test_a_refetched_dataset_does_not_retrain(workdir):
+    (workdir / "results/data/synthetic-12x12x1/arrays.npz").touch()
+    assert planned_jobs(workdir) == {}
+
+
+def test_changing_one_batch_size_reruns_exactly_its_experiments(workdir):
+    config = dict(TINY_CONFIG, batch_sizes=[16, 512])
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    try:
+        assert planned_jobs(workdir) == {"train": 5 * 2, "aggregate": 1, "report": 1, "all": 1}
+    finally:
+        (workdir / "config.yaml").write_text(yaml.safe_dump(TINY_CONFIG))
+
+
+def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir):
+    env_file = workdir / "envs/mxnet-1.9-cpu.yaml"
+    original = env_file.read_text()
+    env_file.write_text(original + "# edited\n")
+    try:
+        assert planned_jobs(workdir) == {"build_env": 1, "train": 2, "aggregate": 1, "report": 1, "all": 1}
+    finally:
+        env_file.write_text(original)
