@@ -39,7 +39,9 @@ def main():
         last_lines.append(line.rstrip())
     code = child.wait()
     record_path = Path(option(argv, "--record"))
-    if code == 0 and record_path.exists():
+    if record_path.exists():  # written atomically by train.py; a crash while exiting must not discard it
+        if code != 0:
+            print(f"training process {exit_description(code)} after writing its record", file=sys.stderr)
         return
     experiment = json.loads(option(argv, "--experiment"))
     env_description = json.loads(Path(option(argv, "--env-description")).read_text())
