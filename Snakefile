@@ -12,6 +12,13 @@ wildcard_constraints:
     experiment=regex_alternatives(EXPERIMENTS),
     env=regex_alternatives(ENVS),
     dataset=regex_alternatives(config["datasets"]),
+    file=regex_alternatives(
+        {
+            spec["name"]
+            for entry in REGISTRY.values()
+            for spec in entry["files"].values()
+        }
+    ),
     rep=r"\d+",
 
 

@@ -1,38 +1,53 @@
 """Prepare one dataset into the common format (see dlbench/data.py), atomically.
 
-    python scripts/prepare_dataset.py digits results/data/digits
-    python scripts/prepare_dataset.py synthetic-32x32x3 results/data/synthetic-32x32x3 --train-size 2048 ...
+    python scripts/prepare_dataset.py NAME OUT_FOLDER --options JSON [--archives FOLDER]
+
+OPTIONS holds the config sections `synthetic`, `synthetic_imagenet`, `imagenet` and, for a downloadable
+dataset, its registry `entry` (format, files with sha256). Archives are verified again before parsing; a
+corrupt one is deleted (so the next run fetches it anew) and named in the error.
 """
 
 import argparse
+import gzip
+import hashlib
 import json
 import os
+import pickle
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dlbench.catalog import SYNTHETIC, dataset_info  # noqa: E402
+from dlbench.catalog import dataset_info  # noqa: E402
 from dlbench.data import channel_stats  # noqa: E402
 
 
 def synthetic(shape, classes, train_size, test_size, seed):
-    """Seeded images: a random prototype per class plus noise, so the task is learnable but not trivial."""
+    """Seeded images: a coarse random prototype per class (4x4-pixel blocks) plus noise, learnable but not trivial.
+
+    Built in chunks, so 1000-class 256x256x3 sets need little memory.
+    """
     rng = np.random.default_rng(seed)
-    prototypes = rng.uniform(0, 255, size=(classes, *shape))
+    height, width, channels = shape
+    coarse = rng.uniform(0, 255, size=(classes, -(-height // 4), -(-width // 4), channels)).astype(np.float32)
 
     def draw(count):
-        labels = rng.integers(0, classes, size=count)
-        noise = rng.normal(0, 96, size=(count, *shape))
-        return np.clip(prototypes[labels] + noise, 0, 255).astype(np.uint8), labels.astype(np.int32)
+        labels = rng.integers(0, classes, size=count).astype(np.int32)
+        images = np.empty((count, *shape), dtype=np.uint8)
+        for start in range(0, count, 256):
+            chunk = labels[start : start + 256]
+            prototypes = coarse[chunk].repeat(4, axis=1).repeat(4, axis=2)[:, :height, :width]
+            noise = rng.normal(0, 96, size=(len(chunk), *shape)).astype(np.float32)
+            images[start : start + 256] = np.clip(prototypes + noise, 0, 255)
+        return images, labels
 
     train_x, train_y = draw(train_size)
     test_x, test_y = draw(test_size)
-    source = {"kind": "synthetic", "seed": seed, "noise_std": 96}
-    return train_x, train_y, test_x, test_y, source
+    return train_x, train_y, test_x, test_y, {"kind": "synthetic", "seed": seed, "noise_std": 96}
 
 
 def digits(seed):
@@ -50,6 +65,114 @@ def digits(seed):
         images, bunch.target.astype(np.int32), test_size=0.2, random_state=seed, stratify=bunch.target
     )
     source = {"kind": "sklearn.datasets.load_digits", "sklearn_version": sklearn.__version__, "split_seed": seed}
+    return train_x, train_y, test_x, test_y, source
+
+
+class DatasetError(Exception):
+    """A dataset file that cannot be used; the message names the file and what was expected."""
+
+
+def verify(path, expected):
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    if digest != expected:
+        Path(path).unlink()
+        raise DatasetError(f"{path}: sha256 {digest} but expected {expected}; removed, rerun to fetch it again")
+
+
+def read_idx(path, dimensions):
+    """An IDX array (gzip): magic 0x0000080N (unsigned bytes, N dimensions), big-endian sizes, then the data."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            raw = handle.read()
+    except (OSError, EOFError) as error:
+        raise DatasetError(f"{path}: not a readable gzip file ({error}); truncated or wrong format")
+    magic = int.from_bytes(raw[:4], "big")
+    if magic != 0x800 + dimensions:
+        raise DatasetError(f"{path}: not an IDX file of {dimensions} dimension(s) (magic {magic:#010x}, "
+                           f"expected {0x800 + dimensions:#010x})")  # fmt: skip
+    sizes = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(dimensions)]
+    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dimensions)
+    if body.size != np.prod(sizes):
+        raise DatasetError(f"{path}: header promises {sizes} values, found {body.size}; truncated")
+    return body.reshape(sizes)
+
+
+def idx_dataset(entry, archives):
+    files = {role: Path(archives) / spec["name"] for role, spec in entry["files"].items()}
+    for role, spec in entry["files"].items():
+        verify(files[role], spec["sha256"])
+    arrays = [read_idx(files["train_images"], 3)[..., np.newaxis], read_idx(files["train_labels"], 1),
+              read_idx(files["test_images"], 3)[..., np.newaxis], read_idx(files["test_labels"], 1)]  # fmt: skip
+    for images, labels, role in ((arrays[0], arrays[1], "train"), (arrays[2], arrays[3], "test")):
+        if len(images) != len(labels):
+            raise DatasetError(f"{role}: {len(images)} images but {len(labels)} labels in {archives}")
+    train_x, train_y, test_x, test_y = arrays
+    return train_x, train_y.astype(np.int32), test_x, test_y.astype(np.int32), {"kind": "idx", "files": entry["files"]}
+
+
+def cifar_dataset(entry, archives):
+    """The CIFAR-10 python tarball: data_batch_1..5 and test_batch, pickles of 3072-byte CHW rows."""
+    spec = entry["files"]["archive"]
+    path = Path(archives) / spec["name"]
+    verify(path, spec["sha256"])
+
+    def batch(tar, member):
+        try:
+            handle = tar.extractfile(f"cifar-10-batches-py/{member}")
+        except KeyError:
+            raise DatasetError(f"{path}: no cifar-10-batches-py/{member} inside; not the CIFAR-10 python archive")
+        content = pickle.load(handle, encoding="bytes")  # trusted: the archive's sha256 was verified above
+        images = np.asarray(content[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        return images, np.asarray(content[b"labels"], dtype=np.int32)
+
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            parts = [batch(tar, f"data_batch_{index}") for index in range(1, 6)]
+            test_x, test_y = batch(tar, "test_batch")
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise DatasetError(f"{path}: not a readable tar.gz archive ({error}); truncated or wrong format")
+    train_x = np.concatenate([images for images, _ in parts])
+    train_y = np.concatenate([labels for _, labels in parts])
+    return train_x, train_y, test_x, test_y, {"kind": "cifar-python", "files": entry["files"]}
+
+
+def imagenet_split(folder, resolution, max_per_class, classes):
+    """Class folders of JPEGs -> uint8 images resized (shorter side) and centre-cropped to resolution."""
+    from PIL import Image
+
+    images, labels = [], []
+    for label, wnid in enumerate(classes):
+        files = sorted(path for path in (folder / wnid).iterdir() if path.suffix.lower() in (".jpeg", ".jpg", ".png"))
+        for path in files[:max_per_class]:
+            with Image.open(path) as image:
+                image = image.convert("RGB")
+                scale = resolution / min(image.size)
+                image = image.resize((max(resolution, round(image.width * scale)),
+                                      max(resolution, round(image.height * scale))), Image.BILINEAR)  # fmt: skip
+                left, top = (image.width - resolution) // 2, (image.height - resolution) // 2
+                images.append(np.asarray(image.crop((left, top, left + resolution, top + resolution))))
+                labels.append(label)
+        print(f"{folder.name}/{wnid}: {min(len(files), max_per_class or len(files))} images", flush=True)
+    return np.stack(images), np.asarray(labels, dtype=np.int32)
+
+
+def imagenet_dataset(options):
+    root = Path(options["path"])
+    splits = {name: root / name for name in ("train", "val")}
+    for name, folder in splits.items():
+        if not folder.is_dir():
+            raise DatasetError(f"{root}: no {name}/ folder; expected ILSVRC2012 as {name}/<wnid>/*.JPEG")
+    classes = sorted(path.name for path in splits["train"].iterdir() if path.is_dir())
+    if not classes:
+        raise DatasetError(f"{splits['train']}: no class folders; expected train/<wnid>/*.JPEG (e.g. n01440764/)")
+    missing = [wnid for wnid in classes if not (splits["val"] / wnid).is_dir()]
+    if missing:
+        raise DatasetError(f"{splits['val']}: no class folders for {', '.join(missing[:5])}; val/ must be sorted "
+                           "into the same <wnid>/ folders as train/")  # fmt: skip
+    size, limit = options["resolution"], options["max_images_per_class"]
+    train_x, train_y = imagenet_split(splits["train"], size, limit, classes)
+    test_x, test_y = imagenet_split(splits["val"], size, limit, classes)
+    source = {"kind": "imagenet", "path": str(root), "classes": classes, "max_images_per_class": limit}
     return train_x, train_y, test_x, test_y, source
 
 
@@ -82,17 +205,32 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name")
     parser.add_argument("folder")
-    parser.add_argument("--classes", type=int, default=10, help="synthetic: number of classes")
-    parser.add_argument("--train-size", type=int, default=2048, help="synthetic: training images")
-    parser.add_argument("--test-size", type=int, default=512, help="synthetic: test images")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, entry")
+    parser.add_argument("--archives", help="folder of the verified downloads of this dataset")
+    parser.add_argument("--seed", type=int, default=0, help="digits: seed of the train/test split")
     args = parser.parse_args()
-    info = dataset_info(args.name, {"classes": args.classes})
-    if SYNTHETIC.fullmatch(args.name):
-        arrays = synthetic(info["shape"], info["classes"], args.train_size, args.test_size, args.seed)
-    else:
-        arrays = digits(args.seed)
-    write_dataset(args.folder, args.name, info["classes"], *arrays)
+    options = json.loads(args.options)
+    entry = options.get("entry")
+    info = dataset_info(args.name, options, {args.name: entry} if entry else {})
+    kind, shape, classes = info["kind"], info["shape"], info["classes"]
+    try:
+        if kind == "download":
+            reader = {"idx": idx_dataset, "cifar-python": cifar_dataset}[entry["format"]]
+            arrays = reader(entry, args.archives)
+        elif kind == "synthetic":
+            sizes = options["synthetic"]
+            arrays = synthetic(shape, classes, sizes["train_size"], sizes["test_size"], sizes["seed"])
+        elif kind == "synthetic-imagenet":
+            sizes = options["synthetic_imagenet"]
+            arrays = synthetic(shape, classes, sizes["train_size"], sizes["test_size"], sizes["seed"])
+        elif kind == "imagenet":
+            arrays = imagenet_dataset(options["imagenet"])
+            classes = len(arrays[4]["classes"])
+        else:
+            arrays = digits(args.seed)
+    except DatasetError as error:
+        raise SystemExit(f"dataset {args.name!r}: {error}")
+    write_dataset(args.folder, args.name, classes, *arrays)
 
 
 if __name__ == "__main__":

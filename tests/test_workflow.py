@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from archives import mnist_like, registry_entry, serve
 from conftest import REPO, VENV_ROOT
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -48,19 +49,60 @@ def planned_jobs(workdir):
     return {name: int(count) for name, count in re.findall(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    """A copy of the repository's files, run once to a finished report on the tiny config."""
-    root = tmp_path_factory.mktemp("workflow")
+def copy_repository(root):
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()  # fmt: skip
     for name in files:
         if (REPO / name).is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, root / name)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A copy of the repository's files, run once to a finished report on the tiny config."""
+    root = tmp_path_factory.mktemp("workflow")
+    copy_repository(root)
     (root / "config.yaml").write_text(yaml.safe_dump(TINY_CONFIG))
     snakemake(root)
     return root
+
+
+@pytest.fixture(scope="module")
+def mnist_workdir(tmp_path_factory):
+    """One experiment on an MNIST-format set that the workflow downloads from a local mirror."""
+    served = tmp_path_factory.mktemp("mirror")
+    _, files = mnist_like(served / "mnist", train=128, test=32)
+    server, url = serve(served)
+    root = tmp_path_factory.mktemp("mnist-workflow")
+    copy_repository(root)
+    registry = {"mnist": registry_entry("idx", (28, 28, 1), files, "http://127.0.0.1:9/unreachable/")}
+    (root / "registry.yaml").write_text(yaml.safe_dump(registry))
+    config = {"stacks": ["torch-2.13"], "datasets": ["mnist"], "models": ["mlp"], "batch_sizes": [32],
+              "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT),
+              "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}}  # fmt: skip
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    try:
+        snakemake(root)
+    finally:
+        server.shutdown()
+    return root
+
+
+def test_mnist_from_the_mirror_trains_end_to_end(mnist_workdir):
+    (record_path,) = (mnist_workdir / "results/runs").glob("*/rep1/record.json")
+    record = json.loads(record_path.read_text())
+    assert (record["status"], record["dataset"]) == ("ok", "mnist")
+    meta = json.loads((mnist_workdir / "results/data/mnist/meta.json").read_text())
+    assert meta["source"]["kind"] == "idx" and meta["train_size"] == 128
+    assert "verified" in (mnist_workdir / "logs/download/mnist/train-images-idx3-ubyte.gz.log").read_text()
+    assert planned_jobs(mnist_workdir) == {}
+
+
+def test_a_fetched_again_archive_does_not_retrain(mnist_workdir):
+    for archive in (mnist_workdir / "resources/archives/mnist").iterdir():
+        archive.touch()
+    assert planned_jobs(mnist_workdir) == {}
 
 
 def test_report_is_rendered_and_self_contained(workdir):

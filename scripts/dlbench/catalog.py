@@ -1,20 +1,38 @@
-"""Names the config may use for datasets, and what each dataset looks like. Standard library only (the driver imports it)."""
+"""Names the config may use for datasets, and what each dataset looks like. Standard library only (the driver imports it).
+
+Kinds: `download` (files in the registry, workflow/resources/datasets.yaml), `digits` (ships with scikit-learn),
+`synthetic` (synthetic-<H>x<W>x<C>), `synthetic-imagenet` (seeded 1000-class 256x256x3) and `imagenet` (a local
+ILSVRC2012 folder).
+"""
 
 import re
 
 SYNTHETIC = re.compile(r"synthetic-(?P<height>\d+)x(?P<width>\d+)x(?P<channels>\d+)")
 DIGITS_SHAPE = (28, 28, 1)
-DATASET_NAMES = ("digits", "synthetic-<H>x<W>x<C> (e.g. synthetic-28x28x1, synthetic-32x32x3)")
+IMAGENET_CLASSES = 1000
+SYNTHETIC_IMAGENET_SHAPE = (256, 256, 3)
+FIXED_NAMES = ("digits", "imagenet", "synthetic-imagenet", "synthetic-<H>x<W>x<C> (e.g. synthetic-28x28x1)")
 
 
-def dataset_info(name, synthetic_options):
-    """{'shape': (h, w, c), 'classes': n} of a dataset name, or ValueError naming the allowed names."""
+def dataset_info(name, config, registry):
+    """{'kind', 'shape': (h, w, c), 'classes'} of a dataset name, or ValueError naming the allowed names."""
+    if name in registry:
+        entry = registry[name]
+        return {"kind": "download", "shape": tuple(entry["shape"]), "classes": entry["classes"]}
     if name == "digits":
-        return {"shape": DIGITS_SHAPE, "classes": 10}
+        return {"kind": "digits", "shape": DIGITS_SHAPE, "classes": 10}
+    if name == "synthetic-imagenet":
+        return {"kind": "synthetic-imagenet", "shape": SYNTHETIC_IMAGENET_SHAPE, "classes": IMAGENET_CLASSES}
+    if name == "imagenet":
+        if not config["imagenet"]["path"]:
+            raise ValueError("dataset 'imagenet' needs `imagenet.path`: a local ILSVRC2012 folder with train/ and val/")
+        size = config["imagenet"]["resolution"]
+        return {"kind": "imagenet", "shape": (size, size, 3), "classes": IMAGENET_CLASSES}
     match = SYNTHETIC.fullmatch(name)
     if match:
         shape = tuple(int(match[key]) for key in ("height", "width", "channels"))
         if min(shape) < 1 or shape[2] not in (1, 3):
             raise ValueError(f"dataset {name!r}: height and width must be positive and channels 1 or 3")
-        return {"shape": shape, "classes": synthetic_options["classes"]}
-    raise ValueError(f"unknown dataset {name!r}; allowed: {', '.join(DATASET_NAMES)}")
+        return {"kind": "synthetic", "shape": shape, "classes": config["synthetic"]["classes"]}
+    allowed = ", ".join([*sorted(registry), *FIXED_NAMES])
+    raise ValueError(f"unknown dataset {name!r}; allowed: {allowed}")

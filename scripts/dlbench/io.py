@@ -11,6 +11,7 @@ def write_text_atomic(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, prefix=f".{path.name}.") as handle:
         handle.write(text)
+    os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; results are meant to be shared
     os.replace(handle.name, path)
 
 

@@ -39,6 +39,7 @@ def validate_config():
 validate_config()
 
 STACKS = yaml.safe_load((Path(workflow.basedir) / "envs" / "stacks.yaml").read_text())
+REGISTRY = yaml.safe_load(Path(config["downloads"]["registry"]).read_text())
 AXES = (
     "stack",
     "dataset",
@@ -78,7 +79,7 @@ def check_config():
             refuse("models", model, MODELS)
     for dataset in config["datasets"]:
         try:
-            info = dataset_info(dataset, config["synthetic"])
+            info = dataset_info(dataset, config, REGISTRY)
         except ValueError as error:
             raise WorkflowError(f"config error in `datasets`: {error}")
         for model in config["models"]:
@@ -221,9 +222,38 @@ def run_outputs(name):
     ]
 
 
-def synthetic_arguments(wildcards):
-    options = config["synthetic"]
-    return (
-        f"--classes {options['classes']} --train-size {options['train_size']} "
-        f"--test-size {options['test_size']} --seed {options['seed']}"
-    )
+def dataset_options(wildcards):
+    """The config sections prepare_dataset.py reads, plus the registry entry of a downloadable dataset."""
+    options = {
+        key: config[key] for key in ("synthetic", "synthetic_imagenet", "imagenet")
+    }
+    options["entry"] = REGISTRY.get(wildcards.dataset)
+    return json.dumps(options, sort_keys=True)
+
+
+def archives(wildcards):
+    """The verified downloads a dataset is prepared from (ancient: fetching again must not retrain)."""
+    entry = REGISTRY.get(wildcards.dataset)
+    files = entry["files"].values() if entry else []
+    return [
+        ancient(f"resources/archives/{wildcards.dataset}/{spec['name']}")
+        for spec in files
+    ]
+
+
+def download_spec(wildcards):
+    (spec,) = [
+        s
+        for s in REGISTRY[wildcards.dataset]["files"].values()
+        if s["name"] == wildcards.file
+    ]
+    return spec
+
+
+def download_urls(wildcards):
+    """--url arguments: the mirror first, then the registry's base URLs."""
+    bases = REGISTRY[wildcards.dataset]["urls"]
+    mirror = config["downloads"]["mirror"]
+    if mirror:
+        bases = [f"{mirror.rstrip('/')}/{wildcards.dataset}/", *bases]
+    return " ".join(f"--url {base}{wildcards.file}" for base in bases)

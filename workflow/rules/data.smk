@@ -1,8 +1,31 @@
+rule download_archive:
+    input:
+        env=env_description("tools"),
+        script="scripts/fetch_archive.py",
+    output:
+        archive="resources/archives/{dataset}/{file}",
+    log:
+        "logs/download/{dataset}/{file}.log",
+    conda:
+        "../../envs/tools.yaml"
+    params:
+        python=env_python("tools"),
+        sha256=lambda wildcards: download_spec(wildcards)["sha256"],
+        urls=download_urls,
+        offline_dir=config["downloads"]["offline_dir"],
+        retries=config["downloads"]["retries"],
+    shell:
+        "{params.python} {input.script} --dataset {wildcards.dataset} --name {wildcards.file}"
+        " --sha256 {params.sha256} {params.urls} --offline-dir {params.offline_dir}"
+        " --retries {params.retries} --out {output.archive} > {log} 2>&1"
+
+
 rule prepare_dataset:
     input:
         env=env_description("tools"),
         script="scripts/prepare_dataset.py",
         library=library_files("catalog.py", "data.py"),
+        archives=archives,
     output:
         arrays="results/data/{dataset}/arrays.npz",
         meta="results/data/{dataset}/meta.json",
@@ -12,7 +35,8 @@ rule prepare_dataset:
         "../../envs/tools.yaml"
     params:
         python=env_python("tools"),
-        options=synthetic_arguments,
+        options=dataset_options,
+        archive_dir=lambda wildcards: f"resources/archives/{wildcards.dataset}",
     shell:
         "{params.python} {input.script} {wildcards.dataset} results/data/{wildcards.dataset}"
-        " {params.options} > {log} 2>&1"
+        " --options {params.options:q} --archives {params.archive_dir} > {log} 2>&1"
