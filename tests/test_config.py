@@ -30,7 +30,7 @@ def dry_run_with(tmp_path, overrides):
     [
         ("stacks=[caffe-1.0]", "`stacks`: 'caffe-1.0' is not allowed. Allowed values: mxnet-1.9, torch-2.13"),
         ("models=[alexnet]", "`models`: 'alexnet' is not allowed. Allowed values: mlp, cnn, lenet"),
-        ("datasets=[imagenet-21k]", "`datasets`: unknown dataset 'imagenet-21k'; allowed: digits, synthetic-"),
+        ("datasets=[imagenet-21k]", "`datasets`: unknown dataset 'imagenet-21k'; allowed: cifar10, fashion-mnist, mnist, digits, imagenet, "),
         ("devices=[tpu]", "'tpu' is not one of ['cpu', 'gpu']"),
         ("variants=[turbo]", "'turbo' is not one of ['eager', 'graph']"),
         ("datasets=[synthetic-4x4x1]", "model 'lenet' cannot run on dataset 'synthetic-4x4x1'"),
@@ -59,6 +59,11 @@ def test_unknown_key_is_refused(tmp_path):
     code, output = dry_run_with(tmp_path, {"batchsize": 3})
     assert code != 0
     assert "config error in `(top level)`: Additional properties are not allowed ('batchsize' was unexpected)" in output
+
+
+def test_imagenet_without_its_folder_is_refused():
+    result = dry_run("datasets=[imagenet]")
+    assert "config error in `datasets`: dataset 'imagenet' needs `imagenet.path`" in result.stdout + result.stderr
 
 
 def test_excluding_everything_is_refused():

@@ -62,8 +62,9 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
     """A batch larger than the training set fails inside train.py, which records the error and exits 0."""
     row = experiment(batch_size=100_000)
     dataset = tmp_path / "dataset"
+    options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
     subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--train-size", "64", "--test-size", "16"], check=True)  # fmt: skip
+                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
     result = subprocess.run(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path),
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
