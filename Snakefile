@@ -20,11 +20,15 @@ wildcard_constraints:
         }
     ),
     rep=r"\d+",
+    stack=regex_alternatives(STACKS),
+    device="cpu|gpu",
+    operator="|".join(config["ops"]["operators"]) or "none",
 
 
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/ops.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

@@ -85,6 +85,65 @@ def epoch_time_figure(summary, epochs, path):
     plt.close(figure)
 
 
+def operator_grid(ops, column, ylabel, path, log_y):
+    """One panel per operator; a line per framework (colour) and device (solid cpu, dashed gpu)."""
+    operators = list(dict.fromkeys(ops["operator"]))
+    columns = min(len(operators), 3)
+    rows = (len(operators) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 0.6 + 2.8 * rows), squeeze=False)
+    colours = {name: f"C{index}" for index, name in enumerate(sorted(ops["framework"].unique()))}
+    for axis, operator in zip(axes.flat, operators):
+        part = ops[ops["operator"] == operator]
+        for (framework, device, dtype), line in part.groupby(["framework", "device", "dtype"]):
+            line = line.sort_values("size")
+            axis.plot(line["size"], line[column], marker=".", color=colours[framework],
+                      linestyle="-" if device == "cpu" else "--", label=f"{framework} {device} {dtype}")  # fmt: skip
+            if column == "median_s":
+                axis.fill_between(line["size"], line["q1_s"], line["q3_s"], color=colours[framework], alpha=0.2)
+        axis.set_xscale("log")
+        if log_y:
+            axis.set_yscale("log")
+        axis.set_title(operator, fontsize=10)
+        axis.set_xlabel("matrix side" if operator == "gemm" else "elements")
+        axis.set_ylabel(ylabel, fontsize=8)
+        axis.legend(fontsize=6)
+    for extra in axes.flat[len(operators):]:
+        extra.set_visible(False)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def ops_markdown(ops, figures):
+    """The operator section: figures and, at each operator's largest size, the figures of every framework."""
+    measured = ops[ops["status"] == "ok"]
+    if measured.empty:
+        return "No operator benchmarks in this configuration (`ops.stacks` is empty) or none succeeded.\n"
+    operator_grid(measured, "median_s", "seconds per call (median, IQR band)", figures / "ops_time.png", True)
+    operator_grid(measured, "fraction_of_ceiling", "fraction of the ceiling", figures / "ops_ceiling.png", False)
+    largest = measured.loc[measured.groupby(["operator", "framework", "device", "dtype"])["size"].idxmax()]
+    rows = [[row["operator"], row["framework"], row["device"], row["dtype"], f"{row['size']:,}",
+             f"{row['median_s'] * 1e6:,.1f}", number(row["gflop_per_s"], 1), number(row["gb_per_s"], 2),
+             f"{row['fraction_of_ceiling']:.1%}"] for _, row in largest.iterrows()]  # fmt: skip
+    ceilings = measured.drop_duplicates(["stack", "device"])[["stack", "device", "ceiling_gemm_gflop_per_s",
+                                                               "ceiling_bandwidth_gb_per_s", "ceiling_source"]]  # fmt: skip
+    ceiling_rows = [[row["stack"], row["device"], number(row["ceiling_gemm_gflop_per_s"], 1),
+                     number(row["ceiling_bandwidth_gb_per_s"], 1), row["ceiling_source"]] for _, row in ceilings.iterrows()]  # fmt: skip
+    failed = ops[ops["status"] == "error"]
+    failures = "" if failed.empty else "\nFailed operator measurements:\n\n" + markdown_table(
+        ["stack", "operator", "size", "error"],
+        [[row["stack"], row["operator"], row["size"], str(row["error"])[:200]] for _, row in failed.iterrows()])  # fmt: skip
+    return ("Time per call against size (log-log; GEMM by matrix side, the others by element count):\n\n"
+            "![Operator time per call](figures/ops_time.png)\n\n"
+            "Achieved fraction of the machine's ceiling (GEMM and dot: of the GEMM GFLOP/s ceiling; the others: "
+            "of the memory-bandwidth ceiling):\n\n![Fraction of the ceiling](figures/ops_ceiling.png)\n\n"
+            "At each operator's largest size:\n\n"
+            + markdown_table(["operator", "framework", "device", "dtype", "size", "µs/call", "GFLOP/s", "GB/s",
+                              "of ceiling"], rows)
+            + "\nCeilings, measured in each job:\n\n"
+            + markdown_table(["stack", "device", "GEMM GFLOP/s", "bandwidth GB/s", "how"], ceiling_rows) + failures)  # fmt: skip
+
+
 def number(value, digits=0):
     return "–" if pd.isna(value) else f"{value:,.{digits}f}"
 
@@ -198,7 +257,7 @@ def main():
     args = parser.parse_args()
     tables = Path(args.tables)
     runs, summary = pd.read_parquet(tables / "runs.parquet"), pd.read_parquet(tables / "summary.parquet")
-    epochs = pd.read_parquet(tables / "epochs.parquet")
+    epochs, ops = pd.read_parquet(tables / "epochs.parquet"), pd.read_parquet(tables / "ops.parquet")
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
@@ -206,7 +265,8 @@ def main():
     throughput_figure(summary, build / "figures" / "throughput.png")
     epoch_time_figure(summary, epochs, build / "figures" / "epoch_time.png")
     pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
-              "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs)}  # fmt: skip
+              "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
+              "ops.md": ops_markdown(ops, build / "figures")}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)
     document = build / "report.qmd"

@@ -9,7 +9,6 @@ Any exception still produces a record with status 'error'. Called by run_experim
 import argparse
 import importlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -21,20 +20,11 @@ sys.path.insert(0, str(SCRIPTS))
 from dlbench import data, specs  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
+from dlbench.process import prepare_process  # noqa: E402
 from dlbench.record import EPOCH_COLUMNS, base_record, peak_rss_mb, utc_now, write_epochs_csv  # noqa: E402
-
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
 
 def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def prepare_process(experiment, threads):
-    """Environment variables that must be set before the framework is imported."""
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(threads)
-    os.environ.update(experiment["environment"])
 
 
 def steady_throughput(images_per_epoch, epoch_seconds):
@@ -117,7 +107,7 @@ def main():
     record = base_record(experiment, env_description, SCRIPTS.parent)
     record["provenance"]["threads"] = args.threads
     epoch_rows = []
-    prepare_process(experiment, args.threads)
+    prepare_process(experiment["environment"], args.threads)
     log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}")
     try:
         train(experiment, args.dataset_dir, args.threads, record, epoch_rows)

@@ -29,6 +29,8 @@ TINY_CONFIG = {
         {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: the failing experiment
     ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+    "ops": {"stacks": ["torch-2.13"], "operators": ["relu", "gemm"], "elementwise_sizes": [1000, 10000],
+            "gemm_sizes": [16, 64]},
     "venv_root": str(VENV_ROOT),
 }
 EXPERIMENTS = 6
@@ -80,7 +82,7 @@ def mnist_workdir(tmp_path_factory):
     (root / "registry.yaml").write_text(yaml.safe_dump(registry))
     config = {"stacks": ["torch-2.13"], "datasets": ["mnist"], "models": ["mlp"], "batch_sizes": [32],
               "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT),
-              "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}}  # fmt: skip
+              "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}, "ops": {"stacks": []}}  # fmt: skip
     (root / "config.yaml").write_text(yaml.safe_dump(config))
     try:
         snakemake(root)
@@ -136,6 +138,16 @@ def test_tables_have_one_row_per_run_and_per_experiment(workdir):
     assert "train_images_per_s_ci95_low" in summary[0]
     for table in ("runs", "summary", "epochs"):
         assert (workdir / f"results/tables/{table}.parquet").exists()
+
+
+def test_operator_benchmarks_are_tabled_and_reported(workdir):
+    lines = (workdir / "results/tables/ops.csv").read_text().splitlines()
+    header, rows = lines[0].split(","), [line.split(",") for line in lines[1:]]
+    assert len(rows) == 4
+    status, fraction = header.index("status"), header.index("fraction_of_ceiling")
+    assert all(row[status] == "ok" and float(row[fraction]) > 0 for row in rows)
+    html = (workdir / "results/report/report.html").read_text()
+    assert "Operator microbenchmarks" in html and "Fraction of the ceiling" in html
 
 
 def test_a_rerun_has_nothing_to_do(workdir):

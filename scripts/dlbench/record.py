@@ -61,6 +61,29 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def provenance(env_description, repo, threads):
+    """Where and with what a run ran: machine, Python, env file and installed packages, workflow commit, times."""
+    return {
+        "host": platform.node(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "threads": threads,
+        "gpu": None,
+        "gpu_driver": None,
+        "cuda": None,
+        "cudnn": None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "env_file": env_description["env_file"],
+        "env_file_sha256": env_description["env_file_sha256"],
+        "env_deployment": env_description["deployment"],
+        "packages_sha256": env_description["packages_sha256"],
+        "workflow_commit": workflow_commit(repo),
+        "started_at": utc_now(),
+        "finished_at": None,
+    }
+
+
 def base_record(experiment, env_description, repo):
     """A record with identity and provenance filled and every measurement empty (status 'error' until set)."""
     record = {key: experiment[key] for key in IDENTITY_KEYS}
@@ -87,26 +110,8 @@ def base_record(experiment, env_description, repo):
         gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "GPU telemetry is not sampled yet",
         **{key: None for key in GPU_FIELDS},
     )
-    record["provenance"] = {
-        "host": platform.node(),
-        "cpu_model": cpu_model(),
-        "cpu_cores": os.cpu_count(),
-        "threads": experiment.get("threads"),
-        "gpu": None,
-        "gpu_driver": None,
-        "cuda": None,
-        "cudnn": None,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "env_file": env_description["env_file"],
-        "env_file_sha256": env_description["env_file_sha256"],
-        "env_deployment": env_description["deployment"],
-        "packages_sha256": env_description["packages_sha256"],
-        "workflow_commit": workflow_commit(repo),
-        "experiment_sha256": experiment_sha256(experiment),
-        "started_at": utc_now(),
-        "finished_at": None,
-    }
+    record["provenance"] = provenance(env_description, repo, experiment.get("threads"))
+    record["provenance"]["experiment_sha256"] = experiment_sha256(experiment)
     return record
 
 

@@ -89,7 +89,11 @@ def check_config():
                 raise WorkflowError(
                     f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
                 )
-    if "gpu" in config["devices"] and not gpu_present():
+    for stack in config["ops"]["stacks"]:
+        with_ops = [name for name, entry in STACKS.items() if entry.get("ops_adapter")]
+        if stack not in with_ops:
+            refuse("ops.stacks", stack, with_ops)
+    if "gpu" in config["devices"] + config["ops"]["devices"] and not gpu_present():
         raise WorkflowError(
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
             "(`nvidia-smi -L` lists none). Allowed here: cpu"
@@ -147,7 +151,17 @@ def experiment_table():
 check_config()
 EXPERIMENTS = experiment_table()
 REPEATS = range(1, config["repeats"] + 1)
-ENVS = sorted({row["env"] for row in EXPERIMENTS.values()} | {"tools"})
+OPS_JOBS = [
+    (stack, device, operator)
+    for stack in config["ops"]["stacks"]
+    for device in config["ops"]["devices"]
+    for operator in config["ops"]["operators"]
+]
+ENVS = sorted(
+    {row["env"] for row in EXPERIMENTS.values()}
+    | {STACKS[stack]["env"][device] for stack, device, _ in OPS_JOBS}
+    | {"tools"}
+)
 
 
 def regex_alternatives(names):
@@ -219,6 +233,51 @@ def run_outputs(name):
         f"results/runs/{experiment}/rep{rep}/{name}"
         for experiment in EXPERIMENTS
         for rep in REPEATS
+    ]
+
+
+def ops_env(wildcards):
+    return STACKS[wildcards.stack]["env"][wildcards.device]
+
+
+def ops_conda_env(wildcards):
+    return f"../../{env_file(ops_env(wildcards))}"
+
+
+def ops_inputs(wildcards):
+    adapter = STACKS[wildcards.stack]["ops_adapter"]
+    return {
+        "env": env_description(ops_env(wildcards)),
+        "scripts": ["scripts/run_ops.py"]
+        + library_files(
+            "ops.py", "io.py", "process.py", "record.py", f"adapters/{adapter}.py"
+        ),
+    }
+
+
+def ops_options(wildcards):
+    """What run_ops.py needs beyond its wildcards: the adapter, the stack's variables, the sweep."""
+    stack = STACKS[wildcards.stack]
+    sweep = {
+        key: config["ops"][key]
+        for key in (
+            "dtypes",
+            "elementwise_sizes",
+            "gemm_sizes",
+            "samples",
+            "min_sample_ms",
+        )
+    }
+    return json.dumps(
+        dict(sweep, adapter=stack["ops_adapter"], environment=stack["environment"]),
+        sort_keys=True,
+    )
+
+
+def ops_outputs():
+    return [
+        f"results/ops/{stack}/{device}/{operator}.json"
+        for stack, device, operator in OPS_JOBS
     ]
 
 

@@ -6,6 +6,7 @@ rule report:
         runs="results/tables/runs.parquet",
         summary="results/tables/summary.parquet",
         epochs="results/tables/epochs.parquet",
+        ops="results/tables/ops.parquet",
     output:
         html="results/report/report.html",
         pdf="results/report/report.pdf",

@@ -133,3 +133,28 @@ def logits(model, images):
 
 def sync(device):
     mx.nd.waitall()
+
+
+# Operator microbenchmarks (dlbench/ops.py).
+def operators(device, dtype):
+    ctx = context(device)
+    return {
+        "from_numpy": lambda array: mx.nd.array(array, ctx=ctx, dtype=dtype),
+        "from_list": lambda values: mx.nd.array(values, ctx=ctx, dtype=dtype),
+        "sigmoid": mx.nd.sigmoid, "relu": mx.nd.relu, "tanh": mx.nd.tanh,
+        "softrelu": lambda x: mx.nd.Activation(x, act_type="softrelu"), "softsign": mx.nd.softsign,
+        "dot": mx.nd.dot, "gemm": mx.nd.dot, "flatten": mx.nd.flatten,
+        "normalize": lambda x: mx.nd.L2Normalization(x, mode="instance"), "copy": lambda x: x.copy(),
+    }  # fmt: skip
+
+
+def ops_input(array, device, dtype):
+    return mx.nd.array(array, ctx=context(device), dtype=dtype)
+
+
+def ops_output(value):
+    return value.astype("float32").asnumpy()
+
+
+def ops_sync(device, value):
+    sync(device)

@@ -137,3 +137,27 @@ def logits(model, images):
 def sync(device):
     if device == "gpu":
         torch.cuda.synchronize()
+
+
+# Operator microbenchmarks (dlbench/ops.py): creation copies the data, as the other frameworks do.
+def operators(device, dtype):
+    target, kind = torch_device(device), getattr(torch, dtype)
+    return {
+        "from_numpy": lambda array: torch.tensor(array, dtype=kind, device=target),
+        "from_list": lambda values: torch.tensor(values, dtype=kind, device=target),
+        "sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh, "softrelu": F.softplus,
+        "softsign": F.softsign, "dot": torch.dot, "gemm": torch.mm, "flatten": lambda x: torch.flatten(x, 1),
+        "normalize": lambda x: x / torch.linalg.vector_norm(x, dim=1, keepdim=True), "copy": torch.clone,
+    }  # fmt: skip
+
+
+def ops_input(array, device, dtype):
+    return torch.tensor(array, dtype=getattr(torch, dtype), device=torch_device(device))
+
+
+def ops_output(value):
+    return value.detach().float().cpu().numpy()
+
+
+def ops_sync(device, value):
+    sync(device)

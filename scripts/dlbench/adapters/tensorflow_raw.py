@@ -153,3 +153,38 @@ def logits(model, images):
 
 def sync(device):
     tf.test.experimental.sync_devices()
+
+
+# Operator microbenchmarks (dlbench/ops.py).
+def operators(device, dtype):
+    kind = getattr(tf, dtype)
+    functions = {
+        "from_numpy": lambda array: tf.constant(array, dtype=kind),
+        "from_list": lambda values: tf.constant(values, dtype=kind),
+        "sigmoid": tf.math.sigmoid, "relu": tf.nn.relu, "tanh": tf.math.tanh, "softrelu": tf.math.softplus,
+        "softsign": tf.math.softsign, "dot": lambda a, b: tf.tensordot(a, b, 1), "gemm": tf.linalg.matmul,
+        "flatten": lambda x: tf.reshape(x, [tf.shape(x)[0], -1]),
+        "normalize": lambda x: tf.math.l2_normalize(x, axis=1), "copy": tf.identity,
+    }  # fmt: skip
+
+    def on_device(function):
+        def run(*args):
+            with tf.device(device_name(device)):
+                return function(*args)
+
+        return run
+
+    return {name: on_device(function) for name, function in functions.items()}
+
+
+def ops_input(array, device, dtype):
+    with tf.device(device_name(device)):
+        return tf.identity(tf.constant(array, dtype=getattr(tf, dtype)))
+
+
+def ops_output(value):
+    return tf.cast(value, tf.float32).numpy()
+
+
+def ops_sync(device, value):
+    sync(device)

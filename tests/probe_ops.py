@@ -1,0 +1,34 @@
+"""Run inside a stack's env: every operator of one ops adapter at a few sizes, checked against NumPy.
+
+    <env python> tests/probe_ops.py ADAPTER > probe.json
+Prints {"framework": ..., "checked": [[operator, size], ...], "failures": [message, ...]}.
+"""
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from dlbench import ops  # noqa: E402
+from run_ops import call_arguments  # noqa: E402
+
+
+def main():
+    adapter = importlib.import_module(f"dlbench.adapters.{sys.argv[1]}")
+    functions = adapter.operators("cpu", "float32")
+    checked, failures = [], []
+    for operator in ops.OPERATORS:
+        for size in (8, 33) if operator == "gemm" else (1000, 5000):
+            host = ops.host_inputs(operator, size, seed=size)
+            try:
+                output = functions[operator](*call_arguments(adapter, operator, host, "cpu", "float32"))
+                ops.check(operator, "float32", size, adapter.ops_output(output), ops.reference(operator, host))
+                checked.append([operator, size])
+            except Exception as error:
+                failures.append(f"{operator} {size}: {type(error).__name__}: {error}")
+    json.dump({"framework": adapter.FRAMEWORK, "checked": checked, "failures": failures}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+rule ops_benchmark:
+    input:
+        unpack(ops_inputs),
+    output:
+        record="results/ops/{stack}/{device}/{operator}.json",
+    log:
+        "logs/ops/{stack}/{device}/{operator}.log",
+    conda:
+        ops_conda_env
+    # Timed like training: all cores, and the GPU for GPU jobs.
+    threads: workflow.cores
+    resources:
+        gpu=lambda wildcards: int(wildcards.device == "gpu"),
+    params:
+        python=lambda wildcards: env_python(ops_env(wildcards)),
+        options=ops_options,
+        framework_threads=min(workflow.cores, os.cpu_count()),
+    shell:
+        "{params.python} scripts/run_ops.py --stack {wildcards.stack} --operator {wildcards.operator}"
+        " --device {wildcards.device} --options {params.options:q} --env-description {input.env}"
+        " --threads {params.framework_threads} --out {output.record} > {log} 2>&1"
+
+
+rule aggregate_ops:
+    input:
+        env=env_description("tools"),
+        script="scripts/aggregate_ops.py",
+        records=ops_outputs(),
+    output:
+        table="results/tables/ops.csv",
+        parquet="results/tables/ops.parquet",
+    log:
+        "logs/aggregate_ops.log",
+    conda:
+        "../../envs/tools.yaml"
+    params:
+        python=env_python("tools"),
+    shell:
+        "{params.python} {input.script} --out {output.table} --records {input.records} > {log} 2>&1"
