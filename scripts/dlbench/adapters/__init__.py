@@ -17,6 +17,14 @@ Each module imports its framework at import time (timed as the `imports` phase) 
     logits(model, images) -> np.ndarray       inference on host NHWC float32 images (equivalence tests)
     sync(device)                              wait for all queued device work
 
+Adapters that run the operator microbenchmarks (dlbench/ops.py; the `ops_adapter` of a stack in
+envs/stacks.yaml, which may be a module of its own such as jax_numpy) also define:
+
+    operators(device, dtype) -> {name: callable}   the operators of ops.OPERATORS, plus "copy"
+    ops_input(array, device, dtype)               a host array as a device tensor
+    ops_output(value) -> np.ndarray               a result on the host, as float32
+    ops_sync(device, value)                       wait for queued work (JAX: for `value`)
+
 Only the adapter imports its framework; everything else is in the shared library.
 """
 
