@@ -24,6 +24,10 @@ STATISTICS = {
 }
 
 
+RESOURCES = ["host_rss_peak_mb", "cpu_utilisation_mean", "gpu_utilisation_mean", "gpu_utilisation_p95",
+             "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_power_mean_w", "gpu_energy_per_image_j"]  # fmt: skip
+
+
 def flatten(record):
     """One runs-table row: nested sections become prefixed columns, lists become JSON text."""
     row = {key: value for key, value in record.items() if not isinstance(value, (dict, list))}
@@ -57,6 +61,8 @@ def summarise(group):
         row.update({f"{column}_mean": values.mean(), f"{column}_std": values.std(ddof=1) if len(values) > 1 else np.nan,
                     f"{column}_min": values.min(), f"{column}_median": values.median(),
                     f"{column}_ci95_low": low, f"{column}_ci95_high": high})  # fmt: skip
+    for column in RESOURCES:
+        row[f"{column}_mean"] = ok[column].astype(float).mean()
     row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
     row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()
     return pd.Series(row)
@@ -67,6 +73,19 @@ def epoch_rows(record_path, record):
     epochs.insert(0, "rep", record["rep"])
     epochs.insert(0, "experiment_id", record["experiment_id"])
     return epochs
+
+
+def overlapping_runs(runs):
+    """Per run, how many other runs on the same host ran at the same time, from the recorded start and end
+    times. Every timed job takes all cores (and GPU jobs the GPU), so anything above 0 is a flaw."""
+    start = pd.to_datetime(runs["provenance_started_at"], utc=True)
+    end = pd.to_datetime(runs["provenance_finished_at"], utc=True)
+    counts = []
+    for index in runs.index:
+        same_host = runs["provenance_host"] == runs.at[index, "provenance_host"]
+        overlaps = same_host & (start < end[index]) & (start[index] < end) & (runs.index != index)
+        counts.append(int(overlaps.sum()))
+    return counts
 
 
 def write_table(frame, folder, name):
@@ -81,6 +100,7 @@ def main():
     args = parser.parse_args()
     records = [(path, json.loads(Path(path).read_text())) for path in args.records]
     runs = pd.DataFrame([flatten(record) for _, record in records]).sort_values(["experiment_id", "rep"])
+    runs["overlapping_runs"] = overlapping_runs(runs)
     summary = runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
     epochs = pd.concat([epoch_rows(path, record) for path, record in records], ignore_index=True)
     out = Path(args.out)
@@ -90,6 +110,9 @@ def main():
     write_table(epochs, out, "epochs")
     failed = runs[runs["status"] != "ok"]
     print(f"{len(runs)} runs ({len(failed)} not ok) in {len(summary)} experiments -> {out}")
+    if runs["overlapping_runs"].any():
+        print(f"WARNING: {int((runs['overlapping_runs'] > 0).sum())} timed runs overlapped another run on the same "
+              "host: their timings are not trustworthy (were jobs run with --resources gpu=1 and all cores?)")
 
 
 if __name__ == "__main__":

@@ -86,28 +86,28 @@ def epoch_time_figure(summary, epochs, path):
 
 
 def operator_grid(ops, column, ylabel, path, log_y):
-    """One panel per operator; a line per framework (colour) and device (solid cpu, dashed gpu)."""
-    operators = list(dict.fromkeys(ops["operator"]))
-    columns = min(len(operators), 3)
-    rows = (len(operators) + columns - 1) // columns
+    """One panel per operator and device (CPU and GPU panels apart); a line per framework and dtype."""
+    panels = list(dict.fromkeys(zip(ops["device"], ops["operator"])))
+    columns = min(len(panels), 3)
+    rows = (len(panels) + columns - 1) // columns
     figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 0.6 + 2.8 * rows), squeeze=False)
     colours = {name: f"C{index}" for index, name in enumerate(sorted(ops["framework"].unique()))}
-    for axis, operator in zip(axes.flat, operators):
-        part = ops[ops["operator"] == operator]
-        for (framework, device, dtype), line in part.groupby(["framework", "device", "dtype"]):
+    for axis, (device, operator) in zip(axes.flat, panels):
+        part = ops[(ops["operator"] == operator) & (ops["device"] == device)]
+        for (framework, dtype), line in part.groupby(["framework", "dtype"]):
             line = line.sort_values("size")
             axis.plot(line["size"], line[column], marker=".", color=colours[framework],
-                      linestyle="-" if device == "cpu" else "--", label=f"{framework} {device} {dtype}")  # fmt: skip
+                      linestyle="-" if dtype == "float32" else "--", label=f"{framework} {dtype}")  # fmt: skip
             if column == "median_s":
                 axis.fill_between(line["size"], line["q1_s"], line["q3_s"], color=colours[framework], alpha=0.2)
         axis.set_xscale("log")
         if log_y:
             axis.set_yscale("log")
-        axis.set_title(operator, fontsize=10)
+        axis.set_title(f"{operator} · {device}", fontsize=10)
         axis.set_xlabel("matrix side" if operator == "gemm" else "elements")
         axis.set_ylabel(ylabel, fontsize=8)
         axis.legend(fontsize=6)
-    for extra in axes.flat[len(operators):]:
+    for extra in axes.flat[len(panels):]:
         extra.set_visible(False)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -179,6 +179,25 @@ def summary_markdown(summary):
     return "\n".join(sections)
 
 
+def resources_markdown(summary, runs):
+    """Memory, utilisation and energy per experiment (means over ok repeats); GPU columns only where measured."""
+    header = ["stack", "variant", "dataset", "model", "batch", "RSS peak MiB", "CPU %"]
+    columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
+    gpu = [("gpu_utilisation_mean_mean", 0, "GPU %"), ("gpu_utilisation_p95_mean", 0, "GPU % p95"),
+           ("gpu_memory_peak_mb_mean", 0, "GPU MiB"), ("allocator_peak_mb_mean", 0, "allocator MiB"),
+           ("gpu_power_mean_w_mean", 0, "W"), ("gpu_energy_per_image_j_mean", 4, "J/image")]  # fmt: skip
+    for column, digits, title in gpu:
+        if summary[column].notna().any():
+            header.append(title)
+            columns.append((column, digits))
+    rows = [[row["stack"], row["variant"], row["dataset"], row["model"], row["batch_size"],
+             *(cell(row, column, digits) for column, digits in columns)]
+            for _, row in summary.sort_values(["dataset", "model", "batch_size", "stack", "variant"]).iterrows()]  # fmt: skip
+    reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
+    note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
+    return markdown_table(header, rows) + note
+
+
 def failures_markdown(runs):
     failed = runs[runs["status"] != "ok"]
     if failed.empty:
@@ -213,6 +232,10 @@ def overview_markdown(summary, runs):
     lines = [f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
              f"({', '.join(sorted(summary['stack'].unique()))}); "
              f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok.", ""]  # fmt: skip
+    overlapping = int((runs["overlapping_runs"] > 0).sum())
+    if overlapping:
+        lines += [f"**Warning: {overlapping} runs overlapped another run on the same host; their timings are "
+                  "not trustworthy.**", ""]  # fmt: skip
     for (dataset, model, batch, device), part in ok.groupby(["dataset", "model", "batch_size", "device"]):
         best = part.loc[part["train_images_per_s_mean"].idxmax()] if part["train_images_per_s_mean"].notna().any() else None
         if best is not None:
@@ -266,6 +289,7 @@ def main():
     epoch_time_figure(summary, epochs, build / "figures" / "epoch_time.png")
     pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
               "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
+              "resources.md": resources_markdown(summary, runs),
               "ops.md": ops_markdown(ops, build / "figures")}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
-from dlbench.io import write_json_atomic  # noqa: E402
+from dlbench.io import write_json_atomic, write_text_atomic  # noqa: E402
 from dlbench.record import base_record, utc_now, write_epochs_csv  # noqa: E402
+from dlbench.telemetry import TRACE_COLUMNS  # noqa: E402
 
 
 def option(argv, name):
@@ -52,6 +53,9 @@ def main():
     epochs_csv = Path(option(argv, "--epochs-csv"))
     if not epochs_csv.exists():
         write_epochs_csv(epochs_csv, [])
+    telemetry_csv = Path(option(argv, "--telemetry-csv"))
+    if not telemetry_csv.exists():
+        write_text_atomic(telemetry_csv, ",".join(TRACE_COLUMNS) + "\n")
     write_json_atomic(record_path, record)
     print(f"FAILED: {record['error']}", file=sys.stderr)
 

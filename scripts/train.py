@@ -21,7 +21,8 @@ from dlbench import data, specs  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process  # noqa: E402
-from dlbench.record import EPOCH_COLUMNS, base_record, peak_rss_mb, utc_now, write_epochs_csv  # noqa: E402
+from dlbench.record import EPOCH_COLUMNS, NO_GPU_REASON, base_record, peak_rss_mb, utc_now, write_epochs_csv  # noqa: E402
+from dlbench.telemetry import Sampler, load_nvml, summarise  # noqa: E402
 
 def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
@@ -33,12 +34,37 @@ def steady_throughput(images_per_epoch, epoch_seconds):
     return images_per_epoch * len(steady) / sum(steady) if steady else None
 
 
-def train(experiment, dataset_dir, threads, record, epoch_rows):
-    """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured)."""
-    phases = record["phases_s"]
+def start_telemetry(experiment, record):
+    """The sampler for this run; on a GPU job with NVML, the GPU's name and driver go into the provenance."""
+    nvml, reason = load_nvml() if experiment["device"] == "gpu" else (None, NO_GPU_REASON)
+    record["gpu_fields_reason"] = reason
+    if nvml:
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        record["provenance"].update(gpu=str(nvml.nvmlDeviceGetName(handle)),
+                                    gpu_driver=str(nvml.nvmlSystemGetDriverVersion()))  # fmt: skip
+    return Sampler(experiment["telemetry_hz"], nvml).start()
+
+
+def record_telemetry(sampler, record, epoch_rows, trace_path):
+    """Stop sampling, write the trace and put its summaries (steady epochs; energy of all epochs) in the record."""
+    sampler.stop()
+    sampler.write_trace(trace_path)
+    steady = {f"epoch {row['epoch']}" for row in epoch_rows[1:]}
+    images = sum(row["images"] for row in epoch_rows)
+    record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images))
+
+
+def import_adapter(experiment, record, sampler):
+    sampler.mark("imports")
     start = time.perf_counter()
     adapter = importlib.import_module(f"dlbench.adapters.{experiment['adapter']}")
-    phases["imports"] = time.perf_counter() - start
+    record["phases_s"]["imports"] = time.perf_counter() - start
+    return adapter
+
+
+def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler):
+    """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured)."""
+    phases = record["phases_s"]
     record["framework_version"] = adapter.version()
     device, seed, batch_size = experiment["device"], experiment["seed"], experiment["batch_size"]
     record["engaged"].update(adapter.configure(device, threads, seed))
@@ -47,12 +73,14 @@ def train(experiment, dataset_dir, threads, record, epoch_rows):
     def sync():
         adapter.sync(device)
 
+    sampler.mark("data")
     (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
     staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, device)
     shape, classes = tuple(meta["shape"]), meta["classes"]
     spec = specs.model_spec(experiment["model"], classes)
     weights = specs.initial_weights(spec, shape, seed)
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
+    sampler.mark("build")
     model, phases["build"] = timed(sync, adapter.build, spec, shape, weights, experiment)
     record["parameters"] = adapter.parameter_count(model)
     expected = specs.parameter_count(spec, shape)
@@ -65,7 +93,9 @@ def train(experiment, dataset_dir, threads, record, epoch_rows):
     trained_seconds = 0.0
     for epoch in range(experiment["epochs"]):
         order = data.epoch_order(train_size, batch_size, seed, epoch)
+        sampler.mark(f"epoch {epoch + 1}")
         loss, train_s = timed(sync, adapter.train_epoch, model, staged, order, batch_size)
+        sampler.mark(f"eval {epoch + 1}")
         (test_loss, accuracy), eval_s = timed(sync, adapter.evaluate, model, staged, batch_size)
         trained_seconds += train_s
         record["epoch_train_s"].append(train_s)
@@ -90,6 +120,7 @@ def train(experiment, dataset_dir, threads, record, epoch_rows):
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = test_size / statistics.median(steady_eval)
     record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
+    record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
     record["status"] = "ok"
 
 
@@ -101,6 +132,7 @@ def main():
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--record", required=True)
     parser.add_argument("--epochs-csv", required=True)
+    parser.add_argument("--telemetry-csv", required=True)
     args = parser.parse_args()
     experiment = json.loads(args.experiment)
     env_description = json.loads(Path(args.env_description).read_text())
@@ -109,12 +141,17 @@ def main():
     epoch_rows = []
     prepare_process(experiment["environment"], args.threads)
     log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}")
+    sampler, adapter = start_telemetry(experiment, record), None
     try:
-        train(experiment, args.dataset_dir, args.threads, record, epoch_rows)
+        adapter = import_adapter(experiment, record, sampler)
+        train(adapter, experiment, args.dataset_dir, args.threads, record, epoch_rows, sampler)
     except Exception as error:  # a failed run is a result: record it, let the workflow go on
         traceback.print_exc()
+        out_of_memory = isinstance(error, MemoryError) or (adapter is not None and adapter.is_oom(error))
+        record["status"] = "oom" if out_of_memory else "error"
         record["error"] = f"{type(error).__name__}: {error}"
-        log(f"FAILED: {record['error']}")
+        log(f"{'OUT OF MEMORY' if out_of_memory else 'FAILED'}: {record['error']}")
+    record_telemetry(sampler, record, epoch_rows, args.telemetry_csv)
     record["host_rss_peak_mb"] = peak_rss_mb()
     record["provenance"]["finished_at"] = utc_now()
     write_epochs_csv(args.epochs_csv, epoch_rows)

@@ -49,3 +49,9 @@ def test_framework_versions_are_the_pinned_ones(probes):
     assert versions["torch-2.13"].startswith("2.13.0")
     assert versions["tensorflow-2.21"] == "2.21.0"
     assert versions["keras-3-jax"] == versions["keras-3-tensorflow"] == "3.15.1"
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_out_of_memory_is_recognised(probes, stack):
+    """Each framework's own OOM exception (scripted) is an OOM; an ordinary error is not."""
+    assert probes[stack]["oom_detection"] == {"oom": True, "other": False}

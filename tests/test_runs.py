@@ -22,7 +22,8 @@ def experiment(**changes):
     row = {"experiment_id": "torch-2.13_digits_mlp_cpu_b64_adam-lr0.001_e3_eager", "stack": "torch-2.13",
            "framework": "torch", "backend": "eager", "adapter": "pytorch", "dataset": "digits", "model": "mlp",
            "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9,
-           "epochs": 3, "variant": "eager", "rep": 1, "seed": 1, "target_accuracy": 0.9, "environment": {}}  # fmt: skip
+           "epochs": 3, "variant": "eager", "rep": 1, "seed": 1, "target_accuracy": 0.9, "telemetry_hz": 10,
+           "environment": {}}  # fmt: skip
     return row | changes
 
 
@@ -31,7 +32,8 @@ def runner_command(python, row, dataset_dir, folder):
     env_json.write_text(json.dumps(ENV_DESCRIPTION))
     return [str(python), str(REPO / "scripts" / "run_experiment.py"), "--experiment", json.dumps(row),
             "--dataset-dir", str(dataset_dir), "--env-description", str(env_json), "--threads", "1",
-            "--record", str(folder / "record.json"), "--epochs-csv", str(folder / "epochs.csv")]  # fmt: skip
+            "--record", str(folder / "record.json"), "--epochs-csv", str(folder / "epochs.csv"),
+            "--telemetry-csv", str(folder / "telemetry.csv")]  # fmt: skip
 
 
 def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
@@ -76,10 +78,31 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
     assert record["host_rss_peak_mb"] > 0
 
 
-def fake_run(folder, rep, images_per_s, status="ok"):
+def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
+    dataset = tmp_path / "dataset"
+    options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
+    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
+                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)
+    command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself, with a scripted OOM in train_epoch
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "oom"
+    assert record["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
+    assert "OUT OF MEMORY" in result.stdout
+    trace = (tmp_path / "telemetry.csv").read_text().splitlines()
+    assert trace[0].startswith("t_s,phase,gpu_util_pct") and any(",epoch 1," in line for line in trace)
+
+
+def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):
+    """A record of a run from second `seconds[0]` to `seconds[1]` of a fixed minute."""
     row = experiment(rep=rep)
     record = base_record(row, ENV_DESCRIPTION, REPO)
     record.update(status=status, framework_version="2.13.0")
+    record["provenance"].update(started_at=f"2026-11-22T10:00:{seconds[0]:02d}.000+00:00",
+                                finished_at=f"2026-11-22T10:00:{seconds[1]:02d}.000+00:00")  # fmt: skip
     if status == "ok":
         images = 1344
         seconds = images / images_per_s
@@ -101,8 +124,8 @@ def read_csv(path):
 
 
 def test_summary_statistics_over_repeats(tmp_path, env_python):
-    records = [fake_run(tmp_path, 1, 100.0), fake_run(tmp_path, 2, 110.0), fake_run(tmp_path, 3, 120.0),
-               fake_run(tmp_path, 4, 0, status="error")]  # fmt: skip
+    records = [fake_run(tmp_path, 1, 100.0, seconds=(0, 10)), fake_run(tmp_path, 2, 110.0, seconds=(10, 20)),
+               fake_run(tmp_path, 3, 120.0, seconds=(20, 30)), fake_run(tmp_path, 4, 0, "error", (30, 31))]  # fmt: skip
     out = tmp_path / "tables"
     subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records", *records,
                     "--out", str(out)], check=True)  # fmt: skip
@@ -120,3 +143,14 @@ def test_summary_statistics_over_repeats(tmp_path, env_python):
     assert summary["train_images_per_s_ci95_high"] == pytest.approx(110.0 + half_width)
     assert summary["steady_epoch_s_mean"] == pytest.approx((13.44 + 1344 / 110 + 11.2) / 3)
     assert (out / "summary.parquet").exists() and (out / "runs.parquet").exists()
+    assert [run["overlapping_runs"] for run in runs] == ["0"] * 4  # back to back is not an overlap
+
+
+def test_overlapping_timed_runs_are_flagged(tmp_path, env_python):
+    """Two runs on one host (one GPU) at the same time: the aggregation flags both and warns."""
+    records = [fake_run(tmp_path, 1, 100.0, seconds=(0, 10)), fake_run(tmp_path, 2, 100.0, seconds=(9, 15)),
+               fake_run(tmp_path, 3, 100.0, seconds=(15, 20))]  # fmt: skip
+    result = subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records",
+                             *records, "--out", str(tmp_path / "tables")], capture_output=True, text=True, check=True)  # fmt: skip
+    assert [run["overlapping_runs"] for run in read_csv(tmp_path / "tables" / "runs.csv")] == ["1", "1", "0"]
+    assert "WARNING: 2 timed runs overlapped another run on the same host" in result.stdout

@@ -1,6 +1,7 @@
 """The whole workflow end to end, once, on a tiny config: five stacks, one failing experiment, a report;
 then what a rerun plans after no change, a changed batch size, a changed env file and a re-fetched dataset."""
 
+import csv
 import json
 import re
 import shutil
@@ -136,6 +137,9 @@ def test_tables_have_one_row_per_run_and_per_experiment(workdir):
     summary = (workdir / "results/tables/summary.csv").read_text().splitlines()
     assert len(runs) == 1 + EXPERIMENTS * 2 and len(summary) == 1 + EXPERIMENTS
     assert "train_images_per_s_ci95_low" in summary[0]
+    with open(workdir / "results/tables/runs.csv", newline="") as handle:
+        overlaps = {run["overlapping_runs"] for run in csv.DictReader(handle)}
+    assert overlaps == {"0"}, "timed jobs ran at the same time"
     for table in ("runs", "summary", "epochs"):
         assert (workdir / f"results/tables/{table}.parquet").exists()
 

@@ -1,4 +1,4 @@
-"""Minimal hand-written LeNet training loops, one per framework, as references for the harness overhead benchmark.
+"""Minimal hand-written LeNet training loops, one per framework, as references for benchmarks/overhead.py.
 
 Each module defines `make_epoch(arrays, batch_size, learning_rate) -> epoch(order)`, which trains one epoch over
 the batches of `order` and returns only once the device is idle. They import their framework directly: they are

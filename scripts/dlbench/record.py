@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .io import write_text_atomic
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
     "optimizer", "learning_rate", "momentum", "epochs", "variant", "rep", "seed",
@@ -24,12 +24,13 @@ EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_
 NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"
 GPU_FIELDS = (
     "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_utilisation_mean", "gpu_utilisation_p95",
-    "gpu_power_mean_w", "gpu_energy_j",
+    "gpu_memory_utilisation_mean", "gpu_power_mean_w", "gpu_energy_j", "gpu_energy_per_image_j",
 )  # fmt: skip
 
 
 def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    # Milliseconds: aggregation checks from these that no two timed runs overlapped.
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def experiment_sha256(experiment):
@@ -104,10 +105,12 @@ def base_record(experiment, env_description, repo):
         final_test_loss=None,
         loss_curve=[],
         host_rss_peak_mb=None,
+        cpu_utilisation_mean=None,
+        telemetry_hz=experiment.get("telemetry_hz"),
         parameters=None,
         flops_per_image=None,
         engaged={},
-        gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "GPU telemetry is not sampled yet",
+        gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "the run ended before telemetry started",
         **{key: None for key in GPU_FIELDS},
     )
     record["provenance"] = provenance(env_description, repo, experiment.get("threads"))

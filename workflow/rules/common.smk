@@ -133,6 +133,7 @@ def experiment_table():
             environment=stack["environment"],
             momentum=config["momentum"],
             target_accuracy=config["target_accuracy"],
+            telemetry_hz=config["telemetry_hz"],
         )
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
@@ -222,6 +223,8 @@ def train_inputs(wildcards):
             "clock.py",
             "record.py",
             "io.py",
+            "process.py",
+            "telemetry.py",
             "adapters/__init__.py",
         )
         + [f"scripts/dlbench/adapters/{row['adapter']}.py"],

@@ -4,6 +4,7 @@ rule train:
     output:
         record="results/runs/{experiment}/rep{rep}/record.json",
         epochs="results/runs/{experiment}/rep{rep}/epochs.csv",
+        telemetry="results/runs/{experiment}/rep{rep}/telemetry.csv",
     log:
         "logs/train/{experiment}/rep{rep}.log",
     conda:
@@ -20,4 +21,4 @@ rule train:
         "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
         " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"
         " --threads {params.framework_threads} --record {output.record} --epochs-csv {output.epochs}"
-        " > {log} 2>&1"
+        " --telemetry-csv {output.telemetry} > {log} 2>&1"

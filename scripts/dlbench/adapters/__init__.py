@@ -16,6 +16,8 @@ Each module imports its framework at import time (timed as the `imports` phase) 
     evaluate(model, staged, batch_size) -> (loss, accuracy)   on the test split, host floats
     logits(model, images) -> np.ndarray       inference on host NHWC float32 images (equivalence tests)
     sync(device)                              wait for all queued device work
+    allocator_peak_mb(device) -> float | None the framework allocator's peak (None on CPU or where unavailable)
+    is_oom(error) -> bool                     whether an exception is this framework's out-of-memory error
 
 Adapters that run the operator microbenchmarks (dlbench/ops.py; the `ops_adapter` of a stack in
 envs/stacks.yaml, which may be a module of its own such as jax_numpy) also define:

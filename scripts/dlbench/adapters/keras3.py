@@ -27,6 +27,11 @@ def backend_version():
 
 def configure(device, threads, seed):
     keras.utils.set_random_seed(seed)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        for gpu in tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
     return {"backend": keras.backend.backend(), "backend_version": backend_version(), "device_name": device}
 
 
@@ -98,3 +103,28 @@ def logits(model, images):
 def sync(device):
     # fit and predict return host values, so no device work is pending when they return.
     pass
+
+
+def allocator_peak_mb(device):
+    if device != "gpu":
+        return None
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.devices()[0].memory_stats()["peak_bytes_in_use"] / 2**20
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20
+
+
+OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory")
+
+
+def is_oom(error):
+    # Each backend has its own exception type; all of them say so in the message.
+    return any(marker in str(error) for marker in OOM_MARKERS)

@@ -135,6 +135,14 @@ def sync(device):
     mx.nd.waitall()
 
 
+def allocator_peak_mb(device):
+    return None  # MXNet 1.9 exposes no allocator peak (only free/total through gpu_memory_info)
+
+
+def is_oom(error):
+    return isinstance(error, mx.base.MXNetError) and "out of memory" in str(error).lower()
+
+
 # Operator microbenchmarks (dlbench/ops.py).
 def operators(device, dtype):
     ctx = context(device)

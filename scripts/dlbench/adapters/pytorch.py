@@ -139,6 +139,15 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def allocator_peak_mb(device):
+    return torch.cuda.max_memory_allocated() / 2**20 if device == "gpu" else None
+
+
+def is_oom(error):
+    # CUDA raises OutOfMemoryError; the CPU allocator a RuntimeError naming the failed allocation.
+    return isinstance(error, torch.cuda.OutOfMemoryError) or "can't allocate memory" in str(error)
+
+
 # Operator microbenchmarks (dlbench/ops.py): creation copies the data, as the other frameworks do.
 def operators(device, dtype):
     target, kind = torch_device(device), getattr(torch, dtype)

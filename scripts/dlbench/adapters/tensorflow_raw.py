@@ -26,6 +26,8 @@ def configure(device, threads, seed):
     tf.random.set_seed(seed)
     if device == "gpu" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError("device gpu requested but TensorFlow sees no GPU (is this the CUDA env?)")
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
     return {"intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "device_name": device_name(device)}  # fmt: skip
@@ -153,6 +155,14 @@ def logits(model, images):
 
 def sync(device):
     tf.test.experimental.sync_devices()
+
+
+def allocator_peak_mb(device):
+    return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20 if device == "gpu" else None
+
+
+def is_oom(error):
+    return isinstance(error, tf.errors.ResourceExhaustedError)
 
 
 # Operator microbenchmarks (dlbench/ops.py).

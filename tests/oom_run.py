@@ -1,0 +1,21 @@
+"""train.py with PyTorch's train_epoch replaced by one that raises CUDA's out-of-memory error (a scripted OOM).
+
+    <torch env python> tests/oom_run.py <train.py arguments>
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import torch  # noqa: E402
+import train  # noqa: E402
+from dlbench.adapters import pytorch  # noqa: E402
+
+
+def out_of_memory(*args, **kwargs):
+    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+pytorch.train_epoch = out_of_memory
+sys.argv = ["train.py", *sys.argv[1:]]
+train.main()
