@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +72,22 @@ def measure(adapter_name, mode, trials, threads, rate):
             "images_per_s": IMAGES / statistics.median(seconds[WARMUP:])}  # fmt: skip
 
 
+def sampler_cost(rate, samples=5000):
+    """The sampler's own cost: CPU seconds per sample, and the share of one core that costs at `rate` Hz.
+
+    A bound on its overhead that does not drown in the run-to-run noise of throughput (NVML reads, on a GPU
+    machine, add their own cost to each sample)."""
+    from dlbench.telemetry import Sampler
+
+    sampler = Sampler(rate).start()
+    start = time.process_time()
+    for _ in range(samples):
+        sampler.sample()
+    per_sample = (time.process_time() - start) / samples
+    sampler.stop()
+    return per_sample, per_sample * rate
+
+
 def run_inside(python, environment, adapter, mode, args):
     output = subprocess.run([str(python), __file__, "--inside", adapter, "--mode", mode, "--trials", str(args.trials),
                              "--threads", str(args.threads), "--rate", str(args.rate)], env=environment,
@@ -98,6 +115,10 @@ def main():
     from build_env import build_venv, venv_prefix
 
     stacks = yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+    if args.against == "telemetry":
+        per_sample, share = sampler_cost(args.rate)
+        print(f"sampler without NVML: {per_sample * 1e6:.1f} us CPU per sample; at {args.rate:g} Hz "
+              f"{share:.4%} of one core")  # fmt: skip
     first, second = ("harness", "bare") if args.against == "bare" else ("harness", "telemetry")
     print(f"{'stack':<20} {'variant':<8} {first + ' img/s':>16} {second + ' img/s':>16} {'ratio':>7}")
     for name in args.stacks or stacks:

@@ -96,6 +96,7 @@ def build(spec, input_shape, weights, experiment):
         network = Network(spec, input_shape, weights)
         variables = [var for params in network.params for var in params]
         optimizer = Optimizer(variables, experiment)
+        loss_sum = tf.Variable(0.0)  # accumulated inside the step: no extra eager op per step
 
     def train_step(images, labels, batch):
         with tf.GradientTape() as tape:
@@ -104,7 +105,7 @@ def build(spec, input_shape, weights, experiment):
                 tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.gather(labels, batch), logits=logits)
             )
         optimizer.apply(tape.gradient(loss, variables))
-        return loss
+        loss_sum.assign_add(loss)
 
     def predict(images):
         return network(images)
@@ -113,7 +114,7 @@ def build(spec, input_shape, weights, experiment):
     if graph:
         train_step, predict = tf.function(train_step, jit_compile=False), tf.function(predict, jit_compile=False)
     return {"network": network, "variables": variables, "train_step": train_step, "predict": predict,
-            "graph": graph}  # fmt: skip
+            "graph": graph, "loss_sum": loss_sum}  # fmt: skip
 
 
 def parameter_count(model):
@@ -129,12 +130,11 @@ def engaged(model):
 def train_epoch(model, staged, order, batch_size):
     with tf.device(staged["device"]):
         indices = tf.constant(order)
-        total = tf.zeros(())
+        model["loss_sum"].assign(0.0)
         steps = len(order) // batch_size
         for step in range(steps):
-            batch = indices[step * batch_size : (step + 1) * batch_size]
-            total += model["train_step"](staged["train_x"], staged["train_y"], batch)
-        return float(total / steps)
+            model["train_step"](staged["train_x"], staged["train_y"], indices[step * batch_size : (step + 1) * batch_size])
+        return float(model["loss_sum"]) / steps
 
 
 def evaluate(model, staged, batch_size):
