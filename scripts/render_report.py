@@ -263,7 +263,7 @@ def render_with_pandoc(document, title):
     metadata = [f"--metadata=title:{title}", f"--metadata=date:{datetime.date.today().isoformat()}"]
     pypandoc.convert_text(markdown, "html", format="markdown", outputfile=str(folder / "report.html"),
                           extra_args=["--standalone", "--embed-resources", "--toc", f"--resource-path={folder}",
-                                      *metadata])  # fmt: skip
+                                      "--variable=maxwidth:72em", *metadata])  # fmt: skip
     typst_source = pypandoc.convert_text(markdown, "typst", format="markdown",
                                          extra_args=["--standalone", "--toc", *metadata])  # fmt: skip
     (folder / "report.typ").write_text(typst_source)
