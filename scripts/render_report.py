@@ -68,7 +68,8 @@ def epoch_time_figure(summary, epochs, path):
         train_s=("train_s", "median"), stack=("stack", "first"), variant=("variant", "first"),
         dataset=("dataset", "first"), model=("model", "first"), batch_size=("batch_size", "first"),
         device=("device", "first"))  # fmt: skip
-    panels = panel_titles(summary)
+    finished = summary[summary["runs_ok"] > 0]
+    panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
     figure, axes = figure_grid(len(panels))
     for axis, (dataset, model, batch, device) in zip(axes, panels):
         part = per_epoch[(per_epoch["dataset"] == dataset) & (per_epoch["model"] == model)
