@@ -97,7 +97,13 @@ class Sampler:
         write_text_atomic(path, "\n".join(lines) + "\n")
 
 
+def mean(values):
+    return sum(values) / len(values) if values else None
+
+
 def percentile(values, fraction):
+    if not values:
+        return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
@@ -112,28 +118,21 @@ def energy_j(rows, phases, column):
 def summarise(rows, steady_phases, training_phases, images_trained):
     """Run-record fields from trace rows: utilisation over steady epochs, peaks, power and energy of training."""
     column = {name: index for index, name in enumerate(TRACE_COLUMNS)}
+    every_phase = {row[column["phase"]] for row in rows}
 
     def values(name, phases):
         return [row[column[name]] for row in rows if row[column["phase"]] in phases and row[column[name]] is not None]
 
     steady_util = values("gpu_util_pct", steady_phases)
-    cpu_util = values("cpu_util_pct", steady_phases)
-    summary = {
-        "cpu_utilisation_mean": sum(cpu_util) / len(cpu_util) if cpu_util else None,
-        "gpu_utilisation_mean": sum(steady_util) / len(steady_util) if steady_util else None,
-        "gpu_utilisation_p95": percentile(steady_util, 0.95) if steady_util else None,
-        "gpu_memory_utilisation_mean": None,
-        "gpu_memory_peak_mb": max((row[column["gpu_memory_mb"]] for row in rows if row[column["gpu_memory_mb"]] is not None), default=None),
-        "gpu_power_mean_w": None,
-        "gpu_energy_j": None,
-        "gpu_energy_per_image_j": None,
-    }  # fmt: skip
-    memory_util = values("mem_util_pct", steady_phases)
-    if memory_util:
-        summary["gpu_memory_utilisation_mean"] = sum(memory_util) / len(memory_util)
     powers = values("power_w", training_phases)
-    if powers:
-        summary["gpu_power_mean_w"] = sum(powers) / len(powers)
-        summary["gpu_energy_j"] = energy_j(rows, training_phases, column)
-        summary["gpu_energy_per_image_j"] = summary["gpu_energy_j"] / images_trained if images_trained else None
-    return summary
+    energy = energy_j(rows, training_phases, column) if powers else None
+    return {
+        "cpu_utilisation_mean": mean(values("cpu_util_pct", steady_phases)),
+        "gpu_utilisation_mean": mean(steady_util),
+        "gpu_utilisation_p95": percentile(steady_util, 0.95),
+        "gpu_memory_utilisation_mean": mean(values("mem_util_pct", steady_phases)),
+        "gpu_memory_peak_mb": max(values("gpu_memory_mb", every_phase), default=None),
+        "gpu_power_mean_w": mean(powers),
+        "gpu_energy_j": energy,
+        "gpu_energy_per_image_j": energy / images_trained if energy is not None and images_trained else None,
+    }
