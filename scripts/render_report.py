@@ -27,14 +27,24 @@ def label(frame):
     return frame["stack"] + " · " + frame["variant"]
 
 
+PANEL = ["dataset", "model", "batch_size", "device"]
+
+
 def panel_titles(summary):
-    return sorted(set(zip(summary["dataset"], summary["model"], summary["batch_size"], summary["device"])))
+    return sorted(set(zip(*(summary[key] for key in PANEL))))
 
 
-def figure_grid(count):
-    columns = min(count, 2)
+def panel_rows(frame, panel):
+    """The rows of frame that belong to one (dataset, model, batch size, device) panel."""
+    return frame[(frame[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
+
+
+def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
+    """A figure with `count` visible panels, at most max_columns a row."""
+    columns = min(count, max_columns)
     rows = (count + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 0.5 + 3.2 * rows), squeeze=False)
+    width, height = panel_size
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.5 + height * rows), squeeze=False)
     for extra in axes.flat[count:]:
         extra.set_visible(False)
     return figure, axes.flat
@@ -44,8 +54,7 @@ def throughput_figure(summary, path):
     panels = panel_titles(summary)
     figure, axes = figure_grid(len(panels))
     for axis, (dataset, model, batch, device) in zip(axes, panels):
-        part = summary[(summary["dataset"] == dataset) & (summary["model"] == model)
-                       & (summary["batch_size"] == batch) & (summary["device"] == device)]  # fmt: skip
+        part = panel_rows(summary, (dataset, model, batch, device))
         part = part.sort_values("train_images_per_s_mean")
         mean = part["train_images_per_s_mean"].fillna(0)
         low = (mean - part["train_images_per_s_ci95_low"]).fillna(0)
@@ -72,8 +81,7 @@ def epoch_time_figure(summary, epochs, path):
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
     figure, axes = figure_grid(len(panels))
     for axis, (dataset, model, batch, device) in zip(axes, panels):
-        part = per_epoch[(per_epoch["dataset"] == dataset) & (per_epoch["model"] == model)
-                         & (per_epoch["batch_size"] == batch) & (per_epoch["device"] == device)]  # fmt: skip
+        part = panel_rows(per_epoch, (dataset, model, batch, device))
         for name, line in part.groupby(label(part)):
             axis.plot(line["epoch"], line["train_s"], marker="o", label=name)
         axis.set_yscale("log")
@@ -89,11 +97,9 @@ def epoch_time_figure(summary, epochs, path):
 def operator_grid(ops, column, ylabel, path, log_y):
     """One panel per operator and device (CPU and GPU panels apart); a line per framework and dtype."""
     panels = list(dict.fromkeys(zip(ops["device"], ops["operator"])))
-    columns = min(len(panels), 3)
-    rows = (len(panels) + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 0.6 + 2.8 * rows), squeeze=False)
+    figure, axes = figure_grid(len(panels), max_columns=3, panel_size=(4.2, 2.8))
     colours = {name: f"C{index}" for index, name in enumerate(sorted(ops["framework"].unique()))}
-    for axis, (device, operator) in zip(axes.flat, panels):
+    for axis, (device, operator) in zip(axes, panels):
         part = ops[(ops["operator"] == operator) & (ops["device"] == device)]
         for (framework, dtype), line in part.groupby(["framework", "dtype"]):
             line = line.sort_values("size")
@@ -108,8 +114,6 @@ def operator_grid(ops, column, ylabel, path, log_y):
         axis.set_xlabel("matrix side" if operator == "gemm" else "elements")
         axis.set_ylabel(ylabel, fontsize=8)
         axis.legend(fontsize=6)
-    for extra in axes.flat[len(panels):]:
-        extra.set_visible(False)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
