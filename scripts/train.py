@@ -75,7 +75,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
 
     sampler.mark("data")
     (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
-    staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, device)
+    staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, experiment)
     shape, classes = tuple(meta["shape"]), meta["classes"]
     spec = specs.model_spec(experiment["model"], classes)
     weights = specs.initial_weights(spec, shape, seed)
@@ -121,6 +121,8 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["inference_images_per_s"] = test_size / statistics.median(steady_eval)
     record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
     record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
+    record["engaged"].update(adapter.engaged(model))  # read back after training: compiled graphs, XLA, breaks
+    log(f"engaged: {record['engaged']}")
     record["status"] = "ok"
 
 

@@ -38,14 +38,28 @@ def env_python():
     return get
 
 
+def cpu_variants(entry):
+    """The variants a stack declares that run on CPU, base variant first."""
+    from dlbench.variants import unsupported_reason
+
+    return [variant for variant in entry["variants"] if unsupported_reason(entry, variant, "cpu") is None]
+
+
 @pytest.fixture(scope="session")
-def probes(env_python):
-    """stack -> output of tests/probe_adapter.py run in the stack's CPU env."""
-    results = {}
+def probes(env_python, tmp_path_factory):
+    """stack -> (probe.json of tests/probe_adapter.py run in the stack's CPU env, its output folder).
+
+    The five probes run side by side: each is mostly single-threaded framework start-up and model building."""
+    running = {}
     for stack, entry in STACKS.items():
-        environment = dict(os.environ, **entry["environment"])
-        output = subprocess.run([str(env_python(entry["env"]["cpu"])), str(REPO / "tests" / "probe_adapter.py"),
-                                 entry["adapter"]], env=environment, capture_output=True, text=True)  # fmt: skip
-        assert output.returncode == 0, f"probe of {stack} failed:\n{output.stderr[-3000:]}"
-        results[stack] = json.loads(output.stdout)
+        out = tmp_path_factory.mktemp(f"probe-{stack}")
+        command = [str(env_python(entry["env"]["cpu"])), str(REPO / "tests" / "probe_adapter.py"), entry["adapter"],
+                   ",".join(cpu_variants(entry)), str(out)]  # fmt: skip
+        log = open(out / "stderr.log", "w")
+        running[stack] = (subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stderr=log,
+                                           stdout=log), out)  # fmt: skip
+    results = {}
+    for stack, (process, out) in running.items():
+        assert process.wait() == 0, f"probe of {stack} failed:\n{(out / 'stderr.log').read_text()[-3000:]}"
+        results[stack] = (json.loads((out / "probe.json").read_text()), out)
     return results

@@ -1,7 +1,9 @@
-"""Run inside a stack's env: build every model with one adapter and report parameter counts and logits.
+"""Run inside a stack's env: build every model with one adapter, in every variant the stack declares, and save
+what the driver-side tests compare: parameter counts, inference logits, engagement, and the weights after one SGD
+step on the same batch (dropout removed: its masks come from each framework's own generator).
 
-    <env python> tests/probe_adapter.py ADAPTER > probe.json   (KERAS_BACKEND etc. set by the caller)
-The driver-side tests compare the output with the neutral spec and across frameworks.
+    <env python> tests/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. set by the caller)
+writes OUTDIR/probe.json and OUTDIR/<model>_<shape>_step.npz.
 """
 
 import importlib
@@ -15,8 +17,26 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from dlbench import specs  # noqa: E402
 
-INPUT_SHAPES = [(28, 28, 1), (32, 32, 3)]
 CLASSES = 10
+# Small inputs keep CI fast; the ImageNet ResNets and VGG-16 run at 32x32 (their counts at 224 are in test_specs).
+# A shallow net with every construct of the deep ones (conv + batch norm, padded max pool, option-A and projection
+# shortcuts, global pooling): well conditioned, so one SGD step agrees to float32 rounding (tests/test_adapters.py).
+TEST_MODELS = {"constructs": lambda classes: [
+    *specs.conv_bn(8, 3), specs.Pool("max", 3, stride=1, padding=1),
+    specs.Residual((*specs.conv_bn(16, 3, 2), *specs.conv_bn(16, 3, activation=None)), "zero_pad"),
+    specs.Residual((*specs.conv_bn(32, 3, 2), *specs.conv_bn(32, 3, activation=None)),
+                   tuple(specs.conv_bn(32, 1, 2, activation=None))),
+    specs.GlobalAvgPool(), specs.Dense(classes),
+]}  # fmt: skip
+
+
+def model_spec(name, classes):
+    return TEST_MODELS[name](classes) if name in TEST_MODELS else specs.model_spec(name, classes)
+
+CASES = [("constructs", (8, 8, 3))] + [(name, (28, 28, 1)) for name in ("mlp", "cnn", "lenet", "lstm")] + [
+    (name, (32, 32, 3)) for name in ("mlp", "lenet", "resnet20", "resnet56", "resnet18", "resnet50", "vgg16", "vgg16-cifar")
+]
+STEP_BATCH, STEP_RATE = 8, 0.1
 
 
 def scripted_oom():
@@ -39,30 +59,64 @@ def scripted_oom():
     return tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[8192,8192]"), tf.errors.InvalidArgumentError(None, None, "x")
 
 
+def variants_to_build(model, declared):
+    """Every declared variant for LeNet; all but torch.compile (minutes of compiling on CI's CPU) for ResNet-20;
+    the base variant for the rest."""
+    if model == "lenet":
+        return declared
+    if model == "resnet20":
+        return [variant for variant in declared if not variant.startswith("compile")]
+    return declared[:1]
+
+
+def experiment(variant, optimizer="sgd", rate=0.001):
+    return {"device": "cpu", "variant": variant, "optimizer": optimizer, "learning_rate": rate, "momentum": 0.0,
+            "weight_decay": 0.0}  # fmt: skip
+
+
+def one_sgd_step(adapter, spec, shape, weights, variant):
+    """The weights after one plain SGD step on a fixed batch, in the neutral layout."""
+    rng = np.random.default_rng(2)
+    arrays = {"train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
+              "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32)}  # fmt: skip
+    arrays.update(test_x=arrays["train_x"], test_y=arrays["train_y"])
+    setup = experiment(variant, rate=STEP_RATE)
+    model = adapter.build(spec, shape, weights, setup)
+    loss = adapter.train_epoch(model, adapter.stage(arrays, setup), np.arange(STEP_BATCH), STEP_BATCH)
+    adapter.sync("cpu")
+    return float(loss), adapter.weights(model, spec, shape)
+
+
 def main():
     adapter = importlib.import_module(f"dlbench.adapters.{sys.argv[1]}")
+    declared, out = sys.argv[2].split(","), Path(sys.argv[3])
     adapter.configure("cpu", 1, 0)
     results = []
-    for name in sorted(specs.MODELS):
-        for shape in INPUT_SHAPES:
-            spec = specs.model_spec(name, CLASSES)
-            weights = specs.initial_weights(spec, shape, seed=7)
-            images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
-            for variant in ("eager", "graph"):
-                experiment = {"device": "cpu", "variant": variant, "optimizer": "adam", "learning_rate": 0.001,
-                              "momentum": 0.9}  # fmt: skip
-                try:
-                    model = adapter.build(spec, shape, weights, experiment)
-                except ValueError as unsupported:
-                    results.append({"model": name, "shape": shape, "variant": variant, "unsupported": str(unsupported)})
-                    continue
-                results.append({"model": name, "shape": shape, "variant": variant,
-                                "parameters": adapter.parameter_count(model),
-                                "logits": adapter.logits(model, images).tolist(), "engaged": adapter.engaged(model)})  # fmt: skip
+    for name, shape in CASES:
+        spec = model_spec(name, CLASSES)
+        weights = specs.initial_weights(spec, shape, seed=7)
+        images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
+        for variant in variants_to_build(name, declared):
+            model = adapter.build(spec, shape, weights, experiment(variant))
+            results.append({"model": name, "shape": shape, "variant": variant, "parameters": adapter.parameter_count(model),
+                            "logits": adapter.logits(model, images).tolist(), "engaged": adapter.engaged(model)})  # fmt: skip
+        stripped = specs.without_dropout(spec)
+        loss, stepped = one_sgd_step(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), declared[0])
+        results[-1]["step_loss"] = loss
+        np.savez(out / f"{name}_{shape[0]}x{shape[-1]}_step.npz", *[array for params in stepped for array in params])
+    unsupported = {}
+    for variant in ("graph", "xla", "compile", "eager-nhwc", "eager-amp"):
+        if variant not in declared:
+            try:
+                adapter.build(specs.model_spec("mlp", CLASSES), (28, 28, 1), specs.initial_weights(specs.model_spec("mlp", CLASSES), (28, 28, 1), 0), experiment(variant))
+                unsupported[variant] = None
+            except ValueError as refusal:
+                unsupported[variant] = str(refusal)
     oom, other = scripted_oom()
     oom_detection = {"oom": adapter.is_oom(oom), "other": adapter.is_oom(other)}
-    json.dump({"framework": adapter.FRAMEWORK, "version": adapter.version(), "results": results,
-               "oom_detection": oom_detection}, sys.stdout)  # fmt: skip
+    (out / "probe.json").write_text(json.dumps({"framework": adapter.FRAMEWORK, "version": adapter.version(),
+                                                "results": results, "unsupported": unsupported,
+                                                "oom_detection": oom_detection}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,57 +1,146 @@
-"""Every adapter builds every model as the neutral spec declares it: equal parameter counts and, from the same
-neutral initial weights, the same logits (float32 on CPU: sums in another order differ by ~1e-6, so 1e-4)."""
+"""Every adapter builds every model as the neutral spec declares it, in every variant its stack declares.
+
+Inference: from the same neutral initial weights, each framework's logits equal a float64 NumPy forward pass
+(tests/reference.py) within float32 rounding. Training: one plain SGD step on the same batch gives the same loss and
+the same weights in every framework. Differences a framework cannot avoid are documented by the tests below.
+"""
+
+import math
 
 import numpy as np
 import pytest
-from conftest import STACKS
-from dlbench import specs
+from conftest import STACKS, cpu_variants
+from dlbench import specs, variants
+from probe_adapter import CLASSES, STEP_BATCH, model_spec
+from reference import forward
 
-LOGIT_TOLERANCE = 1e-4
+# Logits, relative to the largest reference logit. float32 sums of ~10^3-10^4 products round at ~1e-6 of the scale
+# (measured worst: 3.4e-7, ResNet-56); bfloat16 keeps 8 significant bits (2^-8 = 3.9e-3; measured worst 6.5e-3).
+LOGIT_TOLERANCE = {"float32": 1e-5, "bfloat16": 3e-2}
+# One SGD step, the difference from PyTorch's weights relative to the step's largest update. Shallow or batch-norm
+# free networks agree to float32 rounding (measured worst 1.1e-5, the MXNet LSTM). The deep batch-norm networks at
+# initialisation amplify rounding: in float64, a 1e-7 relative perturbation of the input changes ResNet-18's update
+# by 8e-3 and ResNet-50's float32 update differs from its own float64 one by 2.6e-2 (PyTorch alone), so between
+# frameworks that sum in other orders, agreement within a few percent is all rounding allows (measured worst 5e-2,
+# ResNet-50 in MXNet). Their batch-norm constructs are proven exactly by the shallow `constructs` model.
+WELL_CONDITIONED = {"constructs", "mlp", "cnn", "lenet", "lstm", "vgg16"}
+STEP_TOLERANCE = {True: 1e-4, False: 6e-2}
+LOSS_TOLERANCE = {True: 1e-5, False: 1e-4}  # measured worst: 1.9e-5, ResNet-50 in TensorFlow
+REFERENCE_STACK = "torch-2.13"
+
+
+def results(probes, stack):
+    return probes[stack][0]["results"]
+
+
+def case_spec(result):
+    return model_spec(result["model"], CLASSES), tuple(result["shape"])
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_parameter_counts_equal_the_spec(probes, stack):
-    for result in probes[stack]["results"]:
-        if "unsupported" in result:
-            continue
-        spec = specs.model_spec(result["model"], 10)
-        assert result["parameters"] == specs.parameter_count(spec, tuple(result["shape"])), result["model"]
+    for result in results(probes, stack):
+        assert result["parameters"] == specs.parameter_count(*case_spec(result)), result["model"]
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
-def test_variants_built_are_those_the_stack_declares(probes, stack):
-    built = {result["variant"] for result in probes[stack]["results"] if "unsupported" not in result}
-    assert built == set(STACKS[stack]["variants"])
-    for result in probes[stack]["results"]:
-        if "unsupported" not in result:
-            assert result["engaged"]["variant"] == result["variant"]
+def test_logits_equal_the_numpy_reference(probes, stack):
+    for result in results(probes, stack):
+        spec, shape = case_spec(result)
+        images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
+        expected = forward(spec, shape, specs.initial_weights(spec, shape, seed=7), images)
+        scale = max(np.abs(expected).max(), 1e-3)
+        tolerance = LOGIT_TOLERANCE[result["engaged"]["matmul_dtype"]]
+        difference = np.abs(np.array(result["logits"]) - expected).max() / scale
+        assert difference < tolerance, (result["model"], result["shape"], result["variant"], difference)
 
 
-def test_all_frameworks_compute_the_same_logits(probes):
-    reference_stack = "torch-2.13"
-    reference = {(r["model"], tuple(r["shape"])): np.array(r["logits"])
-                 for r in probes[reference_stack]["results"] if "unsupported" not in r}  # fmt: skip
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_declared_variants_are_built_and_engaged(probes, stack):
+    """Engagement is read back from the built model, not assumed from the request."""
+    built = [result for result in results(probes, stack) if result["model"] == "lenet"]
+    assert [result["variant"] for result in built][: len(cpu_variants(STACKS[stack]))] == cpu_variants(STACKS[stack])
+    for result in built:
+        variant, engaged = variants.parse(result["variant"]), result["engaged"]
+        assert engaged["variant"] == result["variant"]
+        assert engaged["graph"] == (variant.mode != "eager")
+        assert engaged["matmul_dtype"] == variants.compute_dtype(variant, "cpu"), result["variant"]
+        assert engaged["dtype"] == "float32"  # mixed precision keeps float32 weights
+        if variant.mode == "xla":
+            assert engaged["xla"] is True
+        if variant.mode == "compile":
+            assert engaged["compiled_graphs"] >= 1 and engaged["graph_breaks"] == 0
+        if stack == REFERENCE_STACK and result["shape"][-1] == 3:
+            assert engaged["layout"] == ("NHWC" if variant.channels_last else "NCHW")
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_variants_a_stack_lacks_are_refused_not_run_as_another(probes, stack):
+    """What stacks.yaml calls unsupported, the adapter refuses to build (the matrix never runs it in disguise)."""
+    entry = STACKS[stack]
+    for variant, refusal in probes[stack][0]["unsupported"].items():
+        if variant not in entry["variants"] and variant.split("-")[0] in entry.get("unsupported", {}):
+            assert refusal is not None, f"{stack} built {variant} although stacks.yaml says it cannot"
+
+
+def step_weights(probes, stack, name, shape):
+    folder = probes[stack][1]
+    with np.load(folder / f"{name}_{shape[0]}x{shape[-1]}_step.npz") as saved:
+        return [saved[f"arr_{index}"] for index in range(len(saved.files))]
+
+
+def leaf_roles(spec, shape):
+    """Per saved array: (role, elements per channel) with role trainable, running_mean or running_variance."""
+    roles = []
+    for layer, in_shape, _ in specs.leaves(spec, shape):
+        arrays, trainable = specs.parameter_shapes(layer, in_shape)
+        roles += [("trainable", None)] * trainable
+        if isinstance(layer, specs.BatchNorm):
+            per_channel = STEP_BATCH * math.prod(in_shape[:-1])
+            roles += [("running_mean", per_channel), ("running_variance", per_channel)]
+    return roles
+
+
+def step_cases(probes):
+    return [(result["model"], tuple(result["shape"])) for result in results(probes, REFERENCE_STACK) if "step_loss" in result]
+
+
+def test_one_sgd_step_gives_the_same_loss_and_weights(probes):
     compared = 0
-    for stack, probe in probes.items():
-        for result in probe["results"]:
-            if "unsupported" in result:
-                continue
-            expected = reference[(result["model"], tuple(result["shape"]))]
-            difference = np.abs(np.array(result["logits"]) - expected).max()
-            assert difference < LOGIT_TOLERANCE, (stack, result["model"], result["shape"], result["variant"])
+    for name, shape in step_cases(probes):
+        spec = specs.without_dropout(model_spec(name, CLASSES))
+        initial = [array for params in specs.initial_weights(spec, shape, seed=7) for array in params]
+        roles = leaf_roles(spec, shape)
+        expected = step_weights(probes, REFERENCE_STACK, name, shape)
+        largest_update = max(np.abs(a - b).max() for a, b, (role, _) in zip(expected, initial, roles) if role == "trainable")
+        expected_loss = next(r["step_loss"] for r in results(probes, REFERENCE_STACK) if r["model"] == name and tuple(r["shape"]) == shape and "step_loss" in r)
+        for stack in STACKS:
+            loss = next(r["step_loss"] for r in results(probes, stack) if r["model"] == name and tuple(r["shape"]) == shape and "step_loss" in r)
+            # the training-mode forward pass (batch statistics), rounding-amplified like the step in the deep nets
+            assert loss == pytest.approx(expected_loss, rel=LOSS_TOLERANCE[name in WELL_CONDITIONED]), (stack, name)
+            stepped = step_weights(probes, stack, name, shape)
+            assert len(stepped) == len(expected)
+            for got, want, (role, _) in zip(stepped, expected, roles):
+                if role == "trainable":
+                    difference = np.abs(got - want).max() / largest_update
+                    assert difference < STEP_TOLERANCE[name in WELL_CONDITIONED], (stack, name, difference)
+                elif role == "running_mean":
+                    np.testing.assert_allclose(got, want, atol=1e-4 * max(np.abs(want).max(), 1e-3), err_msg=f"{stack} {name}")
             compared += 1
-    assert compared >= len(specs.MODELS) * 2 * len(STACKS)
+    assert compared >= 12 * len(STACKS)
 
 
-def test_framework_versions_are_the_pinned_ones(probes):
-    versions = {stack: probe["version"] for stack, probe in probes.items()}
-    assert versions["mxnet-1.9"] == "1.9.1"
-    assert versions["torch-2.13"].startswith("2.13.0")
-    assert versions["tensorflow-2.21"] == "2.21.0"
-    assert versions["keras-3-jax"] == versions["keras-3-tensorflow"] == "3.15.1"
-
-
-@pytest.mark.parametrize("stack", sorted(STACKS))
-def test_out_of_memory_is_recognised(probes, stack):
-    """Each framework's own OOM exception (scripted) is an OOM; an ordinary error is not."""
-    assert probes[stack]["oom_detection"] == {"oom": True, "other": False}
+def test_batch_norm_running_variance_differs_only_by_pytorchs_bessel_correction(probes):
+    """Documented difference: PyTorch updates the running variance with the unbiased batch variance (n / (n - 1)),
+    the others with the biased one. The spec follows the majority; PyTorch's is the same update rescaled, which
+    only evaluation after training sees (by a factor under 1 + 1/n: 1.0001 for 32x32 inputs at batch 8)."""
+    spec, shape = model_spec("constructs", CLASSES), (8, 8, 3)
+    roles = leaf_roles(spec, shape)
+    initial = [array for params in specs.initial_weights(spec, shape, seed=7) for array in params]
+    torch_stepped = step_weights(probes, REFERENCE_STACK, "constructs", shape)
+    for stack in set(STACKS) - {REFERENCE_STACK}:
+        stepped = step_weights(probes, stack, "constructs", shape)
+        for got, torch_value, start, (role, count) in zip(stepped, torch_stepped, initial, roles):
+            if role == "running_variance":
+                biased_update = got - 0.9 * start
+                np.testing.assert_allclose(torch_value - 0.9 * start, biased_update * count / (count - 1), rtol=1e-4)

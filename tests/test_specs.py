@@ -1,25 +1,48 @@
-"""The neutral specs: parameter counts, FLOPs, initial weights and the channels-first conversion."""
+"""The neutral specs: parameter counts (equal to the published ones), FLOPs, initial weights, layouts."""
 
 import numpy as np
 import pytest
 from dlbench import specs
+from reference import forward
 
 # Hand-computed: mlp 784*128+128 + 128*10+10; cnn 1*64*9+64 + 64*32*9+32 + 24*24*32*10+10;
-# lenet 1*6*25+6 + 6*16*9+16 + 400*120+120 + 120*84+84 + 84*10+10.
-EXPECTED_PARAMETERS = {"mlp": 101_770, "cnn": 203_434, "lenet": 60_170}
+# lenet 1*6*25+6 + 6*16*9+16 + 400*120+120 + 120*84+84 + 84*10+10; lstm 4*(28*128 + 128*128 + 128) + 128*10+10.
+EXPECTED_AT_MNIST = {"mlp": 101_770, "cnn": 203_434, "lenet": 60_170, "lstm": 81_674}
+# Published: He et al. 2016 (ResNet-20 0.27M, ResNet-56 0.85M; the option-A counts of the reference CIFAR
+# implementations) and torchvision (resnet18, resnet50, vgg16 at 224x224 with 1000 classes).
+PUBLISHED = {
+    ("resnet20", (32, 32, 3), 10): 269_722,
+    ("resnet56", (32, 32, 3), 10): 853_018,
+    ("resnet18", (224, 224, 3), 1000): 11_689_512,
+    ("resnet50", (224, 224, 3), 1000): 25_557_032,
+    ("vgg16", (224, 224, 3), 1000): 138_357_544,
+}
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
-def test_parameter_counts_of_the_specs(name):
-    assert specs.parameter_count(specs.model_spec(name, 10), (28, 28, 1)) == EXPECTED_PARAMETERS[name]
+@pytest.mark.parametrize("name", sorted(EXPECTED_AT_MNIST))
+def test_parameter_counts_of_the_small_specs(name):
+    assert specs.parameter_count(specs.model_spec(name, 10), (28, 28, 1)) == EXPECTED_AT_MNIST[name]
 
 
-def test_flops_of_the_mlp():
+@pytest.mark.parametrize("name, shape, classes", sorted(PUBLISHED))
+def test_parameter_counts_equal_the_published_ones(name, shape, classes):
+    assert specs.parameter_count(specs.model_spec(name, classes), shape) == PUBLISHED[(name, shape, classes)]
+
+
+def test_flops_per_image():
     assert specs.flops_per_image(specs.model_spec("mlp", 10), (28, 28, 1)) == 2 * (784 * 128 + 128 * 10)
+    # ResNet-50 is quoted at 4.1 G multiply-adds per 224x224 image, ResNet-18 at 1.8 G; FLOPs count 2 per multiply-add.
+    assert specs.flops_per_image(specs.model_spec("resnet50", 1000), (224, 224, 3)) / 2e9 == pytest.approx(4.1, rel=0.01)
+    assert specs.flops_per_image(specs.model_spec("resnet18", 1000), (224, 224, 3)) / 2e9 == pytest.approx(1.82, rel=0.01)
+
+
+def test_lstm_hidden_size_is_in_the_name():
+    assert specs.model_spec("lstm256", 10)[0] == specs.LSTM(256)
+    assert specs.known_model("lstm64") and not specs.known_model("lstmx")
 
 
 def test_unknown_model_names_the_known_ones():
-    with pytest.raises(ValueError, match="known models: cnn, lenet, mlp"):
+    with pytest.raises(ValueError, match="known models: cnn, lenet, lstm, mlp, resnet18"):
         specs.model_spec("resnet9000", 10)
 
 
@@ -28,50 +51,43 @@ def test_too_small_input_is_refused():
         specs.layer_shapes(specs.model_spec("lenet", 10), (8, 8, 1))
 
 
+def test_residual_body_and_shortcut_must_agree():
+    block = specs.Residual((specs.Conv(8, 3, stride=2, padding=1),), ())
+    with pytest.raises(ValueError, match="shortcut"):
+        specs.layer_shapes([block], (8, 8, 4))
+
+
 def test_initial_weights_depend_on_the_seed_only():
-    spec = specs.model_spec("lenet", 10)
-    first, again = specs.initial_weights(spec, (28, 28, 1), 3), specs.initial_weights(spec, (28, 28, 1), 3)
-    other = specs.initial_weights(spec, (28, 28, 1), 4)
+    spec = specs.model_spec("resnet20", 10)
+    first, again = specs.initial_weights(spec, (32, 32, 3), 3), specs.initial_weights(spec, (32, 32, 3), 3)
+    other = specs.initial_weights(spec, (32, 32, 3), 4)
     assert all(np.array_equal(a, b) for pa, pb in zip(first, again) for a, b in zip(pa, pb))
     assert not np.array_equal(first[0][0], other[0][0])
 
 
-def forward(spec, shape, weights, images, channels_first):
-    """A NumPy reference forward pass in either layout."""
-    x = images.transpose(0, 3, 1, 2) if channels_first else images
-    for layer, params in zip(spec, weights):
-        if isinstance(layer, specs.Conv):
-            kernel, bias = params
-            k = layer.kernel
-            if channels_first:  # OIHW over NCHW
-                windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
-                x = np.einsum("nchwij,ocij->nohw", windows, kernel) + bias[None, :, None, None]
-            else:  # HWIO over NHWC
-                windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(1, 2))
-                x = np.einsum("nhwcij,ijco->nhwo", windows, kernel) + bias
-        elif isinstance(layer, specs.Pool):
-            s = layer.size
-            if channels_first:
-                n, c, h, w = x.shape
-                x = x[:, :, : h // s * s, : w // s * s].reshape(n, c, h // s, s, w // s, s).mean(axis=(3, 5))
-            else:
-                n, h, w, c = x.shape
-                x = x[:, : h // s * s, : w // s * s].reshape(n, h // s, s, w // s, s, c).mean(axis=(2, 4))
-        elif isinstance(layer, specs.Flatten):
-            x = x.reshape(len(x), -1)
-        else:
-            x = x @ params[0] + params[1]
-        if getattr(layer, "activation", None) == "relu":
-            x = np.maximum(x, 0)
-    return x
+def test_dropout_removal_keeps_the_weights_aligned():
+    spec = specs.model_spec("vgg16-cifar", 10)
+    stripped = specs.without_dropout(spec)
+    assert not any(isinstance(layer, specs.Dropout) for layer in stripped)
+    assert specs.parameter_count(stripped, (32, 32, 3)) == specs.parameter_count(spec, (32, 32, 3))
 
 
-@pytest.mark.parametrize("name", sorted(specs.MODELS))
-def test_channels_first_weights_compute_the_same_function(name):
-    shape = (12, 12, 3)
-    spec = specs.model_spec(name, 5)
+@pytest.mark.parametrize("name", ["lenet", "vgg16", "resnet20"])
+def test_channels_first_conversion_round_trips(name):
+    spec, shape = specs.model_spec(name, 5), (32, 32, 3)
     weights = specs.initial_weights(spec, shape, 0)
-    images = np.random.default_rng(0).normal(size=(2, *shape)).astype(np.float64)
-    expected = forward(spec, shape, weights, images, channels_first=False)
-    converted = specs.channels_first_weights(spec, shape, weights)
-    np.testing.assert_allclose(forward(spec, shape, converted, images, channels_first=True), expected, rtol=1e-10)
+    there = specs.channels_first_weights(spec, shape, weights)
+    back = specs.channels_first_weights(spec, shape, there, inverse=True)
+    assert all(np.array_equal(a, b) for pa, pb in zip(weights, back) for a, b in zip(pa, pb))
+
+
+def test_tensorflow_same_padding_is_not_the_specs_padding():
+    """Documented difference: for a stride-2 3x3 conv on an even size, TensorFlow's/Keras' "SAME" pads 0 before and
+    1 after; PyTorch, MXNet and the spec pad 1 on both sides. The TF and Keras adapters therefore pad explicitly."""
+    spec, shape = [specs.Conv(4, 3, stride=2, padding=1)], (8, 8, 2)
+    weights = specs.initial_weights(spec, shape, 0)
+    images = np.random.default_rng(0).normal(size=(1, *shape))
+    symmetric = forward(spec, shape, weights, images)
+    after_only = np.pad(images, [(0, 0), (0, 1), (0, 1), (0, 0)])  # "SAME": 0 before, 1 after
+    same = forward([specs.Conv(4, 3, stride=2)], (9, 9, 2), weights, after_only)
+    assert symmetric.shape == same.shape and np.abs(symmetric - same).max() > 0.1

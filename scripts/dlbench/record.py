@@ -18,7 +18,7 @@ from .io import write_text_atomic
 SCHEMA_VERSION = 2
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
-    "optimizer", "learning_rate", "momentum", "epochs", "variant", "rep", "seed",
+    "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "rep", "seed",
 )  # fmt: skip
 EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_accuracy", "images", "images_per_s")
 NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"

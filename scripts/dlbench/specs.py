@@ -2,11 +2,19 @@
 
 Conventions of the neutral layout (what `initial_weights` produces and adapters convert from):
 images are NHWC, conv kernels HWIO (kh, kw, in, out), dense kernels (in, out), and Flatten reads an
-(h, w, c) feature map in h, w, c order. Pure Python + NumPy only: the driver imports it too.
+(h, w, c) feature map in h, w, c order. Padding is explicit and symmetric (PyTorch's and MXNet's convention;
+TensorFlow's "SAME" pads bottom/right only for stride 2 on even sizes, so the TF and Keras adapters pad
+explicitly). Batch norm: `momentum` is the decay of the running averages (Keras/MXNet; PyTorch's momentum is
+1 - this), running variance from the biased batch variance (PyTorch updates it with the unbiased one: a
+documented difference, tests/test_equivalence.py). An LSTM reads an image row by row (h steps of w*c
+features), gates in the order input, forget, cell, output, with one bias vector (frameworks with two keep the
+second frozen at zero). Weights are one list per leaf layer, in `leaves` order (depth first; a residual block's
+body before its shortcut). Pure Python + NumPy only: the driver imports it too.
 """
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -15,12 +23,32 @@ class Conv:
     kernel: int
     activation: str | None = None
     stride: int = 1
+    padding: int = 0
+    bias: bool = True
+
+
+@dataclass(frozen=True)
+class BatchNorm:
+    activation: str | None = None
+    momentum: float = 0.9
+    epsilon: float = 1e-5
 
 
 @dataclass(frozen=True)
 class Pool:
     kind: str  # "avg" | "max"
     size: int
+    stride: int | None = None  # None: the pool size
+    padding: int = 0  # max pools only; they follow a ReLU, so zero padding equals -inf padding
+
+    @property
+    def step(self):
+        return self.stride or self.size
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool:
+    pass
 
 
 @dataclass(frozen=True)
@@ -32,6 +60,80 @@ class Flatten:
 class Dense:
     units: int
     activation: str | None = None
+
+
+@dataclass(frozen=True)
+class Dropout:
+    rate: float
+
+
+@dataclass(frozen=True)
+class LSTM:
+    units: int
+
+
+@dataclass(frozen=True)
+class Residual:
+    """activation(body(x) + shortcut(x)). shortcut: a layer tuple (() is the identity) or "zero_pad", He et al.'s
+    option A: subsample by the body's stride and zero-pad the new channels, half on each side, no parameters."""
+
+    body: tuple
+    shortcut: tuple | str = ()
+    activation: str | None = "relu"
+
+
+def conv_bn(filters, kernel, stride=1, activation="relu"):
+    return [Conv(filters, kernel, stride=stride, padding=kernel // 2, bias=False), BatchNorm(activation)]
+
+
+def cifar_resnet(blocks_per_stage, classes):
+    """He et al. 2016 section 4.2: 6n+2 layers, 16/32/64 filters, option-A shortcuts."""
+    layers = conv_bn(16, 3)
+    for stage, filters in enumerate((16, 32, 64)):
+        for block in range(blocks_per_stage):
+            stride = 2 if stage > 0 and block == 0 else 1
+            body = tuple(conv_bn(filters, 3, stride) + conv_bn(filters, 3, activation=None))
+            layers.append(Residual(body, "zero_pad" if stride == 2 else ()))
+    return layers + [GlobalAvgPool(), Dense(classes)]
+
+
+def imagenet_resnet(blocks, bottleneck, classes):
+    """He et al. 2016 ImageNet ResNets as torchvision builds them (stride in the 3x3 conv, projection shortcuts)."""
+    layers = conv_bn(64, 7, 2) + [Pool("max", 3, stride=2, padding=1)]
+    channels = 64
+    for stage, (width, count) in enumerate(zip((64, 128, 256, 512), blocks)):
+        for block in range(count):
+            stride = 2 if stage > 0 and block == 0 else 1
+            if bottleneck:
+                body = conv_bn(width, 1) + conv_bn(width, 3, stride) + conv_bn(4 * width, 1, activation=None)
+            else:
+                body = conv_bn(width, 3, stride) + conv_bn(width, 3, activation=None)
+            out = body[-2].filters
+            shortcut = tuple(conv_bn(out, 1, stride, activation=None)) if stride != 1 or out != channels else ()
+            layers.append(Residual(tuple(body), shortcut))
+            channels = out
+    return layers + [GlobalAvgPool(), Dense(classes)]
+
+
+VGG16_CONVS = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+
+
+def vgg16(classes, cifar):
+    """13 3x3 convs and 3 dense layers (Simonyan & Zisserman, config D). cifar: batch norm after every conv and a
+    512-512 classifier with dropout (the CIFAR-10 VGG of the MXNet/PyTorch comparisons)."""
+    layers = []
+    for entry in VGG16_CONVS:
+        if entry == "M":
+            layers.append(Pool("max", 2))
+        elif cifar:
+            layers += conv_bn(entry, 3)
+        else:
+            layers.append(Conv(entry, 3, "relu", padding=1))
+    if cifar:
+        head = [Dropout(0.5), Dense(512, "relu"), Dropout(0.5), Dense(512, "relu")]
+    else:
+        head = [Dense(4096, "relu"), Dropout(0.5), Dense(4096, "relu"), Dropout(0.5)]
+    return layers + [Flatten()] + head + [Dense(classes)]
 
 
 MODELS = {
@@ -47,36 +149,84 @@ MODELS = {
         Dense(84, "relu"),
         Dense(classes),
     ],
+    "resnet20": lambda classes: cifar_resnet(3, classes),
+    "resnet56": lambda classes: cifar_resnet(9, classes),
+    "resnet18": lambda classes: imagenet_resnet((2, 2, 2, 2), False, classes),
+    "resnet50": lambda classes: imagenet_resnet((3, 4, 6, 3), True, classes),
+    "vgg16": lambda classes: vgg16(classes, cifar=False),
+    "vgg16-cifar": lambda classes: vgg16(classes, cifar=True),
+    "lstm": lambda classes: [LSTM(128), Dense(classes)],
 }
+LSTM_NAME = re.compile(r"lstm(\d+)")  # lstm<hidden units>, e.g. lstm256; plain `lstm` has 128
+
+
+def known_model(name):
+    return name in MODELS or LSTM_NAME.fullmatch(name) is not None
 
 
 def model_spec(name, num_classes):
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
-    return MODELS[name](num_classes)
+    if name in MODELS:
+        return MODELS[name](num_classes)
+    if match := LSTM_NAME.fullmatch(name):
+        return [LSTM(int(match.group(1))), Dense(num_classes)]
+    raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}, lstm<hidden units>")
 
 
-def conv_output_size(size, kernel, stride):
-    return (size - kernel) // stride + 1
+def without_dropout(spec):
+    """The spec with its dropout layers removed (dropout masks come from each framework's own generator)."""
+    kept = []
+    for layer in spec:
+        if isinstance(layer, Residual):
+            layer = replace(layer, body=tuple(without_dropout(layer.body)))
+        if not isinstance(layer, Dropout):
+            kept.append(layer)
+    return kept
+
+
+def conv_output_size(size, kernel, stride, padding=0):
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def output_shape(layer, shape):
+    """The output shape of one layer for an input shape (h, w, c) or (features,)."""
+    if isinstance(layer, (Conv, Pool)):
+        if len(shape) != 3:
+            raise ValueError(f"{layer} needs an image input, got shape {shape}")
+        if isinstance(layer, Pool) and layer.padding and layer.kind != "max":
+            raise ValueError(f"{layer}: only max pools may pad (average pools differ in what they count)")
+        kernel, stride = (layer.kernel, layer.stride) if isinstance(layer, Conv) else (layer.size, layer.step)
+        h, w = (conv_output_size(side, kernel, stride, layer.padding) for side in shape[:2])
+        return (h, w, layer.filters if isinstance(layer, Conv) else shape[2])
+    if isinstance(layer, GlobalAvgPool):
+        return (shape[-1],)
+    if isinstance(layer, Flatten):
+        return (math.prod(shape),)
+    if isinstance(layer, Dense):
+        return (layer.units,)
+    if isinstance(layer, (BatchNorm, Dropout)):
+        return shape
+    if isinstance(layer, LSTM):
+        if len(shape) != 3:
+            raise ValueError(f"{layer} reads an image row by row, got shape {shape}")
+        return (layer.units,)
+    if isinstance(layer, Residual):
+        body = layer_shapes(layer.body, shape)[-1][2] if layer.body else shape
+        if isinstance(layer.shortcut, str):
+            stride = shape[0] // body[0]
+            shortcut = (conv_output_size(shape[0], 1, stride), conv_output_size(shape[1], 1, stride), body[2])
+        else:
+            shortcut = layer_shapes(layer.shortcut, shape)[-1][2] if layer.shortcut else shape
+        if body != shortcut:
+            raise ValueError(f"residual body gives {body} but its shortcut {shortcut}")
+        return body
+    raise TypeError(f"unknown layer {layer!r}")
 
 
 def layer_shapes(spec, input_shape):
-    """[(layer, input shape, output shape)] with shapes as (h, w, c) or (features,)."""
+    """[(layer, input shape, output shape)] for the top-level layers, shapes as (h, w, c) or (features,)."""
     shapes, shape = [], tuple(input_shape)
     for layer in spec:
-        if isinstance(layer, Conv):
-            h, w, _ = shape
-            out = (conv_output_size(h, layer.kernel, layer.stride), conv_output_size(w, layer.kernel, layer.stride))
-            out_shape = (*out, layer.filters)
-        elif isinstance(layer, Pool):
-            h, w, c = shape
-            out_shape = (h // layer.size, w // layer.size, c)
-        elif isinstance(layer, Flatten):
-            out_shape = (math.prod(shape),)
-        elif isinstance(layer, Dense):
-            out_shape = (layer.units,)
-        else:
-            raise TypeError(f"unknown layer {layer!r}")
+        out_shape = output_shape(layer, shape)
         if min(out_shape) < 1:
             raise ValueError(f"input {tuple(input_shape)} is too small for {layer} (output {out_shape})")
         shapes.append((layer, shape, out_shape))
@@ -84,25 +234,46 @@ def layer_shapes(spec, input_shape):
     return shapes
 
 
-def parameter_shapes(spec, input_shape):
-    """Per layer, the neutral shapes of its parameters (kernel, bias); [] for layers without any."""
+def leaves(spec, input_shape):
+    """[(layer, input shape, output shape)] depth first, residual blocks replaced by their body then shortcut."""
     result = []
-    for layer, in_shape, _ in layer_shapes(spec, input_shape):
-        if isinstance(layer, Conv):
-            result.append([(layer.kernel, layer.kernel, in_shape[-1], layer.filters), (layer.filters,)])
-        elif isinstance(layer, Dense):
-            result.append([(in_shape[0], layer.units), (layer.units,)])
+    for layer, in_shape, out_shape in layer_shapes(spec, input_shape):
+        if isinstance(layer, Residual):
+            result += leaves(layer.body, in_shape)
+            if not isinstance(layer.shortcut, str):
+                result += leaves(layer.shortcut, in_shape)
         else:
-            result.append([])
+            result.append((layer, in_shape, out_shape))
     return result
 
 
+def parameter_shapes(layer, in_shape):
+    """The neutral shapes of one leaf's weights, trainable first, and how many of them are trainable."""
+    if isinstance(layer, Conv):
+        shapes = [(layer.kernel, layer.kernel, in_shape[-1], layer.filters)] + [(layer.filters,)] * layer.bias
+        return shapes, len(shapes)
+    if isinstance(layer, Dense):
+        return [(in_shape[0], layer.units), (layer.units,)], 2
+    if isinstance(layer, BatchNorm):
+        return [(in_shape[-1],)] * 4, 2  # gamma, beta; running mean and variance are state
+    if isinstance(layer, LSTM):
+        features, units = in_shape[1] * in_shape[2], layer.units
+        return [(features, 4 * units), (units, 4 * units), (4 * units,)], 3
+    return [], 0
+
+
 def parameter_count(spec, input_shape):
-    return sum(math.prod(shape) for shapes in parameter_shapes(spec, input_shape) for shape in shapes)
+    """Trainable parameters (batch-norm running statistics are state, as in every framework's count)."""
+    total = 0
+    for layer, in_shape, _ in leaves(spec, input_shape):
+        shapes, trainable = parameter_shapes(layer, in_shape)
+        total += sum(math.prod(shape) for shape in shapes[:trainable])
+    return total
 
 
 def flops_per_image(spec, input_shape):
-    """Forward FLOPs per image, counting a multiply-add as 2 (conv, dense, pooling adds)."""
+    """Forward FLOPs per image, a multiply-add counted as 2: conv, dense, LSTM gates; pooling, batch-norm
+    (scale and shift) and residual additions per element. Activations are not counted."""
     total = 0
     for layer, in_shape, out_shape in layer_shapes(spec, input_shape):
         if isinstance(layer, Conv):
@@ -111,49 +282,81 @@ def flops_per_image(spec, input_shape):
             total += 2 * in_shape[0] * layer.units
         elif isinstance(layer, Pool):
             total += layer.size * layer.size * math.prod(out_shape)
+        elif isinstance(layer, GlobalAvgPool):
+            total += math.prod(in_shape)
+        elif isinstance(layer, BatchNorm):
+            total += 2 * math.prod(out_shape)
+        elif isinstance(layer, LSTM):
+            steps, features = in_shape[0], in_shape[1] * in_shape[2]
+            total += steps * (2 * (features + layer.units) * 4 * layer.units + 3 * layer.units)
+        elif isinstance(layer, Residual):
+            shortcut = layer.shortcut if not isinstance(layer.shortcut, str) else []
+            total += flops_per_image(layer.body, in_shape) + flops_per_image(shortcut, in_shape)
+            total += math.prod(out_shape)
     return total
 
 
-def initial_weights(spec, input_shape, seed):
-    """Glorot-uniform kernels and zero biases in the neutral layout, from the seed alone.
+def orthogonal(rng, rows, columns):
+    """A (rows, columns) matrix with orthonormal rows or columns (Saxe et al.), as Keras' recurrent default."""
+    import numpy as np
 
-    Every adapter loads these, so all frameworks start training from bit-identical weights.
-    """
+    q, r = np.linalg.qr(rng.normal(size=(max(rows, columns), min(rows, columns))))
+    q = q * np.sign(np.diag(r))
+    return q if rows >= columns else q.T
+
+
+def leaf_weights(layer, in_shape, rng):
+    import numpy as np
+
+    shapes, _ = parameter_shapes(layer, in_shape)
+    if isinstance(layer, BatchNorm):
+        ones, zeros = np.ones(shapes[0], "float32"), np.zeros(shapes[0], "float32")
+        return [ones, zeros, zeros.copy(), ones.copy()]
+    if isinstance(layer, LSTM):
+        kernel = glorot(rng, shapes[0])
+        recurrent = orthogonal(rng, *shapes[1]).astype("float32")
+        bias = np.zeros(shapes[2], "float32")
+        bias[layer.units : 2 * layer.units] = 1.0  # forget gate open at the start (Jozefowicz et al. 2015)
+        return [kernel, recurrent, bias]
+    if not shapes:
+        return []
+    return [glorot(rng, shapes[0])] + [np.zeros(shape, "float32") for shape in shapes[1:]]
+
+
+def glorot(rng, kernel_shape):
+    receptive = math.prod(kernel_shape[:-2])
+    fan_in, fan_out = receptive * kernel_shape[-2], receptive * kernel_shape[-1]
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, size=kernel_shape).astype("float32")
+
+
+def initial_weights(spec, input_shape, seed):
+    """Per leaf: Glorot-uniform kernels, zero biases, unit batch-norm scales, orthogonal recurrent kernels, in
+    the neutral layout, from the seed alone. Every adapter loads these, so all frameworks start bit-identical."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    weights = []
-    for shapes in parameter_shapes(spec, input_shape):
-        if not shapes:
-            weights.append([])
-            continue
-        kernel_shape, bias_shape = shapes
-        receptive = math.prod(kernel_shape[:-2])
-        fan_in, fan_out = receptive * kernel_shape[-2], receptive * kernel_shape[-1]
-        limit = math.sqrt(6.0 / (fan_in + fan_out))
-        kernel = rng.uniform(-limit, limit, size=kernel_shape).astype("float32")
-        weights.append([kernel, np.zeros(bias_shape, dtype="float32")])
-    return weights
+    return [leaf_weights(layer, in_shape, rng) for layer, in_shape, _ in leaves(spec, input_shape)]
 
 
-def channels_first_weights(spec, input_shape, weights):
-    """The neutral weights for a channels-first (NCHW) network.
+def channels_first_weights(spec, input_shape, weights, inverse=False):
+    """The neutral weights for a channels-first (NCHW) network (inverse: back to neutral).
 
     Conv kernels become OIHW; a dense layer that reads a flattened (h, w, c) feature map gets its input
     rows reordered to (c, h, w), the order in which a channels-first Flatten emits them. Dense kernels stay
     (in, out). The two networks then compute the same function.
     """
     converted, flattened_from = [], None
-    for (layer, in_shape, _), params in zip(layer_shapes(spec, input_shape), weights):
+    for (layer, in_shape, _), params in zip(leaves(spec, input_shape), weights):
         if isinstance(layer, Flatten):
             flattened_from = in_shape if len(in_shape) == 3 else None
         if isinstance(layer, Conv):
-            kernel, bias = params
-            params = [kernel.transpose(3, 2, 0, 1), bias]
+            params = [params[0].transpose((2, 3, 1, 0) if inverse else (3, 2, 0, 1))] + params[1:]
         elif isinstance(layer, Dense) and flattened_from is not None:
             kernel, bias = params
             h, w, c = flattened_from
-            rows = kernel.reshape(h, w, c, -1).transpose(2, 0, 1, 3).reshape(h * w * c, -1)
+            order = ((c, h, w), (1, 2, 0, 3)) if inverse else ((h, w, c), (2, 0, 1, 3))
+            rows = kernel.reshape(*order[0], -1).transpose(order[1]).reshape(h * w * c, -1)
             params, flattened_from = [rows, bias], None
         converted.append(params)
     return converted

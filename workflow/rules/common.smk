@@ -16,7 +16,8 @@ SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from build_env import venv_prefix  # noqa: E402
 from dlbench.catalog import dataset_info  # noqa: E402
-from dlbench.specs import MODELS, model_spec, layer_shapes  # noqa: E402
+from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
+from dlbench.variants import unsupported_reason  # noqa: E402
 
 
 def validate_config():
@@ -75,8 +76,8 @@ def check_config():
         if stack not in STACKS:
             refuse("stacks", stack, STACKS)
     for model in config["models"]:
-        if model not in MODELS:
-            refuse("models", model, MODELS)
+        if not known_model(model):
+            refuse("models", model, [*MODELS, "lstm<hidden units>"])
     for dataset in config["datasets"]:
         try:
             info = dataset_info(dataset, config, REGISTRY)
@@ -120,8 +121,9 @@ def experiment_table():
     for values in itertools.product(*(config[CONFIG_AXES[axis]] for axis in AXES)):
         row = dict(zip(AXES, values))
         stack = STACKS[row["stack"]]
-        if row["variant"] not in stack["variants"]:
-            skipped.add((row["stack"], row["variant"]))
+        reason = unsupported_reason(stack, row["variant"], row["device"])
+        if reason:
+            skipped.add((row["stack"], row["variant"], row["device"], reason))
             continue
         if any(matches(row, exclusion) for exclusion in config["exclude"]):
             continue
@@ -132,14 +134,15 @@ def experiment_table():
             env=stack["env"][row["device"]],
             environment=stack["environment"],
             momentum=config["momentum"],
+            weight_decay=config["weight_decay"],
             target_accuracy=config["target_accuracy"],
             telemetry_hz=config["telemetry_hz"],
         )
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
-    for stack, variant in sorted(skipped):
+    for stack, variant, device, reason in sorted(skipped):
         print(
-            f"skipping variant {variant!r} for {stack}: its adapter does not implement it",
+            f"skipping variant {variant!r} for {stack} on {device}: {reason}",
             file=sys.stderr,
         )
     if not table:
@@ -219,6 +222,7 @@ def train_inputs(wildcards):
         "scripts": ["scripts/train.py", "scripts/run_experiment.py"]
         + library_files(
             "specs.py",
+            "variants.py",
             "data.py",
             "clock.py",
             "record.py",

@@ -4,12 +4,16 @@ Each module imports its framework at import time (timed as the `imports` phase) 
 
     version() -> str                          framework version read inside the env
     configure(device, threads, seed) -> dict  threads, seeds, device; returns what actually took effect
-    stage(arrays, device)                     the dataset copied to the device in the framework's layout
+    stage(arrays, experiment)                 the dataset copied to the experiment's device, in the layout its
+                                              variant runs in
     build(spec, input_shape, weights, experiment) -> model
                                               model from the neutral spec with the neutral initial weights,
-                                              optimiser and loss, in the requested variant (eager/graph)
-    parameter_count(model) -> int
-    engaged(model) -> dict                    what actually ran: variant state, dtype, layout
+                                              optimiser and loss, in the requested variant (dlbench/variants.py);
+                                              ValueError for a variant the adapter does not implement
+    parameter_count(model) -> int             trainable parameters
+    weights(model, spec, input_shape)         the current weights, one list per spec leaf, in the neutral layout
+    engaged(model) -> dict                    what actually ran, read back: variant state (compiled graph, XLA,
+                                              graph breaks), parameter and matmul dtypes, layout
     train_epoch(model, staged, order, batch_size) -> float-like
                                               one epoch over the batches in `order`; no blocking host reads
                                               inside the loop; returns the mean loss (read after sync)
@@ -30,4 +34,6 @@ envs/stacks.yaml, which may be a module of its own such as jax_numpy) also defin
 Only the adapter imports its framework; everything else is in the shared library.
 """
 
+# Adam's betas, RMSprop's decay and both epsilons, the same in every framework (each has its own defaults).
 OPTIMIZER_DEFAULTS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
+RMSPROP_RHO = 0.9

@@ -1,16 +1,17 @@
 """Keras 3 adapter: `fit` and `predict` on the backend named by KERAS_BACKEND (set per stack).
 
-Variant 'eager' is run_eagerly=True. Variant 'graph' is the backend's compiled step: on JAX that is jax.jit
-(JAX has no graph mode without XLA, so jit_compile=True), on TensorFlow tf.function without XLA. What was
-engaged is read back from the compiled model. Layout NHWC, the neutral layout, so weights load unchanged.
-fit reads host NumPy arrays through Keras' own data adapter: that input path is part of what is measured.
+Variants: eager is run_eagerly=True; graph the compiled step without XLA (TensorFlow only: JAX has no graph mode
+without XLA); xla is jit_compile=True; -amp the mixed_float16 policy on GPU (Keras then scales the loss) and
+mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
+weights load unchanged; padding is explicit (ZeroPadding2D), since Keras' "same" differs from the spec for
+stride 2. fit reads host NumPy arrays through Keras' own data adapter: that input path is part of what is measured.
 """
 
 import keras
 import numpy as np
 
-from .. import specs
-from . import OPTIMIZER_DEFAULTS
+from .. import specs, variants
+from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "keras"
 
@@ -35,49 +36,126 @@ def configure(device, threads, seed):
     return {"backend": keras.backend.backend(), "backend_version": backend_version(), "device_name": device}
 
 
-def stage(arrays, device):
+def stage(arrays, experiment):
     return arrays
 
 
-def layer_object(layer):
+def zero_pad_channels(pad):
+    return keras.layers.Lambda(lambda x: keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [pad, pad]]))
+
+
+def leaf_layers(layer, in_shape):
+    """The Keras layers of one spec leaf; the last one holds the leaf's weights."""
     activation = getattr(layer, "activation", None)
     if isinstance(layer, specs.Conv):
-        return keras.layers.Conv2D(layer.filters, layer.kernel, strides=layer.stride, activation=activation)
+        padding = [keras.layers.ZeroPadding2D(layer.padding)] if layer.padding else []
+        return padding + [keras.layers.Conv2D(layer.filters, layer.kernel, strides=layer.stride,
+                                              activation=activation, use_bias=layer.bias)]  # fmt: skip
+    if isinstance(layer, specs.BatchNorm):
+        return [keras.layers.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon)]
     if isinstance(layer, specs.Pool):
-        pool = keras.layers.AveragePooling2D if layer.kind == "avg" else keras.layers.MaxPooling2D
-        return pool(layer.size)
+        if layer.kind == "avg":
+            return [keras.layers.AveragePooling2D(layer.size, layer.step)]
+        padding = [keras.layers.ZeroPadding2D(layer.padding)] if layer.padding else []  # follows a ReLU
+        return padding + [keras.layers.MaxPooling2D(layer.size, layer.step)]
+    if isinstance(layer, specs.GlobalAvgPool):
+        return [keras.layers.GlobalAveragePooling2D()]
     if isinstance(layer, specs.Flatten):
-        return keras.layers.Flatten()
-    return keras.layers.Dense(layer.units, activation=activation)
+        return [keras.layers.Flatten()]
+    if isinstance(layer, specs.Dropout):
+        return [keras.layers.Dropout(layer.rate)]
+    if isinstance(layer, specs.LSTM):
+        return [keras.layers.Reshape((in_shape[0], in_shape[1] * in_shape[2])), keras.layers.LSTM(layer.units)]
+    return [keras.layers.Dense(layer.units, activation=activation)]
+
+
+def apply(spec, input_shape, x, leaves):
+    """The spec applied to a functional-API tensor; each leaf's weight-holding layer is appended to `leaves`."""
+    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+        if isinstance(layer, specs.Residual):
+            body = apply(layer.body, in_shape, x, leaves)
+            if layer.shortcut == "zero_pad":
+                stride = in_shape[0] // out_shape[0]
+                subsampled = keras.layers.MaxPooling2D(1, stride)(x)  # a 1x1 pool with a stride subsamples
+                shortcut = zero_pad_channels((out_shape[-1] - in_shape[-1]) // 2)(subsampled)
+            else:
+                shortcut = apply(layer.shortcut, in_shape, x, leaves)
+            x = keras.layers.Add()([body, shortcut])
+        else:
+            for keras_layer in leaf_layers(layer, in_shape):
+                x = keras_layer(x)
+            leaves.append(keras_layer)
+        if isinstance(layer, (specs.Residual, specs.BatchNorm)) and layer.activation == "relu":
+            x = keras.layers.Activation("relu")(x)
+    return x
+
+
+def coupled_weight_decay(optimizer_class, decay):
+    """The optimiser with weight decay added to the gradients (PyTorch's and MXNet's definition; Keras' own
+    weight_decay is decoupled). Both the stateful (TensorFlow) and stateless (JAX) update paths are covered."""
+
+    class Coupled(optimizer_class):
+        def apply(self, grads, trainable_variables=None):
+            variables = trainable_variables if trainable_variables is not None else self._trainable_variables
+            return super().apply([g + decay * v for g, v in zip(grads, variables)], trainable_variables)
+
+        def stateless_apply(self, optimizer_variables, grads, trainable_variables):
+            grads = [g + decay * v for g, v in zip(grads, trainable_variables)]
+            return super().stateless_apply(optimizer_variables, grads, trainable_variables)
+
+    return Coupled if decay else optimizer_class
 
 
 def make_optimizer(experiment):
-    if experiment["optimizer"] == "adam":
-        return keras.optimizers.Adam(experiment["learning_rate"], **OPTIMIZER_DEFAULTS)
-    return keras.optimizers.SGD(experiment["learning_rate"], momentum=experiment["momentum"])
+    name, rate = experiment["optimizer"], experiment["learning_rate"]
+    if name == "adam":
+        optimizer, options = keras.optimizers.Adam, OPTIMIZER_DEFAULTS
+    elif name == "rmsprop":
+        optimizer, options = keras.optimizers.RMSprop, {"rho": RMSPROP_RHO,
+                                                        "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}  # fmt: skip
+    else:
+        optimizer, options = keras.optimizers.SGD, {"momentum": experiment["momentum"]}
+    return coupled_weight_decay(optimizer, experiment["weight_decay"])(rate, **options)
 
 
 def build(spec, input_shape, weights, experiment):
-    network = keras.Sequential([keras.Input(shape=input_shape)] + [layer_object(layer) for layer in spec])
-    network.set_weights([array for params in weights for array in params])
-    graph = experiment["variant"] == "graph"
+    variant = variants.parse(experiment["variant"])
+    if variant.channels_last or (variant.mode == "graph" and keras.backend.backend() == "jax"):
+        raise ValueError(f"keras adapter on {keras.backend.backend()} does not run {variant.name!r}")
+    if variant.mode == "compile":
+        raise ValueError("keras adapter runs eager, graph and xla, not compile")
+    compute = variants.compute_dtype(variant, experiment["device"])
+    keras.config.set_dtype_policy(f"mixed_{compute}" if variant.mixed_precision else "float32")
+    inputs, leaves = keras.Input(shape=input_shape), []
+    network = keras.Model(inputs, apply(spec, input_shape, inputs, leaves))
+    for keras_layer, params in zip(leaves, weights):
+        if params:
+            keras_layer.set_weights(params)
     network.compile(
         optimizer=make_optimizer(experiment),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        run_eagerly=not graph,
-        jit_compile=graph and keras.backend.backend() == "jax",
+        run_eagerly=variant.mode == "eager",
+        jit_compile=variant.mode == "xla",
     )
+    network.leaves, network.variant = leaves, variant
     return network
 
 
 def parameter_count(model):
-    return int(model.count_params())
+    return int(sum(np.prod(weight.shape) for weight in model.trainable_weights))
+
+
+def weights(model, spec, input_shape):
+    return [keras_layer.get_weights() for keras_layer in model.leaves]
 
 
 def engaged(model):
-    return {"variant": "eager" if model.run_eagerly else "graph", "graph": not model.run_eagerly,
-            "run_eagerly": bool(model.run_eagerly), "jit_compile": bool(model.jit_compile),
-            "dtype_policy": keras.config.dtype_policy().name, "layout": keras.config.image_data_format()}  # fmt: skip
+    """What ran, read back from the compiled model: eager or not, XLA or not, the policy and the matmul dtype."""
+    return {"variant": model.variant.name, "graph": not model.run_eagerly, "run_eagerly": bool(model.run_eagerly),
+            "jit_compile": bool(model.jit_compile), "xla": bool(model.jit_compile),
+            "dtype_policy": model.dtype_policy.name, "dtype": model.leaves[-1].variable_dtype,
+            "matmul_dtype": model.leaves[-1].compute_dtype, "layout": keras.config.image_data_format(),
+            "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer"}  # fmt: skip
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -97,7 +175,7 @@ def evaluate(model, staged, batch_size):
 
 
 def logits(model, images):
-    return model.predict(images, verbose=0)
+    return np.asarray(model.predict(images, verbose=0), dtype=np.float32)
 
 
 def sync(device):

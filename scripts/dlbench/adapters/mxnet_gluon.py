@@ -1,15 +1,15 @@
-"""MXNet Gluon adapter: variant 'eager' is imperative, 'graph' is hybridize(static_alloc, static_shape).
-
-Layout NCHW; neutral weights converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size)
-rescales summed gradients by 1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
+"""MXNet Gluon adapter. Variants: eager (imperative), graph (hybridize with static_alloc and static_shape), -nhwc
+(layout NHWC for convolutions, pooling and batch norm; conv kernels OHWI). Layout NCHW otherwise, neutral weights
+converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) rescales summed gradients by
+1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
 """
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .. import specs
-from . import OPTIMIZER_DEFAULTS
+from .. import specs, variants
+from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "mxnet"
 
@@ -30,11 +30,15 @@ def configure(device, threads, seed):
     return {"omp_threads": threads, "device_name": str(context(device))}
 
 
-def stage(arrays, device):
-    ctx = context(device)
+def image_axes(channels_last):
+    return (0, 1, 2, 3) if channels_last else (0, 3, 1, 2)
+
+
+def stage(arrays, experiment):
+    ctx, channels_last = context(experiment["device"]), variants.parse(experiment["variant"]).channels_last
 
     def images(key):
-        return mx.nd.array(arrays[key].transpose(0, 3, 1, 2), ctx=ctx, dtype="float32")
+        return mx.nd.array(arrays[key].transpose(image_axes(channels_last)), ctx=ctx, dtype="float32")
 
     def labels(key):
         return mx.nd.array(arrays[key], ctx=ctx, dtype="float32")
@@ -43,59 +47,177 @@ def stage(arrays, device):
             "test_y": labels("test_y"), "ctx": ctx}  # fmt: skip
 
 
-def layer_block(layer, in_shape):
+class ZeroPadShortcut(gluon.HybridBlock):
+    """Option-A shortcut: subsample by the stride, zero-pad the added channels half on each side."""
+
+    def __init__(self, stride, added_channels, channels_last):
+        super().__init__()
+        self.stride, self.pad, self.axis = stride, added_channels // 2, 3 if channels_last else 1
+
+    def hybrid_forward(self, F, x):
+        step = (1, self.stride, self.stride, 1) if self.axis == 3 else (1, 1, self.stride, self.stride)
+        x = F.slice(x, begin=(None,) * 4, end=(None,) * 4, step=step)
+        zeros = F.zeros_like(F.slice_axis(x, axis=self.axis, begin=0, end=self.pad))
+        return F.concat(zeros, x, zeros, dim=self.axis)
+
+
+class Residual(gluon.HybridBlock):
+    def __init__(self, body, shortcut, activation):
+        super().__init__()
+        self.body, self.shortcut, self.activation = body, shortcut, activation
+
+    def hybrid_forward(self, F, x):
+        out = self.body(x) + self.shortcut(x)
+        return F.relu(out) if self.activation == "relu" else out
+
+
+class RowLSTM(gluon.HybridBlock):
+    """An LSTM reading the image row by row; the logits come from the last step's hidden state."""
+
+    def __init__(self, features, units, channels_last):
+        super().__init__()
+        self.lstm = gluon.rnn.LSTM(units, layout="NTC", input_size=features)
+        self.channels_last = channels_last
+
+    def hybrid_forward(self, F, x):
+        rows = (x if self.channels_last else F.transpose(x, (0, 2, 3, 1))).reshape((0, 0, -1))
+        return F.squeeze(F.slice_axis(self.lstm(rows), axis=1, begin=-1, end=None), axis=1)
+
+
+def leaf_block(layer, in_shape, channels_last):
     activation = getattr(layer, "activation", None)
+    layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
-        return gluon.nn.Conv2D(
-            layer.filters, layer.kernel, strides=layer.stride, activation=activation, in_channels=in_shape[-1]
-        )
+        return gluon.nn.Conv2D(layer.filters, layer.kernel, strides=layer.stride, padding=layer.padding,
+                               activation=activation, use_bias=layer.bias, in_channels=in_shape[-1],
+                               layout=layout)  # fmt: skip
+    if isinstance(layer, specs.BatchNorm):
+        return gluon.nn.BatchNorm(axis=3 if channels_last else 1, momentum=layer.momentum, epsilon=layer.epsilon,
+                                  in_channels=in_shape[-1])  # fmt: skip
     if isinstance(layer, specs.Pool):
-        pool = gluon.nn.AvgPool2D if layer.kind == "avg" else gluon.nn.MaxPool2D
-        return pool(pool_size=layer.size)
+        if layer.kind == "avg":
+            return gluon.nn.AvgPool2D(layer.size, layer.step, layout=layout)
+        return gluon.nn.MaxPool2D(layer.size, layer.step, layer.padding, layout=layout)
+    if isinstance(layer, specs.GlobalAvgPool):
+        return gluon.nn.GlobalAvgPool2D(layout=layout)
     if isinstance(layer, specs.Flatten):
         return gluon.nn.Flatten()
+    if isinstance(layer, specs.Dropout):
+        return gluon.nn.Dropout(layer.rate)
+    if isinstance(layer, specs.LSTM):
+        return RowLSTM(in_shape[1] * in_shape[2], layer.units, channels_last)
     return gluon.nn.Dense(layer.units, activation=activation, in_units=in_shape[0])
 
 
+def parameters_of(block):
+    """The block's parameters in the neutral order, and how each converts from the neutral array."""
+    if isinstance(block, gluon.nn.Dense):
+        return [block.weight, block.bias]
+    if isinstance(block, gluon.nn.BatchNorm):
+        return [block.gamma, block.beta, block.running_mean, block.running_var]
+    if isinstance(block, RowLSTM):
+        lstm = block.lstm
+        return [lstm.l0_i2h_weight, lstm.l0_h2h_weight, lstm.l0_i2h_bias]
+    if isinstance(block, gluon.nn.Conv2D):
+        return [block.weight] + ([block.bias] if block.bias is not None else [])
+    return []
+
+
+def transposed(block, index):
+    """Whether neutral array `index` of this block is stored transposed: dense and LSTM kernels are (out, in)."""
+    return index < 2 and isinstance(block, (gluon.nn.Dense, RowLSTM))
+
+
+def sequential(spec, input_shape, channels_last, leaves):
+    network = gluon.nn.HybridSequential()
+    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+        if isinstance(layer, specs.Residual):
+            body = sequential(layer.body, in_shape, channels_last, leaves)
+            if layer.shortcut == "zero_pad":
+                shortcut = ZeroPadShortcut(in_shape[0] // out_shape[0], out_shape[-1] - in_shape[-1], channels_last)
+            else:
+                shortcut = sequential(layer.shortcut, in_shape, channels_last, leaves)
+            network.add(Residual(body, shortcut, layer.activation))
+        else:
+            leaves.append(leaf_block(layer, in_shape, channels_last))
+            network.add(leaves[-1])
+            if isinstance(layer, specs.BatchNorm) and layer.activation == "relu":
+                network.add(gluon.nn.Activation("relu"))
+    return network
+
+
+def ohwi_kernels(spec, input_shape, weights, axes):
+    return [[params[0].transpose(axes)] + params[1:] if isinstance(layer, specs.Conv) else params
+            for (layer, _, _), params in zip(specs.leaves(spec, input_shape), weights)]  # fmt: skip
+
+
+def layout_weights(spec, input_shape, weights, channels_last):
+    """Neutral weights in this network's layout: OIHW kernels for NCHW, OHWI for NHWC (the Flatten order stays)."""
+    if channels_last:
+        return ohwi_kernels(spec, input_shape, weights, (3, 0, 1, 2))
+    return specs.channels_first_weights(spec, input_shape, weights)
+
+
 def make_trainer(params, experiment):
-    if experiment["optimizer"] == "adam":
+    name = experiment["optimizer"]
+    if name == "adam":
         options = {"beta1": OPTIMIZER_DEFAULTS["beta_1"], "beta2": OPTIMIZER_DEFAULTS["beta_2"],
                    "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}  # fmt: skip
+    elif name == "rmsprop":
+        options = {"gamma1": RMSPROP_RHO, "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}
     else:
         options = {"momentum": experiment["momentum"]}
-    options["learning_rate"] = experiment["learning_rate"]
-    return gluon.Trainer(params, experiment["optimizer"], options)
+    options.update(learning_rate=experiment["learning_rate"], wd=experiment["weight_decay"])
+    return gluon.Trainer(params, name, options)
 
 
 def build(spec, input_shape, weights, experiment):
-    ctx = context(experiment["device"])
-    network = gluon.nn.HybridSequential()
-    blocks = []
-    for layer, in_shape, _ in specs.layer_shapes(spec, input_shape):
-        blocks.append(layer_block(layer, in_shape))
-        network.add(blocks[-1])
+    variant = variants.parse(experiment["variant"])
+    if variant.mode not in ("eager", "graph") or variant.mixed_precision:
+        raise ValueError(f"mxnet adapter runs eager and graph, optionally -nhwc, not {variant.name!r}")
+    if variant.channels_last and experiment["device"] == "cpu":
+        raise ValueError("MXNet 1.9's CPU convolutions take NCHW only: -nhwc runs on gpu")
+    ctx, leaves = context(experiment["device"]), []
+    network = sequential(spec, input_shape, variant.channels_last, leaves)
     network.initialize(ctx=ctx)
-    for block, params in zip(blocks, specs.channels_first_weights(spec, input_shape, weights)):
-        if params:
-            kernel, bias = params
-            block.weight.set_data(mx.nd.array(kernel.T if isinstance(block, gluon.nn.Dense) else kernel, ctx=ctx))
-            block.bias.set_data(mx.nd.array(bias, ctx=ctx))
-    hybridized = experiment["variant"] == "graph"
-    if hybridized:
+    for block, params in zip(leaves, layout_weights(spec, input_shape, weights, variant.channels_last)):
+        for index, (param, value) in enumerate(zip(parameters_of(block), params)):
+            param.set_data(mx.nd.array(value.T if transposed(block, index) else value, ctx=ctx))
+        if isinstance(block, RowLSTM):  # the spec has one bias vector: the second stays zero
+            block.lstm.l0_h2h_bias.set_data(mx.nd.zeros(block.lstm.l0_h2h_bias.shape, ctx=ctx))
+            block.lstm.l0_h2h_bias.grad_req = "null"
+    if variant.mode == "graph":
         network.hybridize(static_alloc=True, static_shape=True)
-    return {"network": network, "trainer": make_trainer(network.collect_params(), experiment),
-            "loss": gluon.loss.SoftmaxCrossEntropyLoss(), "hybridized": hybridized, "ctx": ctx}  # fmt: skip
+    trainable = [param for param in network.collect_params().values() if param.grad_req != "null"]
+    return {"network": network, "trainer": make_trainer(trainable, experiment), "leaves": leaves,
+            "loss": gluon.loss.SoftmaxCrossEntropyLoss(), "variant": variant, "ctx": ctx}  # fmt: skip
 
 
 def parameter_count(model):
-    return sum(int(np.prod(param.shape)) for param in model["network"].collect_params().values())
+    params = model["network"].collect_params().values()
+    return sum(int(np.prod(param.shape)) for param in params if param.grad_req != "null")
+
+
+def weights(model, spec, input_shape):
+    """The current weights in the neutral layout (equivalence tests)."""
+    variant, current = model["variant"], []
+    for block in model["leaves"]:
+        arrays = [param.data().asnumpy() for param in parameters_of(block)]
+        current.append([array.T if transposed(block, index) else array
+                        for index, array in enumerate(arrays)])  # fmt: skip
+    if variant.channels_last:
+        return ohwi_kernels(spec, input_shape, current, (1, 2, 3, 0))
+    return specs.channels_first_weights(spec, input_shape, current, inverse=True)
 
 
 def engaged(model):
-    dtype = next(iter(model["network"].collect_params().values())).dtype
-    return {"variant": "graph" if model["hybridized"] else "eager", "graph": model["hybridized"],
-            "hybridize": {"static_alloc": True, "static_shape": True} if model["hybridized"] else None,
-            "dtype": np.dtype(dtype).name, "layout": "NCHW"}  # fmt: skip
+    """What ran, read back: whether hybridize built its cached graph, the parameters' dtype, the layout."""
+    network, variant = model["network"], model["variant"]
+    dtype = next(iter(network.collect_params().values())).dtype
+    return {"variant": variant.name, "graph": variant.mode == "graph",
+            "hybridize": {"static_alloc": True, "static_shape": True} if variant.mode == "graph" else None,
+            "cached_graph": getattr(network, "_cached_op", None) is not None, "dtype": np.dtype(dtype).name,
+            "matmul_dtype": np.dtype(dtype).name, "layout": "NHWC" if variant.channels_last else "NCHW"}  # fmt: skip
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -128,7 +250,8 @@ def evaluate(model, staged, batch_size):
 
 
 def logits(model, images):
-    return model["network"](mx.nd.array(images.transpose(0, 3, 1, 2), ctx=model["ctx"])).asnumpy()
+    inputs = images.transpose(image_axes(model["variant"].channels_last))
+    return model["network"](mx.nd.array(inputs, ctx=model["ctx"])).asnumpy()
 
 
 def sync(device):

@@ -1,11 +1,14 @@
-"""PyTorch adapter (eager). Layout NCHW; neutral weights converted by specs.channels_first_weights."""
+"""PyTorch adapter. Variants: eager, compile (torch.compile of the network), -nhwc (channels_last memory format for
+the weights and every batch), -amp (torch.autocast; GradScaler with float16 on GPU). Layout NCHW; neutral weights
+converted by specs.channels_first_weights.
+"""
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import specs
-from . import OPTIMIZER_DEFAULTS
+from .. import specs, variants
+from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "torch"
 
@@ -26,13 +29,18 @@ def configure(device, threads, seed):
     return {"intra_op_threads": torch.get_num_threads(), "device_name": str(torch_device(device))}
 
 
-def stage(arrays, device):
-    target = torch_device(device)
+def memory_format(variant):
+    return torch.channels_last if variant.channels_last else torch.contiguous_format
+
+
+def stage(arrays, experiment):
+    target, variant = torch_device(experiment["device"]), variants.parse(experiment["variant"])
 
     def images(key):
         # A real copy: for one channel, ascontiguousarray keeps the transposed strides, (N, 1, H, W) with a
         # channel stride of 1, and oneDNN then silently runs the convolutions channels-last.
-        return torch.from_numpy(arrays[key].transpose(0, 3, 1, 2).copy()).to(target)
+        nchw = torch.from_numpy(arrays[key].transpose(0, 3, 1, 2).copy())
+        return nchw.contiguous(memory_format=memory_format(variant)).to(target)
 
     def labels(key):
         return torch.from_numpy(arrays[key].astype(np.int64)).to(target)
@@ -41,86 +49,204 @@ def stage(arrays, device):
             "test_y": labels("test_y"), "device": target}  # fmt: skip
 
 
-def layer_module(layer, in_shape):
+class ZeroPadShortcut(torch.nn.Module):
+    """Option-A shortcut: subsample by the stride, zero-pad the added channels half on each side."""
+
+    def __init__(self, stride, added_channels):
+        super().__init__()
+        self.stride, self.pad = stride, added_channels // 2
+
+    def forward(self, x):
+        return F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad, self.pad))
+
+
+class Residual(torch.nn.Module):
+    def __init__(self, body, shortcut, activation):
+        super().__init__()
+        self.body, self.shortcut, self.activation = body, shortcut, activation
+
+    def forward(self, x):
+        out = self.body(x) + self.shortcut(x)
+        return F.relu(out) if self.activation == "relu" else out
+
+
+class RowLSTM(torch.nn.Module):
+    """An LSTM reading the image row by row; the logits come from the last step's hidden state."""
+
+    def __init__(self, features, units):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(features, units, batch_first=True)
+        self.lstm.bias_hh_l0.requires_grad_(False)  # the spec has one bias vector: the second stays zero
+
+    def forward(self, x):
+        rows = x.permute(0, 2, 3, 1).flatten(2)  # (N, C, H, W) -> (N, H, W*C), the neutral row order
+        return self.lstm(rows)[0][:, -1]
+
+
+def leaf_module(layer, in_shape):
     if isinstance(layer, specs.Conv):
-        return torch.nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, stride=layer.stride)
+        return torch.nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, stride=layer.stride,
+                               padding=layer.padding, bias=layer.bias)  # fmt: skip
+    if isinstance(layer, specs.BatchNorm):
+        # PyTorch's momentum weighs the new batch: 1 - the spec's decay.
+        return torch.nn.BatchNorm2d(in_shape[-1], eps=layer.epsilon, momentum=1 - layer.momentum)
     if isinstance(layer, specs.Pool):
-        pool = torch.nn.AvgPool2d if layer.kind == "avg" else torch.nn.MaxPool2d
-        return pool(layer.size)
+        if layer.kind == "avg":
+            return torch.nn.AvgPool2d(layer.size, layer.step)
+        return torch.nn.MaxPool2d(layer.size, layer.step, padding=layer.padding)
+    if isinstance(layer, specs.GlobalAvgPool):
+        return torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
     if isinstance(layer, specs.Flatten):
         return torch.nn.Flatten()
+    if isinstance(layer, specs.Dropout):
+        return torch.nn.Dropout(layer.rate)
+    if isinstance(layer, specs.LSTM):
+        return RowLSTM(in_shape[1] * in_shape[2], layer.units)
     return torch.nn.Linear(in_shape[0], layer.units)
 
 
-def load_weights(module, params):
-    if not params:
-        return
-    kernel, bias = params
+def parameters_of(module):
+    """The module's weights in the neutral order (channels-first layout), as tensors."""
     if isinstance(module, torch.nn.Linear):
-        kernel = kernel.T
+        return [module.weight.T, module.bias]
+    if isinstance(module, torch.nn.BatchNorm2d):
+        return [module.weight, module.bias, module.running_mean, module.running_var]
+    if isinstance(module, RowLSTM):
+        lstm = module.lstm
+        return [lstm.weight_ih_l0.T, lstm.weight_hh_l0.T, lstm.bias_ih_l0 + lstm.bias_hh_l0]
+    if isinstance(module, torch.nn.Conv2d):
+        return [module.weight] + ([module.bias] if module.bias is not None else [])
+    return []
+
+
+def load_weights(module, params):
+    targets = parameters_of(module)
+    if isinstance(module, RowLSTM):  # the neutral bias goes to bias_ih; bias_hh stays zero
+        module.lstm.bias_hh_l0.data.zero_()
+        targets[-1] = module.lstm.bias_ih_l0
     with torch.no_grad():
-        module.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel)))
-        module.bias.copy_(torch.from_numpy(bias))
+        for target, value in zip(targets, params):
+            target.copy_(torch.from_numpy(np.ascontiguousarray(value)))  # a transposed view writes through
+
+
+def sequential(spec, input_shape, weights, leaves):
+    """The spec as modules; weights (an iterator, depth first) are loaded and each leaf appended to `leaves`."""
+    modules = []
+    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+        if isinstance(layer, specs.Residual):
+            body = sequential(layer.body, in_shape, weights, leaves)
+            if layer.shortcut == "zero_pad":
+                shortcut = ZeroPadShortcut(in_shape[0] // out_shape[0], out_shape[-1] - in_shape[-1])
+            else:
+                shortcut = sequential(layer.shortcut, in_shape, weights, leaves)
+            modules.append(Residual(body, shortcut, layer.activation))
+            continue
+        module = leaf_module(layer, in_shape)
+        load_weights(module, next(weights))
+        leaves.append(module)
+        modules.append(module)
+        if getattr(layer, "activation", None) == "relu":
+            modules.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*modules)
 
 
 def make_optimizer(parameters, experiment):
-    name, rate = experiment["optimizer"], experiment["learning_rate"]
+    name, rate, decay = experiment["optimizer"], experiment["learning_rate"], experiment["weight_decay"]
     if name == "adam":
         betas = (OPTIMIZER_DEFAULTS["beta_1"], OPTIMIZER_DEFAULTS["beta_2"])
-        return torch.optim.Adam(parameters, lr=rate, betas=betas, eps=OPTIMIZER_DEFAULTS["epsilon"])
-    return torch.optim.SGD(parameters, lr=rate, momentum=experiment["momentum"])
+        return torch.optim.Adam(parameters, lr=rate, betas=betas, eps=OPTIMIZER_DEFAULTS["epsilon"],
+                                weight_decay=decay)  # fmt: skip
+    if name == "rmsprop":
+        # PyTorch adds epsilon outside the square root, the others inside (tests/test_equivalence.py).
+        return torch.optim.RMSprop(parameters, lr=rate, alpha=RMSPROP_RHO,
+                                   eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay)  # fmt: skip
+    return torch.optim.SGD(parameters, lr=rate, momentum=experiment["momentum"], weight_decay=decay)
 
 
 def build(spec, input_shape, weights, experiment):
-    if experiment["variant"] != "eager":
-        raise ValueError(f"torch adapter runs variant 'eager' only, not {experiment['variant']!r}")
-    layers = []
-    converted = specs.channels_first_weights(spec, input_shape, weights)
-    for (layer, in_shape, _), params in zip(specs.layer_shapes(spec, input_shape), converted):
-        module = layer_module(layer, in_shape)
-        load_weights(module, params)
-        layers.append(module)
-        if getattr(layer, "activation", None) == "relu":
-            layers.append(torch.nn.ReLU())
+    variant = variants.parse(experiment["variant"])
+    if variant.mode not in ("eager", "compile"):
+        raise ValueError(f"torch adapter runs modes eager and compile, not {variant.mode!r}")
     target = torch_device(experiment["device"])
-    network = torch.nn.Sequential(*layers).to(target)
-    return {"network": network, "optimizer": make_optimizer(network.parameters(), experiment), "device": target}
+    leaves = []
+    converted = iter(specs.channels_first_weights(spec, input_shape, weights))
+    network = sequential(spec, input_shape, converted, leaves).to(target, memory_format=memory_format(variant))
+    dtype = getattr(torch, variants.compute_dtype(variant, experiment["device"]))
+    trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
+    return {"network": network, "run": torch.compile(network) if variant.mode == "compile" else network,
+            "leaves": leaves, "optimizer": make_optimizer(trainable, experiment), "device": target,
+            "variant": variant, "memory_format": memory_format(variant), "autocast_dtype": dtype,
+            "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)}  # fmt: skip
+
+
+def autocast(model):
+    variant = model["variant"]
+    return torch.autocast(model["device"].type, dtype=model["autocast_dtype"], enabled=variant.mixed_precision)
 
 
 def parameter_count(model):
-    return sum(parameter.numel() for parameter in model["network"].parameters())
+    return sum(parameter.numel() for parameter in model["network"].parameters() if parameter.requires_grad)
+
+
+def weights(model, spec, input_shape):
+    """The current weights in the neutral layout (equivalence tests)."""
+    current = [[tensor.detach().float().cpu().numpy() for tensor in parameters_of(module)] for module in model["leaves"]]
+    return specs.channels_first_weights(spec, input_shape, current, inverse=True)
 
 
 def engaged(model):
-    first = next(model["network"].parameters())
-    return {"variant": "eager", "graph": False, "dtype": str(first.dtype).replace("torch.", ""), "layout": "NCHW"}
+    """What ran, read back: compile graphs and graph breaks, the dtype of the logits' matmul, the weights' layout."""
+    network, variant = model["network"], model["variant"]
+    first = next(network.parameters())
+    kernels = [parameter for parameter in network.parameters() if parameter.dim() == 4]
+    # A kernel with one input channel is contiguous in both formats: only a strictly channels-last one tells.
+    strictly_channels_last = any(kernel.is_contiguous(memory_format=torch.channels_last) and not kernel.is_contiguous()
+                                 for kernel in kernels)  # fmt: skip
+    layout = "NHWC" if strictly_channels_last else "NCHW"
+    dense = next(module for module in reversed(model["leaves"]) if isinstance(module, torch.nn.Linear))
+    with torch.no_grad(), autocast(model):
+        matmul_dtype = dense(torch.zeros((1, dense.in_features), device=model["device"])).dtype
+    result = {"variant": variant.name, "graph": variant.mode == "compile",
+              "torch_compile": variant.mode == "compile", "dtype": str(first.dtype).replace("torch.", ""),
+              "matmul_dtype": str(matmul_dtype).replace("torch.", ""), "layout": layout,
+              "loss_scaling": model["scaler"].is_enabled()}  # fmt: skip
+    if variant.mode == "compile":
+        from torch._dynamo.utils import counters
+
+        result["compiled_graphs"] = int(counters["stats"]["unique_graphs"])
+        result["graph_breaks"] = int(sum(counters["graph_break"].values()))
+    return result
 
 
 def train_epoch(model, staged, order, batch_size):
-    network, optimizer = model["network"], model["optimizer"]
-    network.train()
+    run, optimizer, scaler = model["run"], model["optimizer"], model["scaler"]
+    model["network"].train()
     indices = torch.from_numpy(order).to(staged["device"])
     total = torch.zeros((), device=staged["device"])
     steps = len(order) // batch_size
     for step in range(steps):
         batch = indices[step * batch_size : (step + 1) * batch_size]
+        images = staged["train_x"][batch].contiguous(memory_format=model["memory_format"])
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(network(staged["train_x"][batch]), staged["train_y"][batch])
-        loss.backward()
-        optimizer.step()
-        total += loss.detach()
+        with autocast(model):
+            loss = F.cross_entropy(run(images), staged["train_y"][batch])
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        total += loss.detach().float()
     return total / steps
 
 
 def evaluate(model, staged, batch_size):
-    network = model["network"]
-    network.eval()
+    run = model["run"]
+    model["network"].eval()
     loss_sum = torch.zeros((), device=staged["device"])
     correct = torch.zeros((), dtype=torch.int64, device=staged["device"])
-    with torch.no_grad():
+    with torch.no_grad(), autocast(model):
         for start in range(0, len(staged["test_y"]), batch_size):
-            images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-            logits = network(images)
+            images = staged["test_x"][start : start + batch_size].contiguous(memory_format=model["memory_format"])
+            labels = staged["test_y"][start : start + batch_size]
+            logits = run(images).float()
             loss_sum += F.cross_entropy(logits, labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
     count = len(staged["test_y"])
@@ -129,9 +255,9 @@ def evaluate(model, staged, batch_size):
 
 def logits(model, images):
     model["network"].eval()
-    with torch.no_grad():
+    with torch.no_grad(), autocast(model):
         inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model["device"])
-        return model["network"](inputs).cpu().numpy()
+        return model["run"](inputs.contiguous(memory_format=model["memory_format"])).float().cpu().numpy()
 
 
 def sync(device):

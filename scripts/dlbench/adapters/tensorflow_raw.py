@@ -1,13 +1,14 @@
 """TensorFlow adapter in plain TensorFlow ops (tf.nn, tf.Variable, fused optimiser kernels), no Keras.
 
-Variant 'eager' runs the step op by op; 'graph' wraps the same step in tf.function (no XLA).
-Layout NHWC, the neutral layout, so weights load unchanged.
+Variants: eager runs the step op by op; graph wraps the same step in tf.function; xla in tf.function with
+jit_compile=True. Layout NHWC, the neutral layout, so weights load unchanged; padding is explicit (TensorFlow's
+"SAME" would pad stride-2 convolutions on even sizes bottom/right only, unlike the spec).
 """
 
 import tensorflow as tf
 
-from .. import specs
-from . import OPTIMIZER_DEFAULTS
+from .. import specs, variants
+from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "tensorflow"
 
@@ -33,41 +34,94 @@ def configure(device, threads, seed):
             "device_name": device_name(device)}  # fmt: skip
 
 
-def stage(arrays, device):
-    with tf.device(device_name(device)):
+def stage(arrays, experiment):
+    with tf.device(device_name(experiment["device"])):
         staged = {key: tf.identity(tf.constant(value)) for key, value in arrays.items()}
-    staged["device"] = device_name(device)
+    staged["device"] = device_name(experiment["device"])
     return staged
 
 
+def spatial_padding(padding):
+    return [[0, 0], [padding, padding], [padding, padding], [0, 0]]
+
+
 class Network(tf.Module):
-    """The spec applied with tf.nn ops to tf.Variables holding the neutral weights."""
+    """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf)."""
 
     def __init__(self, spec, input_shape, weights):
         super().__init__()
-        self.layers = [layer for layer, _, _ in specs.layer_shapes(spec, input_shape)]
-        self.params = [[tf.Variable(array) for array in params] for params in weights]
+        self.spec, self.input_shape = spec, tuple(input_shape)
+        self.params = []
+        for (layer, in_shape, _), arrays in zip(specs.leaves(spec, input_shape), weights):
+            trainable = specs.parameter_shapes(layer, in_shape)[1]
+            self.params.append([tf.Variable(array, trainable=index < trainable) for index, array in enumerate(arrays)])
 
-    def __call__(self, images):
-        outputs = images
-        for layer, params in zip(self.layers, self.params):
-            if isinstance(layer, specs.Conv):
-                strides = [1, layer.stride, layer.stride, 1]
-                outputs = tf.nn.conv2d(outputs, params[0], strides, "VALID") + params[1]
-            elif isinstance(layer, specs.Pool):
-                pool = tf.nn.avg_pool2d if layer.kind == "avg" else tf.nn.max_pool2d
-                outputs = pool(outputs, layer.size, layer.size, "VALID")
-            elif isinstance(layer, specs.Flatten):
-                outputs = tf.reshape(outputs, [tf.shape(outputs)[0], -1])
+    def __call__(self, images, training):
+        return self.apply(self.spec, self.input_shape, images, training, iter(self.params))
+
+    def apply(self, spec, input_shape, x, training, params):
+        for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+            if isinstance(layer, specs.Residual):
+                body = self.apply(layer.body, in_shape, x, training, params)
+                if layer.shortcut == "zero_pad":
+                    stride, pad = in_shape[0] // out_shape[0], (out_shape[-1] - in_shape[-1]) // 2
+                    shortcut = tf.pad(x[:, ::stride, ::stride, :], [[0, 0], [0, 0], [0, 0], [pad, pad]])
+                else:
+                    shortcut = self.apply(layer.shortcut, in_shape, x, training, params)
+                x = body + shortcut
             else:
-                outputs = tf.matmul(outputs, params[0]) + params[1]
+                x = self.leaf(layer, in_shape, x, training, next(params))
             if getattr(layer, "activation", None) == "relu":
-                outputs = tf.nn.relu(outputs)
-        return outputs
+                x = tf.nn.relu(x)
+        return x
+
+    def leaf(self, layer, in_shape, x, training, params):
+        if isinstance(layer, specs.Conv):
+            x = tf.nn.conv2d(x, params[0], [1, layer.stride, layer.stride, 1], spatial_padding(layer.padding))
+            return x + params[1] if layer.bias else x
+        if isinstance(layer, specs.BatchNorm):
+            return batch_norm(layer, x, training, *params)
+        if isinstance(layer, specs.Pool):
+            if layer.padding:  # zeros: max pools follow a ReLU (specs.Pool)
+                x = tf.pad(x, spatial_padding(layer.padding))
+            pool = tf.nn.avg_pool2d if layer.kind == "avg" else tf.nn.max_pool2d
+            return pool(x, layer.size, layer.step, "VALID")
+        if isinstance(layer, specs.GlobalAvgPool):
+            return tf.reduce_mean(x, axis=[1, 2])
+        if isinstance(layer, specs.Flatten):
+            return tf.reshape(x, [tf.shape(x)[0], -1])
+        if isinstance(layer, specs.Dropout):
+            return tf.nn.dropout(x, layer.rate) if training else x
+        if isinstance(layer, specs.LSTM):
+            return row_lstm(x, in_shape, *params)
+        return tf.matmul(x, params[0]) + params[1]
+
+
+def batch_norm(layer, x, training, gamma, beta, moving_mean, moving_variance):
+    if training:
+        mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
+        moving_mean.assign(moving_mean * layer.momentum + mean * (1 - layer.momentum))
+        moving_variance.assign(moving_variance * layer.momentum + variance * (1 - layer.momentum))
+    else:
+        mean, variance = moving_mean, moving_variance
+    return tf.nn.batch_normalization(x, mean, variance, beta, gamma, layer.epsilon)
+
+
+def row_lstm(x, in_shape, kernel, recurrent, bias):
+    """An LSTM over the image rows (unrolled: the row count is static); returns the last hidden state."""
+    rows = tf.reshape(x, [-1, in_shape[0], in_shape[1] * in_shape[2]])
+    hidden = cell = tf.zeros([tf.shape(x)[0], recurrent.shape[0]])
+    for step in range(in_shape[0]):
+        gates = tf.matmul(rows[:, step], kernel) + tf.matmul(hidden, recurrent) + bias
+        input_gate, forget_gate, candidate, output_gate = tf.split(gates, 4, axis=1)
+        cell = tf.sigmoid(forget_gate) * cell + tf.sigmoid(input_gate) * tf.tanh(candidate)
+        hidden = tf.sigmoid(output_gate) * tf.tanh(cell)
+    return hidden
 
 
 class Optimizer:
-    """Adam / SGD-momentum through TensorFlow's fused resource kernels (what tf.compat.v1 optimisers ran)."""
+    """Adam / SGD-momentum / RMSprop through TensorFlow's fused resource kernels (what tf.compat.v1 optimisers
+    ran); weight decay is coupled (added to the gradient), as in PyTorch and MXNet."""
 
     def __init__(self, variables, experiment):
         self.variables, self.experiment = variables, experiment
@@ -75,15 +129,22 @@ class Optimizer:
         self.step = tf.Variable(0.0)
 
     def apply(self, gradients):
-        rate = self.experiment["learning_rate"]
+        rate, decay, name = self.experiment["learning_rate"], self.experiment["weight_decay"], self.experiment["optimizer"]
         self.step.assign_add(1.0)
         for var, (first, second), grad in zip(self.variables, self.slots, gradients):
-            if self.experiment["optimizer"] == "adam":
+            if decay:
+                grad = grad + decay * var
+            if name == "adam":
                 beta_1, beta_2 = OPTIMIZER_DEFAULTS["beta_1"], OPTIMIZER_DEFAULTS["beta_2"]
                 tf.raw_ops.ResourceApplyAdam(
                     var=var.handle, m=first.handle, v=second.handle, beta1_power=beta_1**self.step,
                     beta2_power=beta_2**self.step, lr=rate, beta1=beta_1, beta2=beta_2,
                     epsilon=OPTIMIZER_DEFAULTS["epsilon"], grad=grad,
+                )  # fmt: skip
+            elif name == "rmsprop":
+                tf.raw_ops.ResourceApplyRMSProp(
+                    var=var.handle, ms=first.handle, mom=second.handle, lr=rate, rho=RMSPROP_RHO,
+                    momentum=0.0, epsilon=OPTIMIZER_DEFAULTS["epsilon"], grad=grad,
                 )  # fmt: skip
             else:
                 tf.raw_ops.ResourceApplyMomentum(
@@ -92,15 +153,18 @@ class Optimizer:
 
 
 def build(spec, input_shape, weights, experiment):
+    variant = variants.parse(experiment["variant"])
+    if variant.mode not in ("eager", "graph", "xla") or variant.channels_last or variant.mixed_precision:
+        raise ValueError(f"tensorflow adapter runs eager, graph and xla, not {variant.name!r}")
     with tf.device(device_name(experiment["device"])):
         network = Network(spec, input_shape, weights)
-        variables = [var for params in network.params for var in params]
+        variables = network.trainable_variables
         optimizer = Optimizer(variables, experiment)
         loss_sum = tf.Variable(0.0)  # accumulated inside the step: no extra eager op per step
 
     def train_step(images, labels, batch):
         with tf.GradientTape() as tape:
-            logits = network(tf.gather(images, batch))
+            logits = network(tf.gather(images, batch), training=True)
             loss = tf.reduce_mean(
                 tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.gather(labels, batch), logits=logits)
             )
@@ -108,23 +172,33 @@ def build(spec, input_shape, weights, experiment):
         loss_sum.assign_add(loss)
 
     def predict(images):
-        return network(images)
+        return network(images, training=False)
 
-    graph = experiment["variant"] == "graph"
-    if graph:
-        train_step, predict = tf.function(train_step, jit_compile=False), tf.function(predict, jit_compile=False)
+    if variant.mode != "eager":
+        jit = variant.mode == "xla"
+        train_step, predict = tf.function(train_step, jit_compile=jit), tf.function(predict, jit_compile=jit)
     return {"network": network, "variables": variables, "train_step": train_step, "predict": predict,
-            "graph": graph, "loss_sum": loss_sum}  # fmt: skip
+            "variant": variant, "loss_sum": loss_sum, "example": None}  # fmt: skip
 
 
 def parameter_count(model):
     return sum(int(tf.size(var)) for var in model["variables"])
 
 
+def weights(model, spec, input_shape):
+    return [[var.numpy() for var in params] for params in model["network"].params]
+
+
 def engaged(model):
-    return {"variant": "graph" if model["graph"] else "eager", "graph": model["graph"],
-            "tf_function": model["graph"], "xla": False, "dtype": model["variables"][0].dtype.name,
-            "layout": "NHWC"}  # fmt: skip
+    """What ran, read back: for xla, whether the traced train step lowers to an XLA HLO module."""
+    variant = model["variant"]
+    result = {"variant": variant.name, "graph": variant.mode != "eager", "tf_function": variant.mode != "eager",
+              "xla": variant.mode == "xla", "dtype": model["variables"][0].dtype.name, "matmul_dtype": "float32",
+              "layout": "NHWC"}  # fmt: skip
+    if variant.mode == "xla" and model["example"] is not None:
+        hlo = model["train_step"].experimental_get_compiler_ir(*model["example"])(stage="hlo")
+        result["xla_compiled"] = "HloModule" in hlo
+    return result
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -134,6 +208,7 @@ def train_epoch(model, staged, order, batch_size):
         steps = len(order) // batch_size
         for step in range(steps):
             model["train_step"](staged["train_x"], staged["train_y"], indices[step * batch_size : (step + 1) * batch_size])
+        model["example"] = (staged["train_x"], staged["train_y"], indices[:batch_size])
         return float(model["loss_sum"]) / steps
 
 
