@@ -11,7 +11,7 @@ include: "workflow/rules/common.smk"
 wildcard_constraints:
     experiment=regex_alternatives(EXPERIMENTS),
     env=regex_alternatives(ENVS),
-    dataset=regex_alternatives(config["datasets"]),
+    dataset=regex_alternatives(axis_values("dataset")),
     file=regex_alternatives(
         {
             spec["name"]

@@ -4,13 +4,15 @@
                          (benchmarks/bare/): is the harness as fast as the code a user would write?
     --against telemetry  the adapter with the telemetry sampler at --rate Hz vs without it: what does sampling cost?
 
-Both sides train LeNet on the same 4,096 synthetic 28x28x1 images (64 batches of 64) with Adam on the same threads,
+Both sides train the same model (--model: LeNet on 28x28x1 images, or ResNet-20 on 32x32x3) on the same --images
+synthetic images in batches of --batch-size with Adam on the same threads,
 each in its own fresh process (as the workflow runs them), alternating sides over several rounds; each process
 reports the median of its epochs after warm-up, and the ratio of the medians over rounds is printed (1.00 = no
 overhead; above 1 the first side is faster). Two networks in one process disturb each other's speed. Run from
 the repository root with the driver:
 
     .venv/bin/python benchmarks/overhead.py --against bare [--stacks torch-2.13 ...] [--rounds 3] [--trials 7]
+    .venv/bin/python benchmarks/overhead.py --against bare --model resnet20 --batch-size 128 --images 2048
 
 It builds (or reuses) each stack's CPU venv under .venvs and runs itself there with --inside.
 """
@@ -29,10 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-BATCH, IMAGES, LEARNING_RATE, WARMUP = 64, 4096, 1e-3, 2
+LEARNING_RATE, WARMUP = 1e-3, 2
+INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3)}
 
 
-def measure(adapter_name, mode, trials, threads, rate):
+def measure(adapter_name, variant, mode, args):
     """Median training images/s of `trials` epochs after warm-up: the adapter (`harness`), the adapter with the
     telemetry sampler running (`telemetry`), or the bare loop (`bare`)."""
     import numpy as np
@@ -42,34 +45,33 @@ def measure(adapter_name, mode, trials, threads, rate):
     from dlbench.telemetry import Sampler
 
     adapter = importlib.import_module(f"dlbench.adapters.{adapter_name}")
-    adapter.configure("cpu", threads, 0)
-    rng = np.random.default_rng(0)
-    arrays = {"train_x": rng.normal(size=(IMAGES, 28, 28, 1)).astype(np.float32),
-              "train_y": rng.integers(0, 10, IMAGES).astype(np.int32),
-              "test_x": rng.normal(size=(64, 28, 28, 1)).astype(np.float32),
-              "test_y": rng.integers(0, 10, 64).astype(np.int32)}  # fmt: skip
-    variant = "eager" if adapter_name == "pytorch" else "graph"
+    adapter.configure("cpu", args.threads, 0)
+    rng, shape, batch = np.random.default_rng(0), INPUT_SHAPES[args.model], args.batch_size
+    arrays = {"train_x": rng.normal(size=(args.images, *shape)).astype(np.float32),
+              "train_y": rng.integers(0, 10, args.images).astype(np.int32),
+              "test_x": rng.normal(size=(batch, *shape)).astype(np.float32),
+              "test_y": rng.integers(0, 10, batch).astype(np.int32)}  # fmt: skip
     if mode in ("harness", "telemetry"):
-        spec = specs.model_spec("lenet", 10)
+        spec = specs.model_spec(args.model, 10)
         experiment = {"device": "cpu", "variant": variant, "optimizer": "adam", "learning_rate": LEARNING_RATE,
-                      "momentum": 0.9}  # fmt: skip
-        model = adapter.build(spec, (28, 28, 1), specs.initial_weights(spec, (28, 28, 1), 0), experiment)
-        staged = adapter.stage(arrays, "cpu")
+                      "momentum": 0.9, "weight_decay": 0.0}  # fmt: skip
+        model = adapter.build(spec, shape, specs.initial_weights(spec, shape, 0), experiment)
+        staged = adapter.stage(arrays, experiment)
 
         def epoch(order):
-            return adapter.train_epoch(model, staged, order, BATCH)
+            return adapter.train_epoch(model, staged, order, batch)
 
     else:
-        epoch = importlib.import_module(f"bare.{adapter_name}").make_epoch(arrays, BATCH, LEARNING_RATE)
-    sampler = Sampler(rate).start() if mode == "telemetry" else None
+        epoch = importlib.import_module(f"bare.{adapter_name}").make_epoch(arrays, batch, LEARNING_RATE, args.model)
+    sampler = Sampler(args.rate).start() if mode == "telemetry" else None
     seconds = []
-    for trial in range(WARMUP + trials):
-        _, elapsed = timed(lambda: adapter.sync("cpu"), epoch, epoch_order(IMAGES, BATCH, 0, trial))
+    for trial in range(WARMUP + args.trials):
+        _, elapsed = timed(lambda: adapter.sync("cpu"), epoch, epoch_order(args.images, batch, 0, trial))
         seconds.append(elapsed)
     if sampler:
         sampler.stop()
-    return {"framework_version": adapter.version(), "variant": variant,
-            "images_per_s": IMAGES / statistics.median(seconds[WARMUP:])}  # fmt: skip
+    images = len(epoch_order(args.images, batch, 0, 0))
+    return {"framework_version": adapter.version(), "images_per_s": images / statistics.median(seconds[WARMUP:])}
 
 
 def sampler_cost(rate, samples=5000):
@@ -88,10 +90,17 @@ def sampler_cost(rate, samples=5000):
     return per_sample, per_sample * rate
 
 
-def run_inside(python, environment, adapter, mode, args):
-    output = subprocess.run([str(python), __file__, "--inside", adapter, "--mode", mode, "--trials", str(args.trials),
-                             "--threads", str(args.threads), "--rate", str(args.rate)], env=environment,
-                            capture_output=True, text=True)  # fmt: skip
+def compiled_variant(entry):
+    """The variant the bare loops match: the framework's graph without XLA, XLA where that is the only graph
+    (Keras on JAX), eager for PyTorch (its bare loop is eager)."""
+    return next(variant for variant in ("graph", "xla", "eager") if variant in entry["variants"])
+
+
+def run_inside(python, environment, entry, mode, args):
+    options = ["--model", args.model, "--batch-size", str(args.batch_size), "--images", str(args.images),
+               "--trials", str(args.trials), "--threads", str(args.threads), "--rate", str(args.rate)]  # fmt: skip
+    command = [str(python), __file__, "--inside", entry["adapter"], "--variant", compiled_variant(entry), "--mode", mode]
+    output = subprocess.run(command + options, env=environment, capture_output=True, text=True)
     if output.returncode != 0:
         raise RuntimeError(output.stderr.strip().splitlines()[-1])
     return json.loads(output.stdout.strip().splitlines()[-1])
@@ -105,11 +114,15 @@ def main():
     parser.add_argument("--against", choices=["bare", "telemetry"], default="bare")
     parser.add_argument("--rate", type=float, default=10.0, help="telemetry sampling rate (Hz)")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per side")
+    parser.add_argument("--model", choices=sorted(INPUT_SHAPES), default="lenet")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--images", type=int, default=4096, help="training images per epoch")
     parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
+    parser.add_argument("--variant", help="variant --inside measures (internal)")
     parser.add_argument("--mode", choices=["harness", "bare", "telemetry"], help="what --inside measures (internal)")
     args = parser.parse_args()
     if args.inside:
-        print(json.dumps(measure(args.inside, args.mode, args.trials, args.threads, args.rate)))
+        print(json.dumps(measure(args.inside, args.variant, args.mode, args)))
         return
     import yaml
     from build_env import build_venv, venv_prefix
@@ -129,10 +142,10 @@ def main():
         rates = {first: [], second: []}
         for round_index in range(args.rounds):
             for mode in (first, second) if round_index % 2 == 0 else (second, first):
-                result = run_inside(python, environment, entry["adapter"], mode, args)
+                result = run_inside(python, environment, entry, mode, args)
                 rates[mode].append(result["images_per_s"])
         a, b = statistics.median(rates[first]), statistics.median(rates[second])
-        print(f"{name:<20} {result['variant']:<8} {a:>16,.0f} {b:>16,.0f} {a / b:>7.3f}", flush=True)
+        print(f"{name:<20} {compiled_variant(entry):<8} {a:>16,.1f} {b:>16,.1f} {a / b:>7.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -203,6 +203,25 @@ def resources_markdown(summary, runs):
     return markdown_table(header, rows) + note
 
 
+ENGAGEMENT_CHECKS = {"graph": "graph", "xla": "XLA", "xla_compiled": "XLA HLO built", "cached_graph": "cached graph",
+                     "compiled_graphs": "compiled graphs", "graph_breaks": "graph breaks",
+                     "loss_scaling": "loss scaling"}  # fmt: skip
+
+
+def engagement_markdown(runs):
+    """What each stack and variant actually ran, read back from the first finished run of each model, and the
+    model's size from the spec."""
+    ok = runs[runs["status"] == "ok"].drop_duplicates(["stack", "variant", "model", "dataset"])
+    rows = []
+    for _, row in ok.sort_values(["model", "dataset", "stack", "variant"]).iterrows():
+        engaged = json.loads(row["engaged"])
+        checks = ", ".join(f"{title} {engaged[key]}" for key, title in ENGAGEMENT_CHECKS.items() if key in engaged)
+        rows.append([row["model"], row["dataset"], f"{int(row['parameters']):,}", f"{row['flops_per_image'] / 1e6:,.1f}",
+                     row["stack"], row["variant"], engaged.get("matmul_dtype", "–"), engaged.get("layout", "–"), checks])  # fmt: skip
+    header = ["model", "dataset", "parameters", "MFLOPs/image", "stack", "variant", "matmul dtype", "layout", "engaged"]
+    return markdown_table(header, rows)
+
+
 def failures_markdown(runs):
     failed = runs[runs["status"] != "ok"]
     if failed.empty:
@@ -294,7 +313,7 @@ def main():
     epoch_time_figure(summary, epochs, build / "figures" / "epoch_time.png")
     pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
               "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
-              "resources.md": resources_markdown(summary, runs),
+              "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
               "ops.md": ops_markdown(ops, build / "figures")}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)

@@ -1,9 +1,10 @@
 """Run inside a stack's env: build every model with one adapter, in every variant the stack declares, and save
-what the driver-side tests compare: parameter counts, inference logits, engagement, and the weights after one SGD
-step on the same batch (dropout removed: its masks come from each framework's own generator).
+what the driver-side tests compare: parameter counts, inference logits, engagement, the weights after one SGD
+step on the same batch (dropout removed: its masks come from each framework's own generator), and the MLP's weights
+after three steps of each optimiser setting.
 
     <env python> tests/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. set by the caller)
-writes OUTDIR/probe.json and OUTDIR/<model>_<shape>_step.npz.
+writes OUTDIR/probe.json, OUTDIR/<model>_<size>x<channels>_step.npz and OUTDIR/optimizer_<case>.npz.
 """
 
 import importlib
@@ -69,22 +70,31 @@ def variants_to_build(model, declared):
     return declared[:1]
 
 
-def experiment(variant, optimizer="sgd", rate=0.001):
-    return {"device": "cpu", "variant": variant, "optimizer": optimizer, "learning_rate": rate, "momentum": 0.0,
-            "weight_decay": 0.0}  # fmt: skip
+# Optimiser settings checked by three steps of the MLP: (optimizer, learning rate, momentum, weight decay).
+OPTIMIZER_CASES = {"sgd-momentum-decay": ("sgd", 0.1, 0.9, 0.05), "adam-decay": ("adam", 0.01, 0.0, 0.05),
+                   "rmsprop": ("rmsprop", 0.01, 0.0, 0.0)}  # fmt: skip
 
 
-def one_sgd_step(adapter, spec, shape, weights, variant):
-    """The weights after one plain SGD step on a fixed batch, in the neutral layout."""
+def experiment(variant, optimizer="sgd", rate=0.001, momentum=0.0, decay=0.0):
+    return {"device": "cpu", "variant": variant, "optimizer": optimizer, "learning_rate": rate, "momentum": momentum,
+            "weight_decay": decay}  # fmt: skip
+
+
+def train_steps(adapter, spec, shape, weights, setup, steps=1):
+    """The loss and the weights (neutral layout) after `steps` steps on one fixed batch."""
     rng = np.random.default_rng(2)
     arrays = {"train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
               "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32)}  # fmt: skip
     arrays.update(test_x=arrays["train_x"], test_y=arrays["train_y"])
-    setup = experiment(variant, rate=STEP_RATE)
     model = adapter.build(spec, shape, weights, setup)
-    loss = adapter.train_epoch(model, adapter.stage(arrays, setup), np.arange(STEP_BATCH), STEP_BATCH)
+    order = np.tile(np.arange(STEP_BATCH), steps)
+    loss = adapter.train_epoch(model, adapter.stage(arrays, setup), order, STEP_BATCH)
     adapter.sync("cpu")
     return float(loss), adapter.weights(model, spec, shape)
+
+
+def save_weights(path, weights):
+    np.savez(path, *[array for params in weights for array in params])
 
 
 def main():
@@ -101,9 +111,15 @@ def main():
             results.append({"model": name, "shape": shape, "variant": variant, "parameters": adapter.parameter_count(model),
                             "logits": adapter.logits(model, images).tolist(), "engaged": adapter.engaged(model)})  # fmt: skip
         stripped = specs.without_dropout(spec)
-        loss, stepped = one_sgd_step(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), declared[0])
+        setup = experiment(declared[0], rate=STEP_RATE)
+        loss, stepped = train_steps(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), setup)
         results[-1]["step_loss"] = loss
-        np.savez(out / f"{name}_{shape[0]}x{shape[-1]}_step.npz", *[array for params in stepped for array in params])
+        save_weights(out / f"{name}_{shape[0]}x{shape[-1]}_step.npz", stepped)
+    mlp, shape = specs.model_spec("mlp", CLASSES), (28, 28, 1)
+    for case, (optimizer, rate, momentum, decay) in OPTIMIZER_CASES.items():
+        setup = experiment(declared[0], optimizer, rate, momentum, decay)
+        _, stepped = train_steps(adapter, mlp, shape, specs.initial_weights(mlp, shape, seed=7), setup, steps=3)
+        save_weights(out / f"optimizer_{case}.npz", stepped)
     unsupported = {}
     for variant in ("graph", "xla", "compile", "eager-nhwc", "eager-amp"):
         if variant not in declared:

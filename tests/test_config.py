@@ -1,5 +1,6 @@
 """Bad config is refused before any job runs, with one message naming the key and the allowed values."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ def dry_run_with(tmp_path, overrides):
         ("models=[alexnet]", "`models`: 'alexnet' is not allowed. Allowed values: mlp, cnn, lenet"),
         ("datasets=[imagenet-21k]", "`datasets`: unknown dataset 'imagenet-21k'; allowed: cifar10, fashion-mnist, mnist, digits, imagenet, "),
         ("devices=[tpu]", "'tpu' is not one of ['cpu', 'gpu']"),
-        ("variants=[turbo]", "'turbo' is not one of ['eager', 'graph']"),
+        ("variants=[turbo]", "'turbo' does not match"),
         ("datasets=[synthetic-4x4x1]", "model 'lenet' cannot run on dataset 'synthetic-4x4x1'"),
     ],
 )
@@ -74,4 +75,29 @@ def test_excluding_everything_is_refused():
 def test_unsupported_variant_is_skipped_with_a_reason():
     result = dry_run("stacks=[torch-2.13]", "variants=[eager,graph]")
     assert result.returncode == 0
-    assert "skipping variant 'graph' for torch-2.13: its adapter does not implement it" in result.stderr
+    assert "skipping variant 'graph' for torch-2.13 on cpu: PyTorch's graph mode is torch.compile" in result.stderr
+
+
+def test_the_seeds_study_plans_every_grid(tmp_path):
+    """config/seeds.yaml (a GPU study) plans its grids here with a stand-in nvidia-smi that lists one GPU."""
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "GPU 0: Stand-in (UUID: GPU-0)"\n')
+    fake.chmod(0o755)
+    environment = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
+    result = subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/seeds.yaml"], cwd=REPO,
+                            capture_output=True, text=True, env=environment)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = result.stdout + result.stderr
+    seeds = yaml.safe_load((REPO / "config" / "seeds.yaml").read_text())
+    for grid in seeds["grids"]:
+        for model in grid["models"]:
+            for stack in grid["stacks"]:
+                assert f"results/runs/{stack}_" in planned and f"_{model}_gpu_" in planned, (stack, model)
+    for expected in ("mxnet-1.9_cifar10_resnet20_gpu_b128_adam-lr0.001_e10_graph",
+                     "torch-2.13_cifar10_vgg16-cifar_gpu_b128_adam-lr0.001_e10_compile",
+                     "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b16_adam-lr0.001_e3_xla",
+                     "mxnet-1.9_mnist_lenet_gpu_b200_adam-lr0.001_e15_eager",
+                     "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla"):  # fmt: skip
+        assert f"results/runs/{expected}/rep3/record.json" in planned, expected
+    assert "skipping variant 'xla' for mxnet-1.9 on gpu: MXNet 1.9 has no XLA backend" in planned

@@ -91,3 +91,10 @@ def test_tensorflow_same_padding_is_not_the_specs_padding():
     after_only = np.pad(images, [(0, 0), (0, 1), (0, 1), (0, 0)])  # "SAME": 0 before, 1 after
     same = forward([specs.Conv(4, 3, stride=2)], (9, 9, 2), weights, after_only)
     assert symmetric.shape == same.shape and np.abs(symmetric - same).max() > 0.1
+
+
+def test_same_padding_equals_the_specs_only_where_symmetric():
+    assert specs.same_padding_is_symmetric(specs.Conv(16, 3, padding=1), (32, 32, 3))
+    assert not specs.same_padding_is_symmetric(specs.Conv(16, 3, stride=2, padding=1), (32, 32, 3))
+    assert specs.same_padding_is_symmetric(specs.Conv(16, 3, stride=2, padding=1), (33, 33, 3))
+    assert not specs.same_padding_is_symmetric(specs.Conv(64, 7, stride=2, padding=3), (224, 224, 3))

@@ -222,6 +222,17 @@ def output_shape(layer, shape):
     raise TypeError(f"unknown layer {layer!r}")
 
 
+def same_padding_is_symmetric(layer, in_shape):
+    """Whether TensorFlow's "SAME" padding of this conv or pool equals the spec's symmetric padding on this input
+    (always for stride 1 and odd kernels; for stride 2 on even sizes "SAME" pads one more after than before)."""
+    kernel, stride = (layer.kernel, layer.stride) if isinstance(layer, Conv) else (layer.size, layer.step)
+    for size in in_shape[:2]:
+        total = max((math.ceil(size / stride) - 1) * stride + kernel - size, 0)
+        if total // 2 != layer.padding or total - total // 2 != layer.padding:
+            return False
+    return True
+
+
 def layer_shapes(spec, input_shape):
     """[(layer, input shape, output shape)] for the top-level layers, shapes as (h, w, c) or (features,)."""
     shapes, shape = [], tuple(input_shape)

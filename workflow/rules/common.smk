@@ -70,31 +70,45 @@ def gpu_present():
     return listing.returncode == 0 and "GPU" in listing.stdout
 
 
+def grids():
+    """Per grid, each axis' values: the top-level lists overridden by one `grids` entry (no entries: the top level)."""
+    return [
+        {axis: grid.get(CONFIG_AXES[axis], config[CONFIG_AXES[axis]]) for axis in AXES}
+        for grid in config["grids"] or [{}]
+    ]
+
+
+def axis_values(axis):
+    """The values an axis takes in any grid, in first-seen order."""
+    return list(dict.fromkeys(value for grid in grids() for value in grid[axis]))
+
+
 def check_config():
     """Refuse bad config before any job runs, naming the key and what is allowed."""
-    for stack in config["stacks"]:
+    for stack in axis_values("stack"):
         if stack not in STACKS:
             refuse("stacks", stack, STACKS)
-    for model in config["models"]:
+    for model in axis_values("model"):
         if not known_model(model):
             refuse("models", model, [*MODELS, "lstm<hidden units>"])
-    for dataset in config["datasets"]:
-        try:
-            info = dataset_info(dataset, config, REGISTRY)
-        except ValueError as error:
-            raise WorkflowError(f"config error in `datasets`: {error}")
-        for model in config["models"]:
+    for grid in grids():
+        for dataset in grid["dataset"]:
             try:
-                layer_shapes(model_spec(model, info["classes"]), info["shape"])
+                info = dataset_info(dataset, config, REGISTRY)
             except ValueError as error:
-                raise WorkflowError(
-                    f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
-                )
+                raise WorkflowError(f"config error in `datasets`: {error}")
+            for model in grid["model"]:
+                try:
+                    layer_shapes(model_spec(model, info["classes"]), info["shape"])
+                except ValueError as error:
+                    raise WorkflowError(
+                        f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
+                    )
     for stack in config["ops"]["stacks"]:
         with_ops = [name for name, entry in STACKS.items() if entry.get("ops_adapter")]
         if stack not in with_ops:
             refuse("ops.stacks", stack, with_ops)
-    if "gpu" in config["devices"] + config["ops"]["devices"] and not gpu_present():
+    if "gpu" in axis_values("device") + config["ops"]["devices"] and not gpu_present():
         raise WorkflowError(
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
             "(`nvidia-smi -L` lists none). Allowed here: cpu"
@@ -116,9 +130,10 @@ def experiment_id(row):
 
 
 def experiment_table():
-    """{id: row} over the cartesian product of the axes, minus exclusions and variants a stack lacks."""
+    """{id: row} over the union of each grid's cartesian product, minus exclusions and variants a stack lacks."""
     table, skipped = {}, set()
-    for values in itertools.product(*(config[CONFIG_AXES[axis]] for axis in AXES)):
+    products = (itertools.product(*grid.values()) for grid in grids())
+    for values in itertools.chain.from_iterable(products):
         row = dict(zip(AXES, values))
         stack = STACKS[row["stack"]]
         reason = unsupported_reason(stack, row["variant"], row["device"])

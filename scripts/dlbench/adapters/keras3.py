@@ -3,8 +3,8 @@
 Variants: eager is run_eagerly=True; graph the compiled step without XLA (TensorFlow only: JAX has no graph mode
 without XLA); xla is jit_compile=True; -amp the mixed_float16 policy on GPU (Keras then scales the loss) and
 mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
-weights load unchanged; padding is explicit (ZeroPadding2D), since Keras' "same" differs from the spec for
-stride 2. fit reads host NumPy arrays through Keras' own data adapter: that input path is part of what is measured.
+weights load unchanged; padding is "same" where that equals the spec's symmetric padding and explicit
+(ZeroPadding2D) where it does not (stride 2 on even sizes). fit reads host NumPy arrays through Keras' own data adapter: that input path is part of what is measured.
 """
 
 import keras
@@ -48,9 +48,12 @@ def leaf_layers(layer, in_shape):
     """The Keras layers of one spec leaf; the last one holds the leaf's weights."""
     activation = getattr(layer, "activation", None)
     if isinstance(layer, specs.Conv):
-        padding = [keras.layers.ZeroPadding2D(layer.padding)] if layer.padding else []
+        # "same" where it equals the spec's padding (a separate ZeroPadding2D costs a copy per conv), else explicit.
+        same = layer.padding and specs.same_padding_is_symmetric(layer, in_shape)
+        padding = [keras.layers.ZeroPadding2D(layer.padding)] if layer.padding and not same else []
         return padding + [keras.layers.Conv2D(layer.filters, layer.kernel, strides=layer.stride,
-                                              activation=activation, use_bias=layer.bias)]  # fmt: skip
+                                              padding="same" if same else "valid", activation=activation,
+                                              use_bias=layer.bias)]  # fmt: skip
     if isinstance(layer, specs.BatchNorm):
         return [keras.layers.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon)]
     if isinstance(layer, specs.Pool):
