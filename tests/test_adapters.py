@@ -26,6 +26,10 @@ LOGIT_TOLERANCE = {"float32": 1e-5, "bfloat16": 3e-2}
 WELL_CONDITIONED = {"constructs", "mlp", "cnn", "lenet", "lstm", "vgg16"}
 STEP_TOLERANCE = {True: 1e-4, False: 6e-2}
 LOSS_TOLERANCE = {True: 1e-5, False: 1e-4}  # measured worst: 1.9e-5, ResNet-50 in TensorFlow
+# Three optimiser steps of the MLP, relative to the largest update. SGD: float32 rounding (measured worst 3e-6).
+# Adam and RMSprop divide each gradient by its own running magnitude, so an element whose gradient is near zero
+# turns the rounding of that gradient (absolute, ~1e-9) into a visible update difference (measured worst 2.6e-3).
+OPTIMIZER_TOLERANCE = {False: 1e-4, True: 1e-2}
 REFERENCE_STACK = "torch-2.13"
 
 
@@ -152,14 +156,23 @@ def test_batch_norm_running_variance_differs_only_by_pytorchs_bessel_correction(
 @pytest.mark.parametrize("case", sorted(OPTIMIZER_CASES))
 def test_optimisers_and_weight_decay_update_alike(probes, case):
     """Three steps of SGD with momentum and coupled weight decay, Adam with weight decay, and RMSprop give the same
-    MLP weights in every framework. Documented difference: PyTorch's RMSprop adds epsilon outside the square root
-    (the others inside), which changes small-gradient updates, so for RMSprop PyTorch is left out of the comparison."""
-    reference = "mxnet-1.9" if case == "rmsprop" else REFERENCE_STACK
+    MLP weights in every framework. Documented differences, both in where epsilon goes, which matters for elements
+    whose gradients are near epsilon (weight decay on weights near zero makes many): PyTorch's Adam adds it to the
+    bias-corrected sqrt(v_hat), the others to the uncorrected sqrt(v) (Keras' "epsilon hat"); PyTorch's RMSprop
+    adds it outside the square root, the others inside. For those two PyTorch is left out and MXNet is compared."""
+    pytorch_differs = case.startswith(("adam", "rmsprop"))
+    reference = "mxnet-1.9" if pytorch_differs else REFERENCE_STACK
     initial = specs.initial_weights(specs.model_spec("mlp", CLASSES), (28, 28, 1), seed=7)
     expected = saved_weights(probes, reference, f"optimizer_{case}.npz")
     largest_update = max(np.abs(a - b).max() for a, b in zip(expected, [x for p in initial for x in p]))
-    for stack in STACKS:
-        if case == "rmsprop" and stack == REFERENCE_STACK:
-            continue
+    for stack in set(STACKS) - ({REFERENCE_STACK} if pytorch_differs else set()):
         for got, want in zip(saved_weights(probes, stack, f"optimizer_{case}.npz"), expected):
-            assert np.abs(got - want).max() / largest_update < 1e-4, (stack, case)
+            assert np.abs(got - want).max() / largest_update < OPTIMIZER_TOLERANCE[pytorch_differs], (stack, case)
+
+
+def test_pytorch_adam_differs_only_where_epsilon_matters(probes):
+    """PyTorch's Adam agrees with the others on every weight whose update is not epsilon-dominated."""
+    expected = saved_weights(probes, "mxnet-1.9", "optimizer_adam-decay.npz")
+    got = saved_weights(probes, REFERENCE_STACK, "optimizer_adam-decay.npz")
+    agreeing = [np.mean(np.isclose(a, b, rtol=0, atol=1e-5)) for a, b in zip(got, expected)]
+    assert min(agreeing) > 0.75, agreeing  # measured: 80-96% of each array

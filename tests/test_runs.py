@@ -21,7 +21,7 @@ ENV_DESCRIPTION = {"env_file": "envs/torch-2.13-cpu.yaml", "env_file_sha256": "a
 def experiment(**changes):
     row = {"experiment_id": "torch-2.13_digits_mlp_cpu_b64_adam-lr0.001_e3_eager", "stack": "torch-2.13",
            "framework": "torch", "backend": "eager", "adapter": "pytorch", "dataset": "digits", "model": "mlp",
-           "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9,
+           "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "weight_decay": 0.0,
            "epochs": 3, "variant": "eager", "rep": 1, "seed": 1, "target_accuracy": 0.9, "telemetry_hz": 10,
            "environment": {}}  # fmt: skip
     return row | changes

@@ -23,10 +23,11 @@ TINY_CONFIG = {
     "models": ["mlp"],
     "batch_sizes": [32, 512],
     "epochs": [2],
-    "variants": ["eager", "graph"],
+    "variants": ["eager", "graph", "xla"],
     "repeats": 2,
     "exclude": [
         {"stack": FAST_STACKS, "variant": "eager"},
+        {"stack": ["tensorflow-2.21", "keras-3-tensorflow"], "variant": "xla"},  # keras-3-jax runs xla only
         {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: the failing experiment
     ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},

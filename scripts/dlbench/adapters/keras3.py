@@ -95,16 +95,13 @@ def apply(spec, input_shape, x, leaves):
 
 def coupled_weight_decay(optimizer_class, decay):
     """The optimiser with weight decay added to the gradients (PyTorch's and MXNet's definition; Keras' own
-    weight_decay is decoupled). Both the stateful (TensorFlow) and stateless (JAX) update paths are covered."""
+    weight_decay is decoupled). `apply` is the one path: JAX's stateless_apply calls it inside a scope that maps the
+    variables to their current values."""
 
     class Coupled(optimizer_class):
         def apply(self, grads, trainable_variables=None):
             variables = trainable_variables if trainable_variables is not None else self._trainable_variables
             return super().apply([g + decay * v for g, v in zip(grads, variables)], trainable_variables)
-
-        def stateless_apply(self, optimizer_variables, grads, trainable_variables):
-            grads = [g + decay * v for g, v in zip(grads, trainable_variables)]
-            return super().stateless_apply(optimizer_variables, grads, trainable_variables)
 
     return Coupled if decay else optimizer_class
 
