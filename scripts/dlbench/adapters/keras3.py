@@ -154,7 +154,8 @@ def engaged(model):
     return {"variant": model.variant.name, "graph": not model.run_eagerly, "run_eagerly": bool(model.run_eagerly),
             "jit_compile": bool(model.jit_compile), "xla": bool(model.jit_compile),
             "dtype_policy": model.dtype_policy.name, "dtype": model.leaves[-1].variable_dtype,
-            "matmul_dtype": model.leaves[-1].compute_dtype, "layout": keras.config.image_data_format(),
+            "matmul_dtype": model.leaves[-1].compute_dtype,
+            "layout": "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW",
             "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer"}  # fmt: skip
 
 
