@@ -6,7 +6,7 @@ images are NHWC, conv kernels HWIO (kh, kw, in, out), dense kernels (in, out), a
 TensorFlow's "SAME" pads bottom/right only for stride 2 on even sizes, so the TF and Keras adapters pad
 explicitly). Batch norm: `momentum` is the decay of the running averages (Keras/MXNet; PyTorch's momentum is
 1 - this), running variance from the biased batch variance (PyTorch updates it with the unbiased one: a
-documented difference, tests/test_equivalence.py). An LSTM reads an image row by row (h steps of w*c
+documented difference, tests/test_adapters.py). An LSTM reads an image row by row (h steps of w*c
 features), gates in the order input, forget, cell, output, with one bias vector (frameworks with two keep the
 second frozen at zero). Weights are one list per leaf layer, in `leaves` order (depth first; a residual block's
 body before its shortcut). Pure Python + NumPy only: the driver imports it too.

@@ -157,7 +157,7 @@ def make_optimizer(parameters, experiment):
         return torch.optim.Adam(parameters, lr=rate, betas=betas, eps=OPTIMIZER_DEFAULTS["epsilon"],
                                 weight_decay=decay)  # fmt: skip
     if name == "rmsprop":
-        # PyTorch adds epsilon outside the square root, the others inside (tests/test_equivalence.py).
+        # PyTorch adds epsilon outside the square root, the others inside (tests/test_adapters.py).
         return torch.optim.RMSprop(parameters, lr=rate, alpha=RMSPROP_RHO,
                                    eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay)  # fmt: skip
     return torch.optim.SGD(parameters, lr=rate, momentum=experiment["momentum"], weight_decay=decay)
