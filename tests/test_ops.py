@@ -49,9 +49,18 @@ def test_the_clock_waits_for_the_device():
     assert device.pending == 0
 
 
-def test_short_calls_are_batched_into_samples_of_the_minimum_length():
-    timing = ops.sample_clock(lambda: sum(range(100)), lambda value: None, samples=10, min_sample_s=0.005)
-    assert timing["inner"] > 1 and timing["median_s"] * timing["inner"] >= 0.004
+def test_short_calls_are_batched_into_samples_of_the_minimum_length(monkeypatch):
+    """On a fake clock where each call takes exactly 1 us, calls double until a sample lasts 5 ms (no real timing:
+    a shared machine's noise would make the test flaky)."""
+    clock = {"now": 0.0}
+
+    def call():
+        clock["now"] += 1e-6
+
+    monkeypatch.setattr(ops.time, "perf_counter", lambda: clock["now"])
+    timing = ops.sample_clock(call, lambda value: None, samples=10, min_sample_s=0.005)
+    assert timing["inner"] == 8192  # the first power of two with 8192 us >= 5 ms
+    assert timing["median_s"] == pytest.approx(1e-6)
 
 
 def test_a_wrong_result_is_refused():
