@@ -124,7 +124,7 @@ def main():
     for variant in ("graph", "xla", "compile", "eager-nhwc", "eager-amp"):
         if variant not in declared:
             try:
-                adapter.build(specs.model_spec("mlp", CLASSES), (28, 28, 1), specs.initial_weights(specs.model_spec("mlp", CLASSES), (28, 28, 1), 0), experiment(variant))
+                adapter.build(mlp, shape, specs.initial_weights(mlp, shape, 0), experiment(variant))
                 unsupported[variant] = None
             except ValueError as refusal:
                 unsupported[variant] = str(refusal)

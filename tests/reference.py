@@ -48,7 +48,7 @@ def apply(spec, input_shape, x, params):
         if isinstance(layer, specs.Residual):
             body = apply(layer.body, in_shape, x, params)
             if layer.shortcut == "zero_pad":
-                stride, pad = in_shape[0] // out_shape[0], (out_shape[-1] - in_shape[-1]) // 2
+                stride, pad = specs.zero_pad_geometry(in_shape, out_shape)
                 shortcut = np.pad(x[:, ::stride, ::stride], [(0, 0), (0, 0), (0, 0), (pad, pad)])
             else:
                 shortcut = apply(layer.shortcut, in_shape, x, params)

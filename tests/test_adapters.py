@@ -108,6 +108,11 @@ def leaf_roles(spec, shape):
     return roles
 
 
+def step_loss(probes, stack, name, shape):
+    return next(result["step_loss"] for result in results(probes, stack)
+                if result["model"] == name and tuple(result["shape"]) == shape and "step_loss" in result)  # fmt: skip
+
+
 def step_cases(probes):
     return [(result["model"], tuple(result["shape"])) for result in results(probes, REFERENCE_STACK) if "step_loss" in result]
 
@@ -120,10 +125,10 @@ def test_one_sgd_step_gives_the_same_loss_and_weights(probes):
         roles = leaf_roles(spec, shape)
         expected = step_weights(probes, REFERENCE_STACK, name, shape)
         largest_update = max(np.abs(a - b).max() for a, b, (role, _) in zip(expected, initial, roles) if role == "trainable")
-        expected_loss = next(r["step_loss"] for r in results(probes, REFERENCE_STACK) if r["model"] == name and tuple(r["shape"]) == shape and "step_loss" in r)
+        expected_loss = step_loss(probes, REFERENCE_STACK, name, shape)
         for stack in STACKS:
-            loss = next(r["step_loss"] for r in results(probes, stack) if r["model"] == name and tuple(r["shape"]) == shape and "step_loss" in r)
             # the training-mode forward pass (batch statistics), rounding-amplified like the step in the deep nets
+            loss = step_loss(probes, stack, name, shape)
             assert loss == pytest.approx(expected_loss, rel=LOSS_TOLERANCE[name in WELL_CONDITIONED]), (stack, name)
             stepped = step_weights(probes, stack, name, shape)
             assert len(stepped) == len(expected)

@@ -82,6 +82,11 @@ class Residual:
     activation: str | None = "relu"
 
 
+def zero_pad_geometry(in_shape, out_shape):
+    """(stride, channels padded on each side) of an option-A shortcut from a block's input to its output shape."""
+    return in_shape[0] // out_shape[0], (out_shape[-1] - in_shape[-1]) // 2
+
+
 def conv_bn(filters, kernel, stride=1, activation="relu"):
     return [Conv(filters, kernel, stride=stride, padding=kernel // 2, bias=False), BatchNorm(activation)]
 

@@ -4,7 +4,8 @@ Variants: eager is run_eagerly=True; graph the compiled step without XLA (Tensor
 without XLA); xla is jit_compile=True; -amp the mixed_float16 policy on GPU (Keras then scales the loss) and
 mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
 weights load unchanged; padding is "same" where that equals the spec's symmetric padding and explicit
-(ZeroPadding2D) where it does not (stride 2 on even sizes). fit reads host NumPy arrays through Keras' own data adapter: that input path is part of what is measured.
+(ZeroPadding2D) where it does not (stride 2 on even sizes). fit reads host NumPy arrays through Keras' own data
+adapter: that input path is part of what is measured.
 """
 
 import keras
@@ -78,9 +79,9 @@ def apply(spec, input_shape, x, leaves):
         if isinstance(layer, specs.Residual):
             body = apply(layer.body, in_shape, x, leaves)
             if layer.shortcut == "zero_pad":
-                stride = in_shape[0] // out_shape[0]
+                stride, pad = specs.zero_pad_geometry(in_shape, out_shape)
                 subsampled = keras.layers.MaxPooling2D(1, stride)(x)  # a 1x1 pool with a stride subsamples
-                shortcut = zero_pad_channels((out_shape[-1] - in_shape[-1]) // 2)(subsampled)
+                shortcut = zero_pad_channels(pad)(subsampled)
             else:
                 shortcut = apply(layer.shortcut, in_shape, x, leaves)
             x = keras.layers.Add()([body, shortcut])

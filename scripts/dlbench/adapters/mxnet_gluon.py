@@ -50,9 +50,9 @@ def stage(arrays, experiment):
 class ZeroPadShortcut(gluon.HybridBlock):
     """Option-A shortcut: subsample by the stride, zero-pad the added channels half on each side."""
 
-    def __init__(self, stride, added_channels, channels_last):
+    def __init__(self, stride, pad, channels_last):
         super().__init__()
-        self.stride, self.pad, self.axis = stride, added_channels // 2, 3 if channels_last else 1
+        self.stride, self.pad, self.axis = stride, pad, 3 if channels_last else 1
 
     def hybrid_forward(self, F, x):
         step = (1, self.stride, self.stride, 1) if self.axis == 3 else (1, 1, self.stride, self.stride)
@@ -110,7 +110,7 @@ def leaf_block(layer, in_shape, channels_last):
 
 
 def parameters_of(block):
-    """The block's parameters in the neutral order, and how each converts from the neutral array."""
+    """The block's parameters in the neutral order (see `transposed` for the ones stored transposed)."""
     if isinstance(block, gluon.nn.Dense):
         return [block.weight, block.bias]
     if isinstance(block, gluon.nn.BatchNorm):
@@ -134,7 +134,7 @@ def sequential(spec, input_shape, channels_last, leaves):
         if isinstance(layer, specs.Residual):
             body = sequential(layer.body, in_shape, channels_last, leaves)
             if layer.shortcut == "zero_pad":
-                shortcut = ZeroPadShortcut(in_shape[0] // out_shape[0], out_shape[-1] - in_shape[-1], channels_last)
+                shortcut = ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), channels_last)
             else:
                 shortcut = sequential(layer.shortcut, in_shape, channels_last, leaves)
             network.add(Residual(body, shortcut, layer.activation))

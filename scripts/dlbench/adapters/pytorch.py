@@ -52,9 +52,9 @@ def stage(arrays, experiment):
 class ZeroPadShortcut(torch.nn.Module):
     """Option-A shortcut: subsample by the stride, zero-pad the added channels half on each side."""
 
-    def __init__(self, stride, added_channels):
+    def __init__(self, stride, pad):
         super().__init__()
-        self.stride, self.pad = stride, added_channels // 2
+        self.stride, self.pad = stride, pad
 
     def forward(self, x):
         return F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad, self.pad))
@@ -136,7 +136,7 @@ def sequential(spec, input_shape, weights, leaves):
         if isinstance(layer, specs.Residual):
             body = sequential(layer.body, in_shape, weights, leaves)
             if layer.shortcut == "zero_pad":
-                shortcut = ZeroPadShortcut(in_shape[0] // out_shape[0], out_shape[-1] - in_shape[-1])
+                shortcut = ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape))
             else:
                 shortcut = sequential(layer.shortcut, in_shape, weights, leaves)
             modules.append(Residual(body, shortcut, layer.activation))

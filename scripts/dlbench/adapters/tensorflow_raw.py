@@ -45,32 +45,49 @@ def spatial_padding(padding):
     return [[0, 0], [padding, padding], [padding, padding], [0, 0]]
 
 
+def plan(spec, input_shape, leaf_indices):
+    """The spec as steps with shapes resolved once, so that a call only runs ops (eager mode calls per training step).
+    A leaf step is (layer, in_shape, index of its variables); a residual step (layer, body steps, shortcut), where
+    the shortcut is steps or option A's (stride, pad)."""
+    steps = []
+    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+        if isinstance(layer, specs.Residual):
+            body = plan(layer.body, in_shape, leaf_indices)
+            if layer.shortcut == "zero_pad":
+                shortcut = specs.zero_pad_geometry(in_shape, out_shape)
+            else:
+                shortcut = plan(layer.shortcut, in_shape, leaf_indices)
+            steps.append((layer, body, shortcut))
+        else:
+            steps.append((layer, in_shape, next(leaf_indices)))
+    return steps
+
+
 class Network(tf.Module):
     """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf)."""
 
     def __init__(self, spec, input_shape, weights):
         super().__init__()
-        self.spec, self.input_shape = spec, tuple(input_shape)
         self.params = []
         for (layer, in_shape, _), arrays in zip(specs.leaves(spec, input_shape), weights):
             trainable = specs.parameter_shapes(layer, in_shape)[1]
             self.params.append([tf.Variable(array, trainable=index < trainable) for index, array in enumerate(arrays)])
+        self.steps = plan(spec, input_shape, iter(range(len(self.params))))
 
     def __call__(self, images, training):
-        return self.apply(self.spec, self.input_shape, images, training, iter(self.params))
+        return self.apply(self.steps, images, training)
 
-    def apply(self, spec, input_shape, x, training, params):
-        for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+    def apply(self, steps, x, training):
+        for layer, first, second in steps:
             if isinstance(layer, specs.Residual):
-                body = self.apply(layer.body, in_shape, x, training, params)
-                if layer.shortcut == "zero_pad":
-                    stride, pad = in_shape[0] // out_shape[0], (out_shape[-1] - in_shape[-1]) // 2
+                if isinstance(second, tuple):  # option A: subsample, zero-pad the channels
+                    stride, pad = second
                     shortcut = tf.pad(x[:, ::stride, ::stride, :], [[0, 0], [0, 0], [0, 0], [pad, pad]])
                 else:
-                    shortcut = self.apply(layer.shortcut, in_shape, x, training, params)
-                x = body + shortcut
+                    shortcut = self.apply(second, x, training)
+                x = self.apply(first, x, training) + shortcut
             else:
-                x = self.leaf(layer, in_shape, x, training, next(params))
+                x = self.leaf(layer, first, x, training, self.params[second])
             if getattr(layer, "activation", None) == "relu":
                 x = tf.nn.relu(x)
         return x
