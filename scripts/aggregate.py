@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats
 
 IDENTITY = ["experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
-            "optimizer", "learning_rate", "epochs", "variant"]  # fmt: skip
+            "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
     "steady_epoch_s": "mean training time of a steady epoch (s)",
@@ -24,7 +24,7 @@ STATISTICS = {
 }
 
 
-RESOURCES = ["host_rss_peak_mb", "cpu_utilisation_mean", "gpu_utilisation_mean", "gpu_utilisation_p95",
+RESOURCES = ["input_share", "host_rss_peak_mb", "cpu_utilisation_mean", "gpu_utilisation_mean", "gpu_utilisation_p95",
              "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_power_mean_w", "gpu_energy_per_image_j"]  # fmt: skip
 
 

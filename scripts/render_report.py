@@ -23,8 +23,13 @@ INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
 
 
+def variant_labels(frame):
+    """The variant, and the data placement where it is not the default (the dataset staged on the device)."""
+    return frame["variant"] + frame["data_placement"].map(lambda placement: "" if placement == "device" else f", {placement} data")
+
+
 def label(frame):
-    return frame["stack"] + " · " + frame["variant"]
+    return frame["stack"] + " · " + variant_labels(frame)
 
 
 PANEL = ["dataset", "model", "batch_size", "device"]
@@ -72,9 +77,11 @@ def throughput_figure(summary, path):
 
 
 def epoch_time_figure(summary, epochs, path):
-    merged = epochs.merge(summary[["experiment_id", "stack", "variant", "dataset", "model", "batch_size", "device"]])
+    merged = epochs.merge(summary[["experiment_id", "stack", "variant", "data_placement", "dataset", "model",
+                                   "batch_size", "device"]])  # fmt: skip
     per_epoch = merged.groupby(["experiment_id", "epoch"], as_index=False).agg(
         train_s=("train_s", "median"), stack=("stack", "first"), variant=("variant", "first"),
+        data_placement=("data_placement", "first"),
         dataset=("dataset", "first"), model=("model", "first"), batch_size=("batch_size", "first"),
         device=("device", "first"))  # fmt: skip
     finished = summary[summary["runs_ok"] > 0]
@@ -153,11 +160,15 @@ def number(value, digits=0):
     return "–" if pd.isna(value) else f"{value:,.{digits}f}"
 
 
-def cell(row, column, digits=0):
+def cell(row, column, digits=0, formatter=number):
     """A figure, or the failure it stands for (OOM, ERROR) when no run of the experiment succeeded."""
     if row["runs_ok"] == 0:
         return STATUS_LABEL.get(row["statuses"].split(",")[0], "failed")
-    return number(row[column], digits)
+    return formatter(row[column], digits)
+
+
+def percent(value, digits=0):
+    return "–" if pd.isna(value) else f"{value:.{digits}%}"
 
 
 def markdown_table(header, rows):
@@ -173,10 +184,11 @@ def summary_markdown(summary):
     sections = []
     for (dataset, model, batch, device), part in summary.groupby(["dataset", "model", "batch_size", "device"]):
         rows = []
-        for _, row in part.sort_values(["stack", "variant"]).iterrows():
+        part = part.assign(variant_label=variant_labels(part))
+        for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
             interval = "–" if pd.isna(row["train_images_per_s_ci95_low"]) else (
                 f"{row['train_images_per_s_ci95_low']:,.0f} – {row['train_images_per_s_ci95_high']:,.0f}")  # fmt: skip
-            rows.append([row["stack"], row["variant"], cell(row, "train_images_per_s_mean"),
+            rows.append([row["stack"], row["variant_label"], cell(row, "train_images_per_s_mean"),
                          interval if row["runs_ok"] else "–", cell(row, "steady_epoch_s_median", 3),
                          cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_mean"),
                          cell(row, "final_test_accuracy_mean", 3), f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
@@ -185,8 +197,9 @@ def summary_markdown(summary):
 
 
 def resources_markdown(summary, runs):
-    """Memory, utilisation and energy per experiment (means over ok repeats); GPU columns only where measured."""
-    header = ["stack", "variant", "dataset", "model", "batch", "RSS peak MiB", "CPU %"]
+    """Input share, memory, utilisation and energy per experiment (means over ok repeats); GPU columns only where
+    measured."""
+    header = ["stack", "variant", "dataset", "model", "batch", "input share", "RSS peak MiB", "CPU %"]
     columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
     gpu = [("gpu_utilisation_mean_mean", 0, "GPU %"), ("gpu_utilisation_p95_mean", 0, "GPU % p95"),
            ("gpu_memory_peak_mb_mean", 0, "GPU MiB"), ("allocator_peak_mb_mean", 0, "allocator MiB"),
@@ -195,9 +208,10 @@ def resources_markdown(summary, runs):
         if summary[column].notna().any():
             header.append(title)
             columns.append((column, digits))
-    rows = [[row["stack"], row["variant"], row["dataset"], row["model"], row["batch_size"],
-             *(cell(row, column, digits) for column, digits in columns)]
-            for _, row in summary.sort_values(["dataset", "model", "batch_size", "stack", "variant"]).iterrows()]  # fmt: skip
+    summary = summary.assign(variant_label=variant_labels(summary))
+    rows = [[row["stack"], row["variant_label"], row["dataset"], row["model"], row["batch_size"],
+             cell(row, "input_share_mean", 1, percent), *(cell(row, column, digits) for column, digits in columns)]
+            for _, row in summary.sort_values(["dataset", "model", "batch_size", "stack", "variant_label"]).iterrows()]  # fmt: skip
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
     return markdown_table(header, rows) + note

@@ -123,7 +123,25 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
     record["engaged"].update(adapter.engaged(model))  # read back after training: compiled graphs, XLA, breaks
     log(f"engaged: {record['engaged']}")
+    if experiment["measure_input_share"] and len(record["epoch_train_s"]) > 1:
+        measure_input_share(adapter, model, staged, order, batch_size, record, sampler, sync)
     record["status"] = "ok"
+
+
+def measure_input_share(adapter, model, staged, order, batch_size, record, sampler, sync):
+    """The share of a steady epoch spent on input work that compute does not hide: time an epoch of the same
+    number of steps on one batch assembled and placed before the clock starts (after one untimed step, which
+    traces the step for that batch where a framework needs to), and compare it with the steady epochs. Run after
+    the last evaluation, so the updates it makes change no reported result."""
+    run = adapter.fixed_batch_steps(model, staged, order, batch_size)
+    sampler.mark("fixed-batch warm-up")
+    timed(sync, run, 1)
+    sampler.mark("fixed-batch epoch")
+    _, seconds = timed(sync, run, len(order) // batch_size)
+    steady = statistics.median(record["epoch_train_s"][1:])
+    record.update(fixed_batch_epoch_s=seconds, input_share=1 - seconds / steady, input_share_covers=adapter.INPUT_WORK)
+    log(f"input share {record['input_share']:.1%}: fixed-batch epoch {seconds:.3f}s vs steady epoch {steady:.3f}s "
+        f"(removed: {adapter.INPUT_WORK})")  # fmt: skip
 
 
 def main():

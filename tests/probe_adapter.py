@@ -1,13 +1,16 @@
 """Run inside a stack's env: build every model with one adapter, in every variant the stack declares, and save
 what the driver-side tests compare: parameter counts, inference logits, engagement, the weights after one SGD
-step on the same batch (dropout removed: its masks come from each framework's own generator), and the MLP's weights
-after three steps of each optimiser setting.
+step on the same batch (dropout removed: its masks come from each framework's own generator), the MLP's weights
+after three steps of each optimiser setting, and after three steps on one batch in each data placement, through
+train_epoch and through fixed_batch_steps.
 
     <env python> tests/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. set by the caller)
-writes OUTDIR/probe.json, OUTDIR/<model>_<size>x<channels>_step.npz and OUTDIR/optimizer_<case>.npz.
+writes OUTDIR/probe.json, OUTDIR/<model>_<size>x<channels>_step.npz, OUTDIR/optimizer_<case>.npz and
+OUTDIR/placement_<placement>_<epoch|fixed>.npz.
 """
 
 import importlib
+import itertools
 import json
 import os
 import sys
@@ -75,22 +78,30 @@ OPTIMIZER_CASES = {"sgd-momentum-decay": ("sgd", 0.1, 0.9, 0.05), "adam-decay": 
                    "rmsprop": ("rmsprop", 0.01, 0.0, 0.0)}  # fmt: skip
 
 
-def experiment(variant, optimizer="sgd", rate=0.001, momentum=0.0, decay=0.0):
+def experiment(variant, optimizer="sgd", rate=0.001, momentum=0.0, decay=0.0, data_placement="device"):
     return {"device": "cpu", "variant": variant, "optimizer": optimizer, "learning_rate": rate, "momentum": momentum,
-            "weight_decay": decay}  # fmt: skip
+            "weight_decay": decay, "data_placement": data_placement}  # fmt: skip
 
 
-def train_steps(adapter, spec, shape, weights, setup, steps=1):
-    """The loss and the weights (neutral layout) after `steps` steps on one fixed batch."""
+def step_arrays(shape):
+    """One batch of STEP_BATCH examples, which is also the test split."""
     rng = np.random.default_rng(2)
     arrays = {"train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
               "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32)}  # fmt: skip
-    arrays.update(test_x=arrays["train_x"], test_y=arrays["train_y"])
+    return dict(arrays, test_x=arrays["train_x"], test_y=arrays["train_y"])
+
+
+def train_steps(adapter, spec, shape, weights, setup, steps=1, fixed_batch=False):
+    """The loss and the weights (neutral layout) after `steps` steps on one batch: through train_epoch over an
+    order that repeats the batch, or through fixed_batch_steps."""
     model = adapter.build(spec, shape, weights, setup)
-    order = np.tile(np.arange(STEP_BATCH), steps)
-    loss = adapter.train_epoch(model, adapter.stage(arrays, setup), order, STEP_BATCH)
+    staged, order = adapter.stage(step_arrays(shape), setup), np.tile(np.arange(STEP_BATCH), steps)
+    if fixed_batch:
+        loss = adapter.fixed_batch_steps(model, staged, order, STEP_BATCH)(steps)
+    else:
+        loss = adapter.train_epoch(model, staged, order, STEP_BATCH)
     adapter.sync("cpu")
-    return float(loss), adapter.weights(model, spec, shape)
+    return float(loss), adapter.weights(model, spec, shape), adapter.evaluate(model, staged, STEP_BATCH)
 
 
 def save_weights(path, weights):
@@ -112,14 +123,22 @@ def main():
                             "logits": adapter.logits(model, images).tolist(), "engaged": adapter.engaged(model)})  # fmt: skip
         stripped = specs.without_dropout(spec)
         setup = experiment(declared[0], rate=STEP_RATE)
-        loss, stepped = train_steps(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), setup)
+        loss, stepped, _ = train_steps(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), setup)
         results[-1]["step_loss"] = loss
         save_weights(out / f"{name}_{shape[0]}x{shape[-1]}_step.npz", stepped)
     mlp, shape = specs.model_spec("mlp", CLASSES), (28, 28, 1)
     for case, (optimizer, rate, momentum, decay) in OPTIMIZER_CASES.items():
         setup = experiment(declared[0], optimizer, rate, momentum, decay)
-        _, stepped = train_steps(adapter, mlp, shape, specs.initial_weights(mlp, shape, seed=7), setup, steps=3)
+        _, stepped, _ = train_steps(adapter, mlp, shape, specs.initial_weights(mlp, shape, seed=7), setup, steps=3)
         save_weights(out / f"optimizer_{case}.npz", stepped)
+    placements = {}
+    for placement, fixed_batch in itertools.product(("device", "host"), (False, True)):
+        setup = experiment(declared[0], rate=STEP_RATE, data_placement=placement)
+        weights = specs.initial_weights(mlp, shape, seed=7)
+        loss, stepped, evaluation = train_steps(adapter, mlp, shape, weights, setup, steps=3, fixed_batch=fixed_batch)
+        case = f"{placement}_{'fixed' if fixed_batch else 'epoch'}"
+        placements[case] = {"loss": loss, "evaluation": list(evaluation)}
+        save_weights(out / f"placement_{case}.npz", stepped)
     unsupported = {}
     for variant in ("graph", "xla", "compile", "eager-nhwc", "eager-amp"):
         if variant not in declared:
@@ -132,7 +151,8 @@ def main():
     oom_detection = {"oom": adapter.is_oom(oom), "other": adapter.is_oom(other)}
     (out / "probe.json").write_text(json.dumps({"framework": adapter.FRAMEWORK, "version": adapter.version(),
                                                 "results": results, "unsupported": unsupported,
-                                                "oom_detection": oom_detection}))  # fmt: skip
+                                                "oom_detection": oom_detection, "placements": placements,
+                                                "input_work": adapter.INPUT_WORK}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -181,3 +181,21 @@ def test_pytorch_adam_differs_only_where_epsilon_matters(probes):
     got = saved_weights(probes, REFERENCE_STACK, "optimizer_adam-decay.npz")
     agreeing = [np.mean(np.isclose(a, b, rtol=0, atol=1e-5)) for a, b in zip(got, expected)]
     assert min(agreeing) > 0.75, agreeing  # measured: 80-96% of each array
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_data_placements_and_fixed_batch_steps_train_alike(probes, stack):
+    """Three SGD steps of the MLP on one batch give the same weights, loss and evaluation whether the data is staged
+    on the device or gathered from host arrays, and whether the steps run through train_epoch or through
+    fixed_batch_steps (the input-share measurement must train exactly like an epoch, minus its input work)."""
+    placements = probes[stack][0]["placements"]
+    expected = saved_weights(probes, stack, "placement_device_epoch.npz")
+    initial = specs.initial_weights(specs.model_spec("mlp", CLASSES), (28, 28, 1), seed=7)
+    largest_update = max(np.abs(a - b).max() for a, b in zip(expected, [x for p in initial for x in p]))
+    assert largest_update > 1e-3  # the steps did train
+    for case in ("device_fixed", "host_epoch", "host_fixed"):
+        for got, want in zip(saved_weights(probes, stack, f"placement_{case}.npz"), expected):
+            assert np.abs(got - want).max() / largest_update < 1e-5, (stack, case)
+        assert placements[case]["loss"] == pytest.approx(placements["device_epoch"]["loss"], rel=1e-5), case
+        assert placements[case]["evaluation"] == pytest.approx(placements["device_epoch"]["evaluation"], rel=1e-5), case
+    assert probes[stack][0]["input_work"]

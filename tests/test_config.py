@@ -75,7 +75,7 @@ def test_excluding_everything_is_refused():
 def test_unsupported_variant_is_skipped_with_a_reason():
     result = dry_run("stacks=[torch-2.13]", "variants=[eager,graph]")
     assert result.returncode == 0
-    assert "skipping variant 'graph' for torch-2.13 on cpu: PyTorch's graph mode is torch.compile" in result.stderr
+    assert "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is torch.compile" in result.stderr
 
 
 def test_the_seeds_study_plans_every_grid(tmp_path):
@@ -98,6 +98,9 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
                      "torch-2.13_cifar10_vgg16-cifar_gpu_b128_adam-lr0.001_e10_compile",
                      "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b16_adam-lr0.001_e3_xla",
                      "mxnet-1.9_mnist_lenet_gpu_b200_adam-lr0.001_e15_eager",
-                     "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla"):  # fmt: skip
+                     "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla_host-data",
+                     "torch-2.13_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_compile_host-data"):  # fmt: skip
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
-    assert "skipping variant 'xla' for mxnet-1.9 on gpu: MXNet 1.9 has no XLA backend" in planned
+    assert "skipping variant 'xla' with device data for mxnet-1.9 on gpu: MXNet 1.9 has no XLA backend" in planned
+    assert "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla/" not in planned
+    assert "skipping variant 'xla' with device data for keras-3-tensorflow on gpu: fit on TensorFlow reads" in planned

@@ -24,18 +24,20 @@ TINY_CONFIG = {
     "batch_sizes": [32, 512],
     "epochs": [2],
     "variants": ["eager", "graph", "xla"],
+    "data_placements": ["device", "host"],
     "repeats": 2,
     "exclude": [
         {"stack": FAST_STACKS, "variant": "eager"},
         {"stack": ["tensorflow-2.21", "keras-3-tensorflow"], "variant": "xla"},  # keras-3-jax runs xla only
         {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: the failing experiment
+        {"stack": ["torch-2.13", "keras-3-tensorflow"], "data_placement": "host"},
     ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
     "ops": {"stacks": ["torch-2.13"], "operators": ["relu", "gemm"], "elementwise_sizes": [1000, 10000],
             "gemm_sizes": [16, 64]},
     "venv_root": str(VENV_ROOT),
 }
-EXPERIMENTS = 6
+EXPERIMENTS = 9  # 6 with device-staged data, 3 with host data
 
 
 def snakemake(workdir, *arguments):
@@ -131,6 +133,11 @@ def test_every_record_follows_the_schema(workdir):
     ok = [record for record in records if record["status"] == "ok"]
     assert all(record["train_images_per_s"] > 0 and record["provenance"]["packages_sha256"] for record in ok)
     assert all(record["gpu_memory_peak_mb"] is None and record["gpu_fields_reason"] for record in records)
+    host = [record for record in ok if record["data_placement"] == "host"]
+    assert {record["stack"] for record in host} == {"mxnet-1.9", "tensorflow-2.21", "keras-3-jax"}
+    assert all(record["experiment_id"].endswith("_host-data") for record in host)
+    for record in ok:  # the fixed-batch epoch ran and its share is a fraction of the steady epoch
+        assert 0 < record["fixed_batch_epoch_s"] and -1 < record["input_share"] < 1 and record["input_share_covers"]
 
 
 def test_tables_have_one_row_per_run_and_per_experiment(workdir):
@@ -168,7 +175,8 @@ def test_changing_one_batch_size_reruns_exactly_its_experiments(workdir):
     config = dict(TINY_CONFIG, batch_sizes=[16, 512])
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     try:
-        assert planned_jobs(workdir) == {"train": 5 * 2, "aggregate": 1, "report": 1, "all": 1}
+        # the five stacks' experiments at batch 32 with device-staged data, three with host data; two repeats each
+        assert planned_jobs(workdir) == {"train": (5 + 3) * 2, "aggregate": 1, "report": 1, "all": 1}
     finally:
         (workdir / "config.yaml").write_text(yaml.safe_dump(TINY_CONFIG))
 
@@ -178,6 +186,6 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
     original = env_file.read_text()
     env_file.write_text(original + "# edited\n")
     try:
-        assert planned_jobs(workdir) == {"build_env": 1, "train": 2, "aggregate": 1, "report": 1, "all": 1}
+        assert planned_jobs(workdir) == {"build_env": 1, "train": 2 * 2, "aggregate": 1, "report": 1, "all": 1}
     finally:
         env_file.write_text(original)

@@ -41,6 +41,14 @@ def channel_stats(images):
     return scaled.mean(axis=(0, 1, 2)).tolist(), np.where(std > 0, std, 1.0).tolist()
 
 
+def host_batches(images, labels, order, batch_size):
+    """The batches of `order` gathered from host arrays, for data_placement `host`: the dataset stays in NumPy and
+    each step hands its batch to the framework (as a loader does without worker processes)."""
+    for start in range(0, len(order) - batch_size + 1, batch_size):
+        batch = order[start : start + batch_size]
+        yield images[batch], labels[batch]
+
+
 def epoch_order(num_examples, batch_size, seed, epoch):
     """The shuffled example indices of one epoch, whole batches only (every step has the same shape)."""
     steps = num_examples // batch_size

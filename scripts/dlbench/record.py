@@ -15,10 +15,10 @@ from pathlib import Path
 
 from .io import write_text_atomic
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
-    "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "rep", "seed",
+    "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "data_placement", "rep", "seed",
 )  # fmt: skip
 EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_accuracy", "images", "images_per_s")
 NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"
@@ -104,6 +104,9 @@ def base_record(experiment, env_description, repo):
         final_test_accuracy=None,
         final_test_loss=None,
         loss_curve=[],
+        fixed_batch_epoch_s=None,
+        input_share=None,
+        input_share_covers=None,
         host_rss_peak_mb=None,
         cpu_utilisation_mean=None,
         telemetry_hz=experiment.get("telemetry_hz"),

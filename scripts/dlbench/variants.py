@@ -40,13 +40,16 @@ def compute_dtype(variant, device):
     return "float16" if device == "gpu" else "bfloat16"
 
 
-def unsupported_reason(stack, variant, device):
-    """Why a stack (its envs/stacks.yaml entry) cannot run this variant on this device; None when it can.
+def unsupported_reason(stack, variant, device, data_placement="device"):
+    """Why a stack (its envs/stacks.yaml entry) cannot run this variant with this data placement on this device;
+    None when it can.
 
-    `unsupported` keys are a mode or modifier (`xla`, `amp`, ...), optionally `<key> on <device>`."""
+    `unsupported` keys are a mode or modifier (`xla`, `amp`, ...) or a data placement (`device-data`,
+    `host-data`), optionally `<key> on <device>`."""
     reasons = stack.get("unsupported", {})
     parsed = parse(variant)
     keys = [parsed.mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
+    keys.append(f"{data_placement}-data")
     for key in keys:
         for candidate in (f"{key} on {device}", key):
             if candidate in reasons:

@@ -51,9 +51,10 @@ AXES = (
     "learning_rate",
     "epochs",
     "variant",
+    "data_placement",
 )
 CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
-                              "learning_rates", "epochs", "variants")))  # fmt: skip
+                              "learning_rates", "epochs", "variants", "data_placements")))  # fmt: skip
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 
 
@@ -123,9 +124,13 @@ def matches(experiment, exclusion):
 
 
 def experiment_id(row):
+    """Readable and stable: device-staged data, the default, adds nothing to the id."""
+    placement = (
+        "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
+    )
     return (
         f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
-        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}"
+        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement}"
     )
 
 
@@ -136,9 +141,10 @@ def experiment_table():
     for values in itertools.chain.from_iterable(products):
         row = dict(zip(AXES, values))
         stack = STACKS[row["stack"]]
-        reason = unsupported_reason(stack, row["variant"], row["device"])
+        what = (row["variant"], row["device"], row["data_placement"])
+        reason = unsupported_reason(stack, *what)
         if reason:
-            skipped.add((row["stack"], row["variant"], row["device"], reason))
+            skipped.add((row["stack"], *what, reason))
             continue
         if any(matches(row, exclusion) for exclusion in config["exclude"]):
             continue
@@ -152,12 +158,13 @@ def experiment_table():
             weight_decay=config["weight_decay"],
             target_accuracy=config["target_accuracy"],
             telemetry_hz=config["telemetry_hz"],
+            measure_input_share=config["measure_input_share"],
         )
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
-    for stack, variant, device, reason in sorted(skipped):
+    for stack, variant, device, placement, reason in sorted(skipped):
         print(
-            f"skipping variant {variant!r} for {stack} on {device}: {reason}",
+            f"skipping variant {variant!r} with {placement} data for {stack} on {device}: {reason}",
             file=sys.stderr,
         )
     if not table:

@@ -4,8 +4,10 @@ Each module imports its framework at import time (timed as the `imports` phase) 
 
     version() -> str                          framework version read inside the env
     configure(device, threads, seed) -> dict  threads, seeds, device; returns what actually took effect
-    stage(arrays, experiment)                 the dataset copied to the experiment's device, in the layout its
-                                              variant runs in
+    stage(arrays, experiment)                 the dataset for the experiment's data_placement: `device`, framework
+                                              tensors on the training device, batches gathered there; `host`,
+                                              NumPy arrays, each batch gathered in NumPy and handed over per step;
+                                              in the layout the variant runs in
     build(spec, input_shape, weights, experiment) -> model
                                               model from the neutral spec with the neutral initial weights,
                                               optimiser and loss, in the requested variant (dlbench/variants.py);
@@ -17,6 +19,11 @@ Each module imports its framework at import time (timed as the `imports` phase) 
     train_epoch(model, staged, order, batch_size) -> float-like
                                               one epoch over the batches in `order`; no blocking host reads
                                               inside the loop; returns the mean loss (read after sync)
+    fixed_batch_steps(model, staged, order, batch_size) -> run(steps)
+                                              the first batch of `order`, assembled and on the device before
+                                              any timing; run(steps) trains `steps` steps on it: the epoch
+                                              without its input work (train.py's input share)
+    INPUT_WORK                                what that removes from an epoch, in words
     evaluate(model, staged, batch_size) -> (loss, accuracy)   on the test split, host floats
     logits(model, images) -> np.ndarray       inference on host NHWC float32 images (equivalence tests)
     sync(device)                              wait for all queued device work
@@ -33,6 +40,9 @@ envs/stacks.yaml, which may be a module of its own such as jax_numpy) also defin
 
 Only the adapter imports its framework; everything else is in the shared library.
 """
+
+# What a fixed-batch epoch leaves out where the adapter runs its own step loop.
+GATHER_AND_PLACE = "gathering every batch and placing it on the device"
 
 # Adam's betas, RMSprop's decay and both epsilons, the same in every framework (each has its own defaults).
 OPTIMIZER_DEFAULTS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}

@@ -4,14 +4,17 @@ converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) resc
 1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
 """
 
+import itertools
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .. import specs, variants
-from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from .. import data, specs, variants
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "mxnet"
+INPUT_WORK = GATHER_AND_PLACE
 
 
 def version():
@@ -35,16 +38,43 @@ def image_axes(channels_last):
 
 
 def stage(arrays, experiment):
+    """Device placement: the dataset as NDArrays on the training context. Host placement: NumPy arrays in the
+    network's layout, from which every step's batch is gathered and copied (see batches)."""
     ctx, channels_last = context(experiment["device"]), variants.parse(experiment["variant"]).channels_last
+    on_host = experiment["data_placement"] == "host"
 
     def images(key):
-        return mx.nd.array(arrays[key].transpose(image_axes(channels_last)), ctx=ctx, dtype="float32")
+        laid_out = np.ascontiguousarray(arrays[key].transpose(image_axes(channels_last)))
+        return laid_out if on_host else mx.nd.array(laid_out, ctx=ctx, dtype="float32")
 
     def labels(key):
-        return mx.nd.array(arrays[key], ctx=ctx, dtype="float32")
+        as_float = arrays[key].astype(np.float32)
+        return as_float if on_host else mx.nd.array(as_float, ctx=ctx, dtype="float32")
 
     return {"train_x": images("train_x"), "train_y": labels("train_y"), "test_x": images("test_x"),
-            "test_y": labels("test_y"), "ctx": ctx}  # fmt: skip
+            "test_y": labels("test_y"), "ctx": ctx, "on_host": on_host}  # fmt: skip
+
+
+def batches(staged, order, batch_size):
+    """(images, labels) on the training context for each batch of `order`, gathered where the data lives."""
+    ctx = staged["ctx"]
+    if staged["on_host"]:
+        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+            yield mx.nd.array(images, ctx=ctx), mx.nd.array(labels, ctx=ctx)
+        return
+    indices = mx.nd.array(order, ctx=ctx, dtype="int64")
+    for start in range(0, len(order) - batch_size + 1, batch_size):
+        batch = indices[start : start + batch_size]
+        yield mx.nd.take(staged["train_x"], batch), mx.nd.take(staged["train_y"], batch)
+
+
+def test_batches(staged, batch_size):
+    count = staged["test_y"].shape[0]
+    for start in range(0, count, batch_size):
+        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
+        if staged["on_host"]:
+            images, labels = mx.nd.array(images, ctx=staged["ctx"]), mx.nd.array(labels, ctx=staged["ctx"])
+        yield images, labels
 
 
 class ZeroPadShortcut(gluon.HybridBlock):
@@ -220,32 +250,38 @@ def engaged(model):
             "matmul_dtype": np.dtype(dtype).name, "layout": "NHWC" if variant.channels_last else "NCHW"}  # fmt: skip
 
 
-def train_epoch(model, staged, order, batch_size):
+def train_steps(model, batches):
+    """One training step per batch; the mean loss is read once, after the last step."""
     network, trainer, loss_fn = model["network"], model["trainer"], model["loss"]
-    indices = mx.nd.array(order, ctx=staged["ctx"], dtype="int64")
-    total = mx.nd.zeros((1,), ctx=staged["ctx"])
-    steps = len(order) // batch_size
-    for step in range(steps):
-        batch = indices[step * batch_size : (step + 1) * batch_size]
-        images, labels = mx.nd.take(staged["train_x"], batch), mx.nd.take(staged["train_y"], batch)
+    total, steps = mx.nd.zeros((1,), ctx=model["ctx"]), 0
+    for images, labels in batches:
         with autograd.record():
             loss = loss_fn(network(images), labels)
         loss.backward()
-        trainer.step(batch_size)
+        trainer.step(images.shape[0])
         total += loss.mean()
+        steps += 1
     return (total / steps).asscalar()
+
+
+def train_epoch(model, staged, order, batch_size):
+    return train_steps(model, batches(staged, order, batch_size))
+
+
+def fixed_batch_steps(model, staged, order, batch_size):
+    first = next(batches(staged, order, batch_size))
+    return lambda steps: train_steps(model, itertools.repeat(first, steps))
 
 
 def evaluate(model, staged, batch_size):
     network, loss_fn = model["network"], model["loss"]
-    loss_sum = mx.nd.zeros((1,), ctx=staged["ctx"])
-    correct = mx.nd.zeros((1,), ctx=staged["ctx"])
-    count = staged["test_y"].shape[0]
-    for start in range(0, count, batch_size):
-        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
+    loss_sum = mx.nd.zeros((1,), ctx=model["ctx"])
+    correct = mx.nd.zeros((1,), ctx=model["ctx"])
+    for images, labels in test_batches(staged, batch_size):
         logits = network(images)
         loss_sum += loss_fn(logits, labels).sum()
         correct += (logits.argmax(axis=1) == labels).sum()
+    count = staged["test_y"].shape[0]
     return loss_sum.asscalar() / count, correct.asscalar() / count
 
 

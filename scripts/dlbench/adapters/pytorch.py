@@ -3,14 +3,17 @@ the weights and every batch), -amp (torch.autocast; GradScaler with float16 on G
 converted by specs.channels_first_weights.
 """
 
+import itertools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import specs, variants
-from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from .. import data, specs, variants
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "torch"
+INPUT_WORK = GATHER_AND_PLACE
 
 
 def version():
@@ -34,19 +37,45 @@ def memory_format(variant):
 
 
 def stage(arrays, experiment):
+    """Device placement: the dataset as tensors on the training device. Host placement: NumPy arrays, already
+    NCHW, from which every step's batch is gathered and copied (see batches)."""
     target, variant = torch_device(experiment["device"]), variants.parse(experiment["variant"])
 
     def images(key):
         # A real copy: for one channel, ascontiguousarray keeps the transposed strides, (N, 1, H, W) with a
         # channel stride of 1, and oneDNN then silently runs the convolutions channels-last.
-        nchw = torch.from_numpy(arrays[key].transpose(0, 3, 1, 2).copy())
-        return nchw.contiguous(memory_format=memory_format(variant)).to(target)
+        nchw = arrays[key].transpose(0, 3, 1, 2).copy()
+        if experiment["data_placement"] == "host":
+            return nchw
+        return torch.from_numpy(nchw).contiguous(memory_format=memory_format(variant)).to(target)
 
     def labels(key):
-        return torch.from_numpy(arrays[key].astype(np.int64)).to(target)
+        int64 = arrays[key].astype(np.int64)
+        return int64 if experiment["data_placement"] == "host" else torch.from_numpy(int64).to(target)
 
     return {"train_x": images("train_x"), "train_y": labels("train_y"), "test_x": images("test_x"),
-            "test_y": labels("test_y"), "device": target}  # fmt: skip
+            "test_y": labels("test_y"), "device": target, "on_host": experiment["data_placement"] == "host"}  # fmt: skip
+
+
+def batches(staged, order, batch_size, layout):
+    """(images, labels) on the training device for each batch of `order`, gathered where the data lives."""
+    if staged["on_host"]:
+        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+            yield (torch.from_numpy(images).to(staged["device"]).contiguous(memory_format=layout),
+                   torch.from_numpy(labels).to(staged["device"]))  # fmt: skip
+        return
+    indices = torch.from_numpy(order).to(staged["device"])
+    for start in range(0, len(order) - batch_size + 1, batch_size):
+        batch = indices[start : start + batch_size]
+        yield staged["train_x"][batch].contiguous(memory_format=layout), staged["train_y"][batch]
+
+
+def test_batches(staged, batch_size, layout):
+    for start in range(0, len(staged["test_y"]), batch_size):
+        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
+        if staged["on_host"]:
+            images, labels = torch.from_numpy(images).to(staged["device"]), torch.from_numpy(labels).to(staged["device"])
+        yield images.contiguous(memory_format=layout), labels
 
 
 class ZeroPadShortcut(torch.nn.Module):
@@ -218,34 +247,39 @@ def engaged(model):
     return result
 
 
-def train_epoch(model, staged, order, batch_size):
+def train_steps(model, batches):
+    """One training step per batch; the mean loss stays on the device until the caller reads it."""
     run, optimizer, scaler = model["run"], model["optimizer"], model["scaler"]
     model["network"].train()
-    indices = torch.from_numpy(order).to(staged["device"])
-    total = torch.zeros((), device=staged["device"])
-    steps = len(order) // batch_size
-    for step in range(steps):
-        batch = indices[step * batch_size : (step + 1) * batch_size]
-        images = staged["train_x"][batch].contiguous(memory_format=model["memory_format"])
+    total, steps = torch.zeros((), device=model["device"]), 0
+    for images, labels in batches:
         optimizer.zero_grad(set_to_none=True)
         with autocast(model):
-            loss = F.cross_entropy(run(images), staged["train_y"][batch])
+            loss = F.cross_entropy(run(images), labels)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
         total += loss.detach().float()
+        steps += 1
     return total / steps
+
+
+def train_epoch(model, staged, order, batch_size):
+    return train_steps(model, batches(staged, order, batch_size, model["memory_format"]))
+
+
+def fixed_batch_steps(model, staged, order, batch_size):
+    first = next(batches(staged, order, batch_size, model["memory_format"]))
+    return lambda steps: train_steps(model, itertools.repeat(first, steps))
 
 
 def evaluate(model, staged, batch_size):
     run = model["run"]
     model["network"].eval()
-    loss_sum = torch.zeros((), device=staged["device"])
-    correct = torch.zeros((), dtype=torch.int64, device=staged["device"])
+    loss_sum = torch.zeros((), device=model["device"])
+    correct = torch.zeros((), dtype=torch.int64, device=model["device"])
     with torch.no_grad(), autocast(model):
-        for start in range(0, len(staged["test_y"]), batch_size):
-            images = staged["test_x"][start : start + batch_size].contiguous(memory_format=model["memory_format"])
-            labels = staged["test_y"][start : start + batch_size]
+        for images, labels in test_batches(staged, batch_size, model["memory_format"]):
             logits = run(images).float()
             loss_sum += F.cross_entropy(logits, labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()

@@ -5,12 +5,15 @@ jit_compile=True. Layout NHWC, the neutral layout, so weights load unchanged; pa
 "SAME" would pad stride-2 convolutions on even sizes bottom/right only, unlike the spec).
 """
 
+import itertools
+
 import tensorflow as tf
 
-from .. import specs, variants
-from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from .. import data, specs, variants
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "tensorflow"
+INPUT_WORK = GATHER_AND_PLACE
 
 
 def version():
@@ -35,10 +38,13 @@ def configure(device, threads, seed):
 
 
 def stage(arrays, experiment):
+    """Device placement: the dataset as tensors on the training device, batches gathered inside the step. Host
+    placement: the NumPy arrays, from which every step's batch is gathered and passed to the step (see train_epoch)."""
+    if experiment["data_placement"] == "host":
+        return dict(arrays, device=device_name(experiment["device"]), on_host=True)
     with tf.device(device_name(experiment["device"])):
         staged = {key: tf.identity(tf.constant(value)) for key, value in arrays.items()}
-    staged["device"] = device_name(experiment["device"])
-    return staged
+    return dict(staged, device=device_name(experiment["device"]), on_host=False)
 
 
 def spatial_padding(padding):
@@ -179,23 +185,24 @@ def build(spec, input_shape, weights, experiment):
         optimizer = Optimizer(variables, experiment)
         loss_sum = tf.Variable(0.0)  # accumulated inside the step: no extra eager op per step
 
-    def train_step(images, labels, batch):
+    def train_on(images, labels):
         with tf.GradientTape() as tape:
-            logits = network(tf.gather(images, batch), training=True)
-            loss = tf.reduce_mean(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.gather(labels, batch), logits=logits)
-            )
+            logits = network(images, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
         optimizer.apply(tape.gradient(loss, variables))
         loss_sum.assign_add(loss)
+
+    def gather_and_train(images, labels, batch):
+        train_on(tf.gather(images, batch), tf.gather(labels, batch))
 
     def predict(images):
         return network(images, training=False)
 
+    steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}
     if variant.mode != "eager":
-        jit = variant.mode == "xla"
-        train_step, predict = tf.function(train_step, jit_compile=jit), tf.function(predict, jit_compile=jit)
-    return {"network": network, "variables": variables, "train_step": train_step, "predict": predict,
-            "variant": variant, "loss_sum": loss_sum, "example": None}  # fmt: skip
+        steps = {name: tf.function(step, jit_compile=variant.mode == "xla") for name, step in steps.items()}
+    return dict(steps, network=network, variables=variables, variant=variant, loss_sum=loss_sum, example=None,
+                device=device_name(experiment["device"]))
 
 
 def parameter_count(model):
@@ -213,20 +220,44 @@ def engaged(model):
               "xla": variant.mode == "xla", "dtype": model["variables"][0].dtype.name, "matmul_dtype": "float32",
               "layout": "NHWC"}  # fmt: skip
     if variant.mode == "xla" and model["example"] is not None:
-        hlo = model["train_step"].experimental_get_compiler_ir(*model["example"])(stage="hlo")
+        step, arguments = model["example"]
+        hlo = step.experimental_get_compiler_ir(*arguments)(stage="hlo")
         result["xla_compiled"] = "HloModule" in hlo
     return result
 
 
-def train_epoch(model, staged, order, batch_size):
-    with tf.device(staged["device"]):
-        indices = tf.constant(order)
+def batch_calls(model, staged, order, batch_size):
+    """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
+    in NumPy before it for host data (the step's inputs are then copied to the device)."""
+    if staged["on_host"]:
+        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+            yield model["train_on"], (tf.constant(images), tf.constant(labels))
+        return
+    indices = tf.constant(order)
+    for start in range(0, len(order) - batch_size + 1, batch_size):
+        yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[start : start + batch_size])
+
+
+def train_steps(model, calls):
+    with tf.device(model["device"]):
         model["loss_sum"].assign(0.0)
-        steps = len(order) // batch_size
-        for step in range(steps):
-            model["train_step"](staged["train_x"], staged["train_y"], indices[step * batch_size : (step + 1) * batch_size])
-        model["example"] = (staged["train_x"], staged["train_y"], indices[:batch_size])
+        steps = 0
+        for step, arguments in calls:
+            step(*arguments)
+            steps += 1
+        model["example"] = (step, arguments)
         return float(model["loss_sum"]) / steps
+
+
+def train_epoch(model, staged, order, batch_size):
+    return train_steps(model, batch_calls(model, staged, order, batch_size))
+
+
+def fixed_batch_steps(model, staged, order, batch_size):
+    first = order[:batch_size]
+    with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
+        images, labels = tf.identity(tf.gather(staged["train_x"], first)), tf.identity(tf.gather(staged["train_y"], first))
+    return lambda steps: train_steps(model, itertools.repeat((model["train_on"], (images, labels)), steps))
 
 
 def evaluate(model, staged, batch_size):
@@ -235,6 +266,8 @@ def evaluate(model, staged, batch_size):
         count = int(staged["test_y"].shape[0])
         for start in range(0, count, batch_size):
             images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
+            if staged["on_host"]:
+                images, labels = tf.constant(images), tf.constant(labels)
             logits = model["predict"](images)
             loss_sum += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
             correct += tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == labels, tf.int32))
