@@ -10,6 +10,7 @@ include: "workflow/rules/common.smk"
 
 wildcard_constraints:
     experiment=regex_alternatives(EXPERIMENTS),
+    search=regex_alternatives(SEARCHES) or "none",
     env=regex_alternatives(ENVS),
     dataset=regex_alternatives(axis_values("dataset")),
     file=regex_alternatives(
@@ -29,6 +30,7 @@ include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/ops.smk"
+include: "workflow/rules/max_batch.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

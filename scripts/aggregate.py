@@ -1,9 +1,11 @@
-"""Tidy tables from the run records: runs (one row per run), summary (per experiment, over repeats), epochs.
+"""Tidy tables from the run records: runs (one row per run), summary (per experiment, over repeats), epochs;
+and max_batch (one row per largest-batch search, empty when none ran).
 
 Failed runs (status error/oom) stay in the runs table and are counted in the summary; statistics use the
 runs with status ok. The 95% interval is Student's t over repeats (empty with fewer than 2 ok runs).
 
-    python scripts/aggregate.py --records results/runs/*/rep*/record.json --out results/tables
+    python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
+        --out results/tables
 """
 
 import argparse
@@ -88,6 +90,18 @@ def overlapping_runs(runs):
     return counts
 
 
+MAX_BATCH_COLUMNS = ["search_id", "stack", "framework", "dataset", "model", "device", "optimizer", "variant",
+                     "data_placement", "status", "max_batch", "first_failure", "limit_reached", "limit", "probes",
+                     "allocator_peak_mb", "error"]  # fmt: skip
+
+
+def max_batch_row(result):
+    """One search: the largest batch that fit, the first that did not, and the allocator peak at the largest."""
+    at_largest = [probe for probe in result["probes"] if probe["batch_size"] == result["max_batch"]]
+    return dict({key: result.get(key) for key in MAX_BATCH_COLUMNS}, probes=len(result["probes"]),
+                allocator_peak_mb=at_largest[0].get("allocator_peak_mb") if at_largest else None)  # fmt: skip
+
+
 def write_table(frame, folder, name):
     frame.to_csv(folder / f"{name}.csv", index=False)
     frame.to_parquet(folder / f"{name}.parquet", index=False)
@@ -96,6 +110,7 @@ def write_table(frame, folder, name):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", nargs="+", required=True)
+    parser.add_argument("--max-batch", nargs="*", default=[], help="results of scripts/max_batch.py")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     records = [(path, json.loads(Path(path).read_text())) for path in args.records]
@@ -108,6 +123,9 @@ def main():
     write_table(runs, out, "runs")
     write_table(summary, out, "summary")
     write_table(epochs, out, "epochs")
+    searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
+    write_table(pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
+                out, "max_batch")  # fmt: skip
     failed = runs[runs["status"] != "ok"]
     print(f"{len(runs)} runs ({len(failed)} not ok) in {len(summary)} experiments -> {out}")
     if runs["overlapping_runs"].any():

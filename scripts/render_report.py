@@ -23,9 +23,13 @@ INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
 
 
-def variant_labels(frame):
+def variant_label(variant, placement):
     """The variant, and the data placement where it is not the default (the dataset staged on the device)."""
-    return frame["variant"] + frame["data_placement"].map(lambda placement: "" if placement == "device" else f", {placement} data")
+    return variant if placement == "device" else f"{variant}, {placement} data"
+
+
+def variant_labels(frame):
+    return pd.Series(map(variant_label, frame["variant"], frame["data_placement"]), index=frame.index, dtype=object)
 
 
 def label(frame):
@@ -236,6 +240,23 @@ def engagement_markdown(runs):
     return markdown_table(header, rows)
 
 
+def max_batch_markdown(searches):
+    if searches.empty:
+        return "No search in this configuration (`max_batch.enabled` is false).\n"
+    rows = []
+    for _, row in searches.sort_values(["dataset", "model", "device", "stack", "variant"]).iterrows():
+        if row["status"] != "ok":
+            largest, failure = "ERROR", str(row["error"])[:200]
+        else:
+            largest = f"{row['max_batch']:,}" + (" (the limit)" if row["limit_reached"] else "")
+            failure = "–" if row["limit_reached"] else f"OOM at {row['first_failure']:,}"
+        rows.append([row["stack"], variant_label(row["variant"], row["data_placement"]), row["dataset"], row["model"], row["device"],
+                     row["optimizer"], largest, failure, number(row["allocator_peak_mb"]), row["probes"]])  # fmt: skip
+    header = ["stack", "variant", "dataset", "model", "device", "optimizer", "largest batch", "next", "allocator MiB",
+              "probes"]  # fmt: skip
+    return markdown_table(header, rows)
+
+
 def failures_markdown(runs):
     failed = runs[runs["status"] != "ok"]
     if failed.empty:
@@ -319,6 +340,7 @@ def main():
     tables = Path(args.tables)
     runs, summary = pd.read_parquet(tables / "runs.parquet"), pd.read_parquet(tables / "summary.parquet")
     epochs, ops = pd.read_parquet(tables / "epochs.parquet"), pd.read_parquet(tables / "ops.parquet")
+    searches = pd.read_parquet(tables / "max_batch.parquet")
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
@@ -328,7 +350,7 @@ def main():
     pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
               "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
               "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
-              "ops.md": ops_markdown(ops, build / "figures")}  # fmt: skip
+              "ops.md": ops_markdown(ops, build / "figures"), "max_batch.md": max_batch_markdown(searches)}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)
     document = build / "report.qmd"

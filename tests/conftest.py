@@ -1,5 +1,6 @@
 """Shared fixtures. Stack envs are built once into a venv root shared by every test (and the end-to-end run)."""
 
+import csv
 import json
 import os
 import subprocess
@@ -63,3 +64,9 @@ def probes(env_python, tmp_path_factory):
         assert process.wait() == 0, f"probe of {stack} failed:\n{(out / 'stderr.log').read_text()[-3000:]}"
         results[stack] = (json.loads((out / "probe.json").read_text()), out)
     return results
+
+
+def read_csv(path):
+    """The rows of a CSV table as dicts of strings."""
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))

@@ -1,6 +1,5 @@
 """Run records from the runner and the aggregation over them, at unit level."""
 
-import csv
 import json
 import os
 import signal
@@ -10,7 +9,7 @@ import time
 import jsonschema
 import pytest
 import yaml
-from conftest import REPO, STACKS
+from conftest import REPO, STACKS, read_csv
 from dlbench.record import base_record, write_epochs_csv
 
 RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
@@ -117,11 +116,6 @@ def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):
     path.write_text(json.dumps(record))
     write_epochs_csv(path.with_name("epochs.csv"), [])
     return str(path)
-
-
-def read_csv(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def test_summary_statistics_over_repeats(tmp_path, env_python):

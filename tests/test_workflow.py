@@ -1,7 +1,6 @@
 """The whole workflow end to end, once, on a tiny config: five stacks, one failing experiment, a report;
 then what a rerun plans after no change, a changed batch size, a changed env file and a re-fetched dataset."""
 
-import csv
 import json
 import re
 import shutil
@@ -13,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 from archives import mnist_like, registry_entry, serve
-from conftest import REPO, VENV_ROOT
+from conftest import REPO, VENV_ROOT, read_csv
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]
@@ -33,6 +32,7 @@ TINY_CONFIG = {
         {"stack": ["torch-2.13", "keras-3-tensorflow"], "data_placement": "host"},
     ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+    "max_batch": {"enabled": True, "stacks": ["mxnet-1.9"], "start": 16, "limit": 64},
     "ops": {"stacks": ["torch-2.13"], "operators": ["relu", "gemm"], "elementwise_sizes": [1000, 10000],
             "gemm_sizes": [16, 64]},
     "venv_root": str(VENV_ROOT),
@@ -145,11 +145,20 @@ def test_tables_have_one_row_per_run_and_per_experiment(workdir):
     summary = (workdir / "results/tables/summary.csv").read_text().splitlines()
     assert len(runs) == 1 + EXPERIMENTS * 2 and len(summary) == 1 + EXPERIMENTS
     assert "train_images_per_s_ci95_low" in summary[0]
-    with open(workdir / "results/tables/runs.csv", newline="") as handle:
-        overlaps = {run["overlapping_runs"] for run in csv.DictReader(handle)}
+    overlaps = {run["overlapping_runs"] for run in read_csv(workdir / "results/tables/runs.csv")}
     assert overlaps == {"0"}, "timed jobs ran at the same time"
-    for table in ("runs", "summary", "epochs"):
+    for table in ("runs", "summary", "epochs", "max_batch"):
         assert (workdir / f"results/tables/{table}.parquet").exists()
+
+
+def test_largest_batch_searches_are_tabled_and_reported(workdir):
+    """MXNet's two searches (device and host data) reach the limit, 64, after trying 16, 32 and 64."""
+    searches = read_csv(workdir / "results/tables/max_batch.csv")
+    assert sorted(row["search_id"] for row in searches) == ["mxnet-1.9_synthetic-12x12x1_mlp_cpu_adam_graph",
+                                                            "mxnet-1.9_synthetic-12x12x1_mlp_cpu_adam_graph_host-data"]
+    for row in searches:
+        assert (row["status"], row["max_batch"], row["limit_reached"], row["probes"]) == ("ok", "64", "True", "3")
+    assert "64 (the limit)" in (workdir / "results/report/report.html").read_text()
 
 
 def test_operator_benchmarks_are_tabled_and_reported(workdir):
@@ -186,6 +195,7 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
     original = env_file.read_text()
     env_file.write_text(original + "# edited\n")
     try:
-        assert planned_jobs(workdir) == {"build_env": 1, "train": 2 * 2, "aggregate": 1, "report": 1, "all": 1}
+        assert planned_jobs(workdir) == {"build_env": 1, "train": 2 * 2, "max_batch": 2, "aggregate": 1, "report": 1,
+                                         "all": 1}  # fmt: skip
     finally:
         env_file.write_text(original)

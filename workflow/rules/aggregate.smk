@@ -4,6 +4,7 @@ rule aggregate:
         script="scripts/aggregate.py",
         records=run_outputs("record.json"),
         epochs=run_outputs("epochs.csv"),
+        max_batch=max_batch_outputs(),
     output:
         runs="results/tables/runs.csv",
         runs_parquet="results/tables/runs.parquet",
@@ -11,6 +12,8 @@ rule aggregate:
         summary_parquet="results/tables/summary.parquet",
         epochs="results/tables/epochs.csv",
         epochs_parquet="results/tables/epochs.parquet",
+        max_batch="results/tables/max_batch.csv",
+        max_batch_parquet="results/tables/max_batch.parquet",
     log:
         "logs/aggregate.log",
     conda:
@@ -18,5 +21,5 @@ rule aggregate:
     params:
         python=env_python("tools"),
     shell:
-        "{params.python} {input.script} --records {input.records}"
+        "{params.python} {input.script} --records {input.records} --max-batch {input.max_batch}"
         " --out $(dirname {output.runs}) > {log} 2>&1"

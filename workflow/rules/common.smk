@@ -105,6 +105,14 @@ def check_config():
                     raise WorkflowError(
                         f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
                     )
+    for stack in config["max_batch"]["stacks"]:
+        if stack not in axis_values("stack"):
+            refuse("max_batch.stacks", stack, axis_values("stack"))
+    if config["max_batch"]["start"] > config["max_batch"]["limit"]:
+        raise WorkflowError(
+            f"config error in `max_batch.start`: {config['max_batch']['start']} is above "
+            f"`max_batch.limit` ({config['max_batch']['limit']}); make start <= limit"
+        )
     for stack in config["ops"]["stacks"]:
         with_ops = [name for name, entry in STACKS.items() if entry.get("ops_adapter")]
         if stack not in with_ops:
@@ -174,8 +182,41 @@ def experiment_table():
     return table
 
 
+def search_id(row):
+    placement = (
+        "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
+    )
+    return (
+        f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_{row['optimizer']}"
+        f"_{row['variant']}{placement}"
+    )
+
+
+def max_batch_searches():
+    """{id: row}: one largest-batch search per experiment without its batch size, learning rate and epochs (none
+    for memory), for the stacks of `max_batch.stacks` (empty: all); nothing unless `max_batch.enabled`.
+    """
+    options = config["max_batch"]
+    if not options["enabled"]:
+        return {}
+    searches = {}
+    for row in EXPERIMENTS.values():
+        if options["stacks"] and row["stack"] not in options["stacks"]:
+            continue
+        search = {key: row[key] for key in (*AXES, "framework", "backend", "adapter", "env", "environment",
+                                            "momentum", "weight_decay") if key not in ("batch_size", "epochs")}  # fmt: skip
+        search.update(
+            {key: options[key] for key in ("start", "limit", "resolution", "steps")},
+            seed=config["seed"],
+            search_id=search_id(row),
+        )
+        searches.setdefault(search["search_id"], search)
+    return searches
+
+
 check_config()
 EXPERIMENTS = experiment_table()
+SEARCHES = max_batch_searches()
 REPEATS = range(1, config["repeats"] + 1)
 OPS_JOBS = [
     (stack, device, operator)
@@ -263,6 +304,34 @@ def run_outputs(name):
         for experiment in EXPERIMENTS
         for rep in REPEATS
     ]
+
+
+def search_of(wildcards):
+    return SEARCHES[wildcards.search]
+
+
+def max_batch_inputs(wildcards):
+    search = search_of(wildcards)
+    return {
+        "env": env_description(search["env"]),
+        "meta": f"results/data/{search['dataset']}/meta.json",
+        "arrays": ancient(f"results/data/{search['dataset']}/arrays.npz"),
+        "scripts": ["scripts/max_batch.py"]
+        + library_files(
+            "specs.py",
+            "variants.py",
+            "data.py",
+            "record.py",
+            "io.py",
+            "process.py",
+            "adapters/__init__.py",
+        )
+        + [f"scripts/dlbench/adapters/{search['adapter']}.py"],
+    }
+
+
+def max_batch_outputs():
+    return [f"results/max_batch/{search}.json" for search in SEARCHES]
 
 
 def ops_env(wildcards):

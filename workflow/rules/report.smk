@@ -7,6 +7,7 @@ rule report:
         summary="results/tables/summary.parquet",
         epochs="results/tables/epochs.parquet",
         ops="results/tables/ops.parquet",
+        max_batch="results/tables/max_batch.parquet",
     output:
         html="results/report/report.html",
         pdf="results/report/report.pdf",

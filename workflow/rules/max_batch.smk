@@ -1,0 +1,20 @@
+rule max_batch:
+    input:
+        unpack(max_batch_inputs),
+    output:
+        result="results/max_batch/{search}.json",
+    log:
+        "logs/max_batch/{search}.log",
+    conda:
+        lambda wildcards: f"../../{env_file(search_of(wildcards)['env'])}"
+    # Timed-job rules: all cores, and the GPU for GPU searches, so probes never share memory with another job.
+    threads: workflow.cores
+    resources:
+        gpu=lambda wildcards: int(search_of(wildcards)["device"] == "gpu"),
+    params:
+        python=lambda wildcards: env_python(search_of(wildcards)["env"]),
+        search=lambda wildcards: json.dumps(search_of(wildcards), sort_keys=True),
+        framework_threads=min(workflow.cores, os.cpu_count()),
+    shell:
+        "{params.python} scripts/max_batch.py --search {params.search:q} --dataset-dir $(dirname {input.meta})"
+        " --env-description {input.env} --threads {params.framework_threads} --out {output.result} > {log} 2>&1"
