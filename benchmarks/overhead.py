@@ -5,14 +5,17 @@
     --against telemetry  the adapter with the telemetry sampler at --rate Hz vs without it: what does sampling cost?
 
 Both sides train the same model (--model: LeNet on 28x28x1 images, or ResNet-20 on 32x32x3) on the same --images
-synthetic images in batches of --batch-size with Adam on the same threads,
-each in its own fresh process (as the workflow runs them), alternating sides over several rounds; each process
-reports the median of its epochs after warm-up, and the ratio of the medians over rounds is printed (1.00 = no
-overhead; above 1 the first side is faster). Two networks in one process disturb each other's speed. Run from
-the repository root with the driver:
+synthetic images in batches of --batch-size with Adam on the same threads. Against bare, each side runs in its own
+fresh process (as the workflow runs them; two networks in one process disturb each other's speed), alternating
+sides over --rounds rounds; each process reports the median of its epochs after warm-up, and the ratio of the
+medians over rounds is printed (1.00 = no overhead; above 1 the first side is faster). Against telemetry, the two
+sides are the same network, so each process alternates epochs without and with the sampler (in ABBA order, which
+cancels drift) and reports the median ratio of paired epoch times: run-to-run noise between processes, about +-4%
+on a shared 2-core machine, would hide a sub-1% cost. Run from the repository root with the driver:
 
     .venv/bin/python benchmarks/overhead.py --against bare [--stacks torch-2.13 ...] [--rounds 3] [--trials 7]
     .venv/bin/python benchmarks/overhead.py --against bare --model resnet20 --batch-size 128 --images 2048
+    .venv/bin/python benchmarks/overhead.py --against telemetry --trials 20 --images 8192
 
 It builds (or reuses) each stack's CPU venv under .venvs and runs itself there with --inside.
 """
@@ -20,6 +23,7 @@ It builds (or reuses) each stack's CPU venv under .venvs and runs itself there w
 import argparse
 import importlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -36,13 +40,13 @@ INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3)}
 
 
 def measure(adapter_name, variant, mode, args):
-    """Median training images/s of `trials` epochs after warm-up: the adapter (`harness`), the adapter with the
-    telemetry sampler running (`telemetry`), or the bare loop (`bare`)."""
+    """Median training images/s of `trials` epochs after warm-up: the adapter (`harness`) or the bare loop
+    (`bare`); or (`telemetry`) the adapter's epochs alternating without and with the sampler, with the median
+    ratio of paired epoch times."""
     import numpy as np
     from dlbench import specs
     from dlbench.clock import timed
     from dlbench.data import epoch_order
-    from dlbench.telemetry import Sampler
 
     adapter = importlib.import_module(f"dlbench.adapters.{adapter_name}")
     adapter.configure("cpu", args.threads, 0)
@@ -54,7 +58,7 @@ def measure(adapter_name, variant, mode, args):
     if mode in ("harness", "telemetry"):
         spec = specs.model_spec(args.model, 10)
         experiment = {"device": "cpu", "variant": variant, "optimizer": "adam", "learning_rate": LEARNING_RATE,
-                      "momentum": 0.9, "weight_decay": 0.0}  # fmt: skip
+                      "momentum": 0.9, "weight_decay": 0.0, "data_placement": "device"}  # fmt: skip
         model = adapter.build(spec, shape, specs.initial_weights(spec, shape, 0), experiment)
         staged = adapter.stage(arrays, experiment)
 
@@ -63,15 +67,38 @@ def measure(adapter_name, variant, mode, args):
 
     else:
         epoch = importlib.import_module(f"bare.{adapter_name}").make_epoch(arrays, batch, LEARNING_RATE, args.model)
-    sampler = Sampler(args.rate).start() if mode == "telemetry" else None
-    seconds = []
-    for trial in range(WARMUP + args.trials):
-        _, elapsed = timed(lambda: adapter.sync("cpu"), epoch, epoch_order(args.images, batch, 0, trial))
-        seconds.append(elapsed)
-    if sampler:
-        sampler.stop()
-    images = len(epoch_order(args.images, batch, 0, 0))
-    return {"framework_version": adapter.version(), "images_per_s": images / statistics.median(seconds[WARMUP:])}
+    images, trial = len(epoch_order(args.images, batch, 0, 0)), iter(range(10**6))
+
+    def epoch_seconds(sampling=False):
+        from dlbench.telemetry import Sampler
+
+        sampler = Sampler(args.rate).start() if sampling else None
+        _, elapsed = timed(lambda: adapter.sync("cpu"), epoch, epoch_order(args.images, batch, 0, next(trial)))
+        if sampler:
+            sampler.stop()
+        return elapsed
+
+    for _ in range(WARMUP):
+        epoch_seconds()
+    result = {"framework_version": adapter.version()}
+    if mode != "telemetry":
+        return result | {"images_per_s": images / statistics.median(epoch_seconds() for _ in range(args.trials))}
+    without, with_sampler = [], []
+    for pair in range(args.trials):
+        for sampling in (False, True) if pair % 2 == 0 else (True, False):
+            (with_sampler if sampling else without).append(epoch_seconds(sampling))
+    ratios = sorted(a / b for a, b in zip(with_sampler, without))
+    return result | {"images_per_s": images / statistics.median(without),
+                     "sampling_images_per_s": images / statistics.median(with_sampler),
+                     "paired_ratios": ratios}  # fmt: skip
+
+
+def median_interval(values):
+    """The median and a distribution-free 95% interval for it: the order statistics n/2 -+ 0.98 sqrt(n)."""
+    ordered, half_width = sorted(values), 0.98 * math.sqrt(len(values))
+    low = max(0, math.floor(len(values) / 2 - half_width))
+    high = min(len(values) - 1, math.ceil(len(values) / 2 + half_width))
+    return statistics.median(ordered), ordered[low], ordered[high]
 
 
 def sampler_cost(rate, samples=5000):
@@ -113,7 +140,7 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--against", choices=["bare", "telemetry"], default="bare")
     parser.add_argument("--rate", type=float, default=10.0, help="telemetry sampling rate (Hz)")
-    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per side")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes (per side, against bare)")
     parser.add_argument("--model", choices=sorted(INPUT_SHAPES), default="lenet")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--images", type=int, default=4096, help="training images per epoch")
@@ -132,20 +159,32 @@ def main():
         per_sample, share = sampler_cost(args.rate)
         print(f"sampler without NVML: {per_sample * 1e6:.1f} us CPU per sample; at {args.rate:g} Hz "
               f"{share:.4%} of one core")  # fmt: skip
-    first, second = ("harness", "bare") if args.against == "bare" else ("harness", "telemetry")
-    print(f"{'stack':<20} {'variant':<8} {first + ' img/s':>16} {second + ' img/s':>16} {'ratio':>7}")
+        print(f"{'stack':<20} {'variant':<8} {'without img/s':>14} {'sampling img/s':>15} "
+              f"{'epoch time with / without: median of pairs [95% interval]':>58}")  # fmt: skip
+        pooled = []
+    else:
+        print(f"{'stack':<20} {'variant':<8} {'harness img/s':>16} {'bare img/s':>16} {'ratio':>7}")
     for name in args.stacks or stacks:
         entry = stacks[name]
         env_file = REPO / "envs" / f"{entry['env']['cpu']}.yaml"
         python = build_venv(env_file, venv_prefix(REPO / ".venvs", env_file)) / "bin" / "python"
         environment = dict(os.environ, **entry["environment"], OMP_NUM_THREADS=str(args.threads))
-        rates = {first: [], second: []}
+        if args.against == "telemetry":
+            for _ in range(args.rounds):
+                result = run_inside(python, environment, entry, "telemetry", args)
+                pooled += result["paired_ratios"]
+                print(f"{name:<20} {compiled_variant(entry):<8} {result['images_per_s']:>14,.1f} "
+                      f"{result['sampling_images_per_s']:>15,.1f} "
+                      f"{'%.4f [%.4f, %.4f]' % median_interval(result['paired_ratios']):>58}", flush=True)  # fmt: skip
+            continue
+        rates = {"harness": [], "bare": []}
         for round_index in range(args.rounds):
-            for mode in (first, second) if round_index % 2 == 0 else (second, first):
-                result = run_inside(python, environment, entry, mode, args)
-                rates[mode].append(result["images_per_s"])
-        a, b = statistics.median(rates[first]), statistics.median(rates[second])
+            for mode in ("harness", "bare") if round_index % 2 == 0 else ("bare", "harness"):
+                rates[mode].append(run_inside(python, environment, entry, mode, args)["images_per_s"])
+        a, b = statistics.median(rates["harness"]), statistics.median(rates["bare"])
         print(f"{name:<20} {compiled_variant(entry):<8} {a:>16,.1f} {b:>16,.1f} {a / b:>7.3f}", flush=True)
+    if args.against == "telemetry":
+        print(f"all {len(pooled)} pairs: {'%.4f [%.4f, %.4f]' % median_interval(pooled)}")
 
 
 if __name__ == "__main__":

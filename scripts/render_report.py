@@ -270,9 +270,9 @@ def provenance_markdown(runs):
     columns = {"stack": "stack", "framework_version": "framework version", "backend": "backend",
                "provenance_env_file": "env file", "provenance_env_file_sha256": "env file sha256",
                "provenance_packages_sha256": "packages sha256", "provenance_python": "Python",
-               "provenance_env_deployment": "deployment"}  # fmt: skip
-    stacks = runs.dropna(subset=["framework_version"]).drop_duplicates("stack").sort_values("stack")
-    rows = [[str(value)[:12] if "sha256" in key else value for key, value in row.items()]
+               "provenance_env_deployment": "deployment", "provenance_cuda": "CUDA", "provenance_cudnn": "cuDNN"}  # fmt: skip
+    stacks = runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values("stack")
+    rows = [["–" if pd.isna(value) else str(value)[:12] if "sha256" in key else value for key, value in row.items()]
             for row in stacks[list(columns)].to_dict("records")]  # fmt: skip
     table = markdown_table(list(columns.values()), rows)
     first = runs.iloc[0]

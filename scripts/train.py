@@ -21,7 +21,8 @@ from dlbench import data, specs  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process  # noqa: E402
-from dlbench.record import EPOCH_COLUMNS, NO_GPU_REASON, base_record, peak_rss_mb, utc_now, write_epochs_csv  # noqa: E402
+from dlbench.record import (EPOCH_COLUMNS, NO_GPU_REASON, base_record, cuda_libraries, peak_rss_mb, utc_now,  # noqa: E402
+                            write_epochs_csv)
 from dlbench.telemetry import Sampler, load_nvml, summarise  # noqa: E402
 
 def log(message):
@@ -35,9 +36,13 @@ def steady_throughput(images_per_epoch, epoch_seconds):
 
 
 def start_telemetry(experiment, record):
-    """The sampler for this run; on a GPU job with NVML, the GPU's name and driver go into the provenance."""
+    """The sampler for this run; on a GPU job the CUDA and cuDNN versions and, with NVML, the GPU's name and driver
+    go into the provenance."""
     nvml, reason = load_nvml() if experiment["device"] == "gpu" else (None, NO_GPU_REASON)
     record["gpu_fields_reason"] = reason
+    if experiment["device"] == "gpu":
+        cuda, cudnn = cuda_libraries()
+        record["provenance"].update(cuda=cuda, cudnn=cudnn)
     if nvml:
         handle = nvml.nvmlDeviceGetHandleByIndex(0)
         record["provenance"].update(gpu=str(nvml.nvmlDeviceGetName(handle)),

@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from dlbench import telemetry
+from dlbench import record, telemetry
 from fake_nvml import FakeNVML
 
 
@@ -64,3 +64,20 @@ def test_load_nvml_without_the_library_gives_a_reason(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_pynvml)
     assert telemetry.load_nvml() == (None, "nvidia-ml-py (pynvml) is not installed in this env")
+
+
+class Wheel:
+    """An installed distribution as importlib.metadata describes it."""
+
+    def __init__(self, name, version):
+        self.metadata, self.version = {"Name": name}, version
+
+
+@pytest.mark.parametrize(("wheels", "expected"), [
+    ([("torch", "2.13.0"), ("nvidia-cuda-runtime-cu12", "12.8.90"), ("nvidia_cudnn_cu12", "9.10.2.21")],
+     ("12.8.90", "9.10.2.21")),
+    ([("mxnet-cu112", "1.9.1"), ("numpy", "1.23.5")], ("11.2", None)),
+    ([("tensorflow-cpu", "2.21.0")], (None, None)),
+])  # fmt: skip
+def test_cuda_and_cudnn_versions_come_from_the_envs_wheels(wheels, expected):
+    assert record.cuda_libraries([Wheel(*wheel) for wheel in wheels]) == expected

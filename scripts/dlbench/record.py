@@ -9,8 +9,10 @@ import hashlib
 import json
 import os
 import platform
+import re
 import resource
 import subprocess
+from importlib import metadata
 from pathlib import Path
 
 from .io import write_text_atomic
@@ -55,6 +57,26 @@ def workflow_commit(repo):
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def cuda_libraries(distributions=None):
+    """(CUDA runtime, cuDNN) versions of this env, from its installed wheels, None where unknown. The CUDA builds
+    of torch, TensorFlow and JAX load pip's nvidia-cuda-runtime-cuXX and nvidia-cudnn-cuXX wheels; MXNet's wheel
+    name (mxnet-cu112) carries its CUDA version, and the cuDNN it bundles is not exposed."""
+    names = {re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower(): dist.version
+             for dist in (distributions if distributions is not None else metadata.distributions())}  # fmt: skip
+
+    def installed(pattern):
+        """(name, version) of the first installed wheel whose name matches, or (None, None)."""
+        return next(((name, version) for name, version in sorted(names.items()) if re.fullmatch(pattern, name)),
+                    (None, None))  # fmt: skip
+
+    cuda, cudnn = installed(r"nvidia-cuda-runtime-cu\d+")[1], installed(r"nvidia-cudnn-cu\d+")[1]
+    mxnet = installed(r"mxnet-cu\d+")[0]
+    if cuda is None and mxnet:
+        digits = mxnet.removeprefix("mxnet-cu")
+        cuda = f"{digits[:-1]}.{digits[-1]}"
+    return cuda, cudnn
 
 
 def peak_rss_mb():

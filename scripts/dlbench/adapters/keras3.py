@@ -44,6 +44,9 @@ def stage(arrays, experiment):
     since fit on TensorFlow reads through tf.data on the host: envs/stacks.yaml)."""
     if experiment["data_placement"] == "host":
         return arrays
+    if keras.backend.backend() == "tensorflow" and experiment["device"] == "gpu":
+        raise ValueError("Keras on TensorFlow reads fit's arrays through tf.data on the host: device-staged data is "
+                         "not what would run on a GPU (use data_placement host)")  # fmt: skip
     return {key: keras.ops.convert_to_tensor(value) for key, value in arrays.items()}
 
 
