@@ -22,6 +22,7 @@ It builds (or reuses) each stack's CPU venv under .venvs and runs itself there w
 
 import argparse
 import importlib
+import itertools
 import json
 import math
 import os
@@ -47,6 +48,7 @@ def measure(adapter_name, variant, mode, args):
     from dlbench import specs
     from dlbench.clock import timed
     from dlbench.data import epoch_order
+    from dlbench.telemetry import Sampler
 
     adapter = importlib.import_module(f"dlbench.adapters.{adapter_name}")
     adapter.configure("cpu", args.threads, 0)
@@ -67,11 +69,9 @@ def measure(adapter_name, variant, mode, args):
 
     else:
         epoch = importlib.import_module(f"bare.{adapter_name}").make_epoch(arrays, batch, LEARNING_RATE, args.model)
-    images, trial = len(epoch_order(args.images, batch, 0, 0)), iter(range(10**6))
+    images, trial = len(epoch_order(args.images, batch, 0, 0)), itertools.count()
 
     def epoch_seconds(sampling=False):
-        from dlbench.telemetry import Sampler
-
         sampler = Sampler(args.rate).start() if sampling else None
         _, elapsed = timed(lambda: adapter.sync("cpu"), epoch, epoch_order(args.images, batch, 0, next(trial)))
         if sampler:

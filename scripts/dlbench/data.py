@@ -41,12 +41,16 @@ def channel_stats(images):
     return scaled.mean(axis=(0, 1, 2)).tolist(), np.where(std > 0, std, 1.0).tolist()
 
 
+def batch_slices(count, batch_size):
+    """The slices of `count` indices that make whole batches (every adapter's step loop walks these)."""
+    return [slice(start, start + batch_size) for start in range(0, count - batch_size + 1, batch_size)]
+
+
 def host_batches(images, labels, order, batch_size):
     """The batches of `order` gathered from host arrays, for data_placement `host`: the dataset stays in NumPy and
     each step hands its batch to the framework (as a loader does without worker processes)."""
-    for start in range(0, len(order) - batch_size + 1, batch_size):
-        batch = order[start : start + batch_size]
-        yield images[batch], labels[batch]
+    for batch in batch_slices(len(order), batch_size):
+        yield images[order[batch]], labels[order[batch]]
 
 
 def epoch_order(num_examples, batch_size, seed, epoch):

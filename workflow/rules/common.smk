@@ -131,14 +131,16 @@ def matches(experiment, exclusion):
     )
 
 
+def placement_suffix(row):
+    """Device-staged data, the default, adds nothing to an id; host data adds `_host-data`."""
+    return "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
+
+
 def experiment_id(row):
-    """Readable and stable: device-staged data, the default, adds nothing to the id."""
-    placement = (
-        "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
-    )
+    """Readable and stable: every axis, in a fixed order."""
     return (
         f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
-        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement}"
+        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}"
     )
 
 
@@ -183,12 +185,9 @@ def experiment_table():
 
 
 def search_id(row):
-    placement = (
-        "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
-    )
     return (
         f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_{row['optimizer']}"
-        f"_{row['variant']}{placement}"
+        f"_{row['variant']}{placement_suffix(row)}"
     )
 
 

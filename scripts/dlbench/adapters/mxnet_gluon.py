@@ -63,9 +63,8 @@ def batches(staged, order, batch_size):
             yield mx.nd.array(images, ctx=ctx), mx.nd.array(labels, ctx=ctx)
         return
     indices = mx.nd.array(order, ctx=ctx, dtype="int64")
-    for start in range(0, len(order) - batch_size + 1, batch_size):
-        batch = indices[start : start + batch_size]
-        yield mx.nd.take(staged["train_x"], batch), mx.nd.take(staged["train_y"], batch)
+    for batch in data.batch_slices(len(order), batch_size):
+        yield mx.nd.take(staged["train_x"], indices[batch]), mx.nd.take(staged["train_y"], indices[batch])
 
 
 def test_batches(staged, batch_size):

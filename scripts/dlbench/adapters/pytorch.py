@@ -65,9 +65,8 @@ def batches(staged, order, batch_size, layout):
                    torch.from_numpy(labels).to(staged["device"]))  # fmt: skip
         return
     indices = torch.from_numpy(order).to(staged["device"])
-    for start in range(0, len(order) - batch_size + 1, batch_size):
-        batch = indices[start : start + batch_size]
-        yield staged["train_x"][batch].contiguous(memory_format=layout), staged["train_y"][batch]
+    for batch in data.batch_slices(len(order), batch_size):
+        yield staged["train_x"][indices[batch]].contiguous(memory_format=layout), staged["train_y"][indices[batch]]
 
 
 def test_batches(staged, batch_size, layout):

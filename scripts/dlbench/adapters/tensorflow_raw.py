@@ -234,8 +234,8 @@ def batch_calls(model, staged, order, batch_size):
             yield model["train_on"], (tf.constant(images), tf.constant(labels))
         return
     indices = tf.constant(order)
-    for start in range(0, len(order) - batch_size + 1, batch_size):
-        yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[start : start + batch_size])
+    for batch in data.batch_slices(len(order), batch_size):
+        yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
 
 
 def train_steps(model, calls):
