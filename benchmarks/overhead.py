@@ -51,7 +51,7 @@ def measure(adapter_name, variant, mode, args):
     from dlbench.telemetry import Sampler
 
     adapter = importlib.import_module(f"dlbench.adapters.{adapter_name}")
-    adapter.configure("cpu", args.threads, 0)
+    adapter.configure("cpu", args.threads, 0, mathmode.DEFAULT)
     rng, shape, batch = np.random.default_rng(0), INPUT_SHAPES[args.model], args.batch_size
     arrays = {"train_x": rng.normal(size=(args.images, *shape)).astype(np.float32),
               "train_y": rng.integers(0, 10, args.images).astype(np.int32),

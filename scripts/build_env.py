@@ -6,12 +6,19 @@ working directories that share the venv root). Standard library only: it runs be
 
     python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --venv-root .venvs --describe results/envs/x.json
     python3 scripts/build_env.py envs/driver.yaml --prefix .venv
+    python3 scripts/build_env.py --existing /opt/torch/.venv/bin/python --describe results/envs/existing-x.json
+
+An environment that already exists (a preinstalled venv, an HPC module's or a container's Python) is described,
+never changed: `check_existing` validates it (the workflow calls it before any job) and `describe` lists its
+packages with pip, or with importlib.metadata where it has no pip.
 """
 
 import argparse
 import contextlib
 import fcntl
 import hashlib
+import json
+import os
 import platform
 import shutil
 import subprocess
@@ -93,37 +100,79 @@ def build_venv(env_file, prefix):
         return prefix
 
 
+# Run by an env's own interpreter: the framework's version and the distributions installed, without pip.
+INSPECT = """import importlib, importlib.metadata as metadata, json, platform, sys
+module = sys.argv[1]
+version = importlib.import_module(module).__version__ if module else None
+packages = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata['Name']})
+print(json.dumps({"version": version, "python_version": platform.python_version(), "packages": packages}))
+"""
+
+
+def inspect(python, module=None, environment=None):
+    """{version of `module` as imported, python_version, packages} of the interpreter `python`."""
+    output = subprocess.run([str(python), "-c", INSPECT, module or ""], capture_output=True, text=True,
+                            env=dict(os.environ, **(environment or {})))  # fmt: skip
+    if output.returncode != 0:
+        tail = " | ".join(output.stderr.strip().splitlines()[-2:])
+        raise RuntimeError(f"`{python}` cannot import {module or 'its standard library'}: {tail}")
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def packages_sha256(packages):
+    return hashlib.sha256("\n".join(packages).encode()).hexdigest()
+
+
+def check_existing(python, module, declared_version, environment=None):
+    """The problem with using `python` for a stack whose framework imports as `module` at `declared_version` (a
+    release prefix, e.g. 2.13 matches 2.13.0), or None; and the inspection when there is none."""
+    if not (Path(python).is_file() and os.access(python, os.X_OK)):
+        return f"interpreter {python} does not exist or is not executable", None
+    try:
+        found = inspect(python, module, environment)
+    except RuntimeError as error:
+        return str(error), None
+    version = str(found["version"])
+    if version != declared_version and not version.startswith(declared_version + "."):
+        return f"{python} imports {module} {version}, but the stack declares version {declared_version}", None
+    return None, found
+
+
 def describe(env_file, python, deployment):
-    """What the env actually holds: interpreter, Python version, frozen packages and their hash."""
-    freeze = subprocess.run(
-        [python, "-m", "pip", "freeze", "--all"], check=True, capture_output=True, text=True
-    ).stdout.splitlines()
-    version = subprocess.run(
-        [python, "-c", "import platform; print(platform.python_version())"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    packages = sorted(line for line in freeze if line.strip())
+    """What the env actually holds: interpreter, Python version, frozen packages and their hash. An existing env
+    (no env file) is listed with pip freeze where it has pip, else with importlib.metadata."""
+    freeze = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True, text=True)
+    found = inspect(python)
+    packages = sorted(line for line in freeze.stdout.splitlines() if line.strip()) if freeze.returncode == 0 \
+        else found["packages"]  # fmt: skip
+    version = found["python_version"]
     return {
-        "env_file": str(env_file),
-        "env_file_sha256": file_sha256(env_file),
+        "env_file": str(env_file) if env_file else None,
+        "env_file_sha256": file_sha256(env_file) if env_file else None,
         "deployment": deployment,
         "python": str(python),
         "python_version": version,
         "packages": packages,
-        "packages_sha256": hashlib.sha256("\n".join(packages).encode()).hexdigest(),
+        "packages_sha256": packages_sha256(packages),
         "built_on": platform.node(),
     }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("env_file")
+    parser.add_argument("env_file", nargs="?", help="conda-format env file (not with --existing)")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--venv-root", help="build under this folder, in a subfolder named by the file's hash")
     where.add_argument("--prefix", help="build exactly here")
     where.add_argument("--current", action="store_true", help="describe the running interpreter (conda deployment)")
+    where.add_argument("--existing", help="describe this interpreter of an environment that already exists")
     parser.add_argument("--describe", help="write a JSON description of the env here")
     args = parser.parse_args()
-    if args.current:
+    if (args.env_file is None) != bool(args.existing):
+        parser.error("give an env file, or --existing PYTHON without one")
+    if args.existing:
+        python, deployment = args.existing, "existing"
+    elif args.current:
         python, deployment = sys.executable, "conda"
     else:
         prefix = Path(args.prefix) if args.prefix else venv_prefix(args.venv_root, args.env_file)

@@ -82,14 +82,14 @@ def run_probe(search, batch_size, arguments):
 
 def probe(search, dataset_dir, threads):
     """Train search['steps'] steps at search['batch_size'] in this process; the outcome as a dict."""
-    prepare_process(search["environment"], threads)
+    prepare_process(search["environment"], threads, search["math_mode"])
     import numpy as np
     from dlbench import data, specs
 
     adapter = importlib.import_module(f"dlbench.adapters.{search['adapter']}")
     device, batch, seed = search["device"], search["batch_size"], search["seed"]
     try:
-        adapter.configure(device, threads, seed)
+        adapter.configure(device, threads, seed, search["math_mode"])
         arrays, meta = data.load(dataset_dir)
         staged = adapter.stage(arrays, search)
         spec, shape = specs.model_spec(search["model"], meta["classes"]), tuple(meta["shape"])

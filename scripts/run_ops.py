@@ -110,7 +110,7 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     options = json.loads(args.options)
-    prepare_process(options["environment"], args.threads)
+    prepare_process(options["environment"], args.threads, options["math_mode"])
     env_description = json.loads(Path(args.env_description).read_text())
     record = {"stack": args.stack, "operator": args.operator, "device": args.device, "framework": None,
               "framework_version": None, "status": "ok", "error": None, "ceiling": None, "rows": [],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
-from dlbench import data, specs  # noqa: E402
+from dlbench import data, peaks, specs  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process  # noqa: E402
@@ -71,8 +71,12 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured)."""
     phases = record["phases_s"]
     record["framework_version"] = adapter.version()
+    if experiment["device"] == "gpu":  # what the framework itself reports wins over the env's wheels
+        reported = adapter.cuda_versions()
+        for key, version in zip(("cuda", "cudnn"), reported):
+            record["provenance"][key] = version or record["provenance"][key]
     device, seed, batch_size = experiment["device"], experiment["seed"], experiment["batch_size"]
-    record["engaged"].update(adapter.configure(device, threads, seed))
+    record["engaged"].update(adapter.configure(device, threads, seed, experiment["math_mode"]))
     log(f"{experiment['framework']} {record['framework_version']} on {device}: {record['engaged']}")
 
     def sync():
@@ -128,25 +132,39 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
     record["engaged"].update(adapter.engaged(model))  # read back after training: compiled graphs, XLA, breaks
     log(f"engaged: {record['engaged']}")
+    record.update(peaks.utilisation(record["flops_per_image"], record["train_images_per_s"], record["engaged"],
+                                    device, record["provenance"]["gpu"]))  # fmt: skip
     if experiment["measure_input_share"] and len(record["epoch_train_s"]) > 1:
         measure_input_share(adapter, model, staged, order, batch_size, record, sampler, sync)
     record["status"] = "ok"
 
 
+def input_share(fixed_seconds, steady_seconds):
+    """(share, [low, high]): 1 - median fixed-batch epoch / median steady epoch, and the range of that ratio over
+    every pairing of a fixed-batch epoch with a steady one, so the noise of single epochs is stated beside it (a
+    share below zero that the range does not exclude from zero is noise, not input work)."""
+    share = 1 - statistics.median(fixed_seconds) / statistics.median(steady_seconds)
+    return share, [1 - max(fixed_seconds) / min(steady_seconds), 1 - min(fixed_seconds) / max(steady_seconds)]
+
+
 def measure_input_share(adapter, model, staged, order, batch_size, record, sampler, sync):
-    """The share of a steady epoch spent on input work that compute does not hide: time an epoch of the same
-    number of steps on one batch assembled and placed before the clock starts (after one untimed step, which
-    traces the step for that batch where a framework needs to), and compare it with the steady epochs. Run after
-    the last evaluation, so the updates it makes change no reported result."""
+    """The share of a steady epoch spent on input work that compute does not hide: time as many epochs as there
+    were steady ones, each of the same number of steps on one batch assembled and placed before the clock starts
+    (after one untimed step, which traces the step for that batch where a framework needs to), and compare them
+    with the steady epochs. Run after the last evaluation, so the updates they make change no reported result."""
     run = adapter.fixed_batch_steps(model, staged, order, batch_size)
     sampler.mark("fixed-batch warm-up")
     timed(sync, run, 1)
-    sampler.mark("fixed-batch epoch")
-    _, seconds = timed(sync, run, len(order) // batch_size)
-    steady = statistics.median(record["epoch_train_s"][1:])
-    record.update(fixed_batch_epoch_s=seconds, input_share=1 - seconds / steady, input_share_covers=adapter.INPUT_WORK)
-    log(f"input share {record['input_share']:.1%}: fixed-batch epoch {seconds:.3f}s vs steady epoch {steady:.3f}s "
-        f"(removed: {adapter.INPUT_WORK})")  # fmt: skip
+    fixed = []
+    for index in range(len(record["epoch_train_s"]) - 1):
+        sampler.mark(f"fixed-batch epoch {index + 1}")
+        fixed.append(timed(sync, run, len(order) // batch_size)[1])
+    steady = record["epoch_train_s"][1:]
+    share, interval = input_share(fixed, steady)
+    record.update(fixed_batch_epochs_s=fixed, fixed_batch_epoch_s=statistics.median(fixed), input_share=share,
+                  input_share_interval=interval, input_share_covers=adapter.INPUT_WORK)  # fmt: skip
+    log(f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {fixed} s vs steady "
+        f"epochs {steady} s (removed: {adapter.INPUT_WORK})")  # fmt: skip
 
 
 def main():
@@ -164,7 +182,7 @@ def main():
     record = base_record(experiment, env_description, SCRIPTS.parent)
     record["provenance"]["threads"] = args.threads
     epoch_rows = []
-    prepare_process(experiment["environment"], args.threads)
+    prepare_process(experiment["environment"], args.threads, experiment["math_mode"])
     log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}")
     sampler, adapter = start_telemetry(experiment, record), None
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from dlbench import specs  # noqa: E402
+from dlbench import mathmode, specs  # noqa: E402
 
 CLASSES = 10
 # Small inputs keep CI fast; the ImageNet ResNets and VGG-16 run at 32x32 (their counts at 224 are in test_specs).
@@ -111,7 +111,7 @@ def save_weights(path, weights):
 def main():
     adapter = importlib.import_module(f"dlbench.adapters.{sys.argv[1]}")
     declared, out = sys.argv[2].split(","), Path(sys.argv[3])
-    adapter.configure("cpu", 1, 0)
+    adapter.configure("cpu", 1, 0, mathmode.DEFAULT)
     results = []
     for name, shape in CASES:
         spec = model_spec(name, CLASSES)

@@ -22,7 +22,7 @@ def experiment(**changes):
            "framework": "torch", "backend": "eager", "adapter": "pytorch", "dataset": "digits", "model": "mlp",
            "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "weight_decay": 0.0,
            "epochs": 3, "variant": "eager", "data_placement": "device", "rep": 1, "seed": 1, "target_accuracy": 0.9,
-           "telemetry_hz": 10, "measure_input_share": True,
+           "telemetry_hz": 10, "measure_input_share": True, "math_mode": {"tf32": True, "autotune": True},
            "environment": {}}  # fmt: skip
     return row | changes
 

@@ -2,11 +2,15 @@
 
 import os
 
+from . import mathmode
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def prepare_process(environment, threads):
-    """Thread-count variables (read by the frameworks' runtimes at import) and the stack's own variables."""
+def prepare_process(environment, threads, math_mode):
+    """Thread-count variables and the math-mode policy's variables (read by the frameworks' runtimes at import),
+    then the stack's own variables."""
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
+    os.environ.update(mathmode.environment(math_mode))
     os.environ.update(environment)

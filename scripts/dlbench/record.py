@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .io import write_text_atomic
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
     "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "data_placement", "rep", "seed",
@@ -126,14 +126,21 @@ def base_record(experiment, env_description, repo):
         final_test_accuracy=None,
         final_test_loss=None,
         loss_curve=[],
+        fixed_batch_epochs_s=[],
         fixed_batch_epoch_s=None,
         input_share=None,
+        input_share_interval=None,
         input_share_covers=None,
         host_rss_peak_mb=None,
         cpu_utilisation_mean=None,
         telemetry_hz=experiment.get("telemetry_hz"),
         parameters=None,
         flops_per_image=None,
+        train_flops_per_s=None,
+        mfu_precision=None,
+        peak_flops_per_s=None,
+        peak_flops_source=None,
+        model_flops_utilisation=None,
         engaged={},
         gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "the run ended before telemetry started",
         **{key: None for key in GPU_FIELDS},

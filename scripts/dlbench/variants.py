@@ -44,11 +44,11 @@ def unsupported_reason(stack, variant, device, data_placement="device"):
     """Why a stack (its envs/stacks.yaml entry) cannot run this variant with this data placement on this device;
     None when it can.
 
-    `unsupported` keys are a mode or modifier (`xla`, `amp`, ...) or a data placement (`device-data`,
-    `host-data`), optionally `<key> on <device>`."""
+    `unsupported` keys are a whole variant (`eager-amp`), a mode or modifier (`xla`, `amp`, ...) or a data
+    placement (`device-data`, `host-data`), optionally `<key> on <device>`."""
     reasons = stack.get("unsupported", {})
     parsed = parse(variant)
-    keys = [parsed.mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
+    keys = [variant, parsed.mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
     keys.append(f"{data_placement}-data")
     for key in keys:
         for candidate in (f"{key} on {device}", key):

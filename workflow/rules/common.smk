@@ -14,7 +14,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from build_env import venv_prefix  # noqa: E402
+from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
 from dlbench.catalog import dataset_info  # noqa: E402
 from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
 from dlbench.variants import unsupported_reason  # noqa: E402
@@ -117,11 +117,57 @@ def check_config():
         with_ops = [name for name, entry in STACKS.items() if entry.get("ops_adapter")]
         if stack not in with_ops:
             refuse("ops.stacks", stack, with_ops)
+    for grid in grids():
+        for stack, device in itertools.product(grid["stack"], grid["device"]):
+            if stack not in config["existing_envs"] and not STACKS[stack]["env"].get(device):
+                raise WorkflowError(
+                    f"config error in `existing_envs`: stack {stack} has no env file for {device} in "
+                    f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
+                    f"existing_envs: {{{stack}: /path/to/bin/python}}"
+                )
     if "gpu" in axis_values("device") + config["ops"]["devices"] and not gpu_present():
         raise WorkflowError(
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
             "(`nvidia-smi -L` lists none). Allowed here: cpu"
         )
+
+
+def check_existing_envs():
+    """{stack: packages hash} of each existing environment, validated before any job: the interpreter runs,
+    imports the stack's framework at the stack's declared version (with the stack's variables set)."""
+    if config["existing_envs"] and USE_CONDA:
+        raise WorkflowError(
+            "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
+            "drop --sdm conda or the `existing_envs` entries"
+        )
+    hashes = {}
+    for stack, python in config["existing_envs"].items():
+        if stack not in STACKS:
+            refuse("existing_envs", stack, STACKS)
+        entry = STACKS[stack]
+        problem, found = check_existing(
+            python, entry["framework"], entry["version"], entry["environment"]
+        )
+        if problem:
+            raise WorkflowError(f"config error in `existing_envs.{stack}`: {problem}")
+        hashes[stack] = packages_sha256(found["packages"])
+        print(
+            f"stack {stack} runs in the existing environment of {python} "
+            f"({entry['framework']} {found['version']})",
+            file=sys.stderr,
+        )
+    return hashes
+
+
+def existing_env_name(stack):
+    return f"existing-{stack}"
+
+
+def stack_env(stack, device):
+    """The env a stack's jobs on this device run in: an existing one named in the config, else its env file's."""
+    if stack in config["existing_envs"]:
+        return existing_env_name(stack)
+    return STACKS[stack]["env"][device]
 
 
 def matches(experiment, exclusion):
@@ -162,13 +208,14 @@ def experiment_table():
             framework=stack["framework"],
             backend=stack["backend"],
             adapter=stack["adapter"],
-            env=stack["env"][row["device"]],
+            env=stack_env(row["stack"], row["device"]),
             environment=stack["environment"],
             momentum=config["momentum"],
             weight_decay=config["weight_decay"],
             target_accuracy=config["target_accuracy"],
             telemetry_hz=config["telemetry_hz"],
             measure_input_share=config["measure_input_share"],
+            math_mode=config["math_mode"],
         )
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
@@ -203,7 +250,8 @@ def max_batch_searches():
         if options["stacks"] and row["stack"] not in options["stacks"]:
             continue
         search = {key: row[key] for key in (*AXES, "framework", "backend", "adapter", "env", "environment",
-                                            "momentum", "weight_decay") if key not in ("batch_size", "epochs")}  # fmt: skip
+                                            "momentum", "weight_decay", "math_mode")
+                  if key not in ("batch_size", "epochs")}  # fmt: skip
         search.update(
             {key: options[key] for key in ("start", "limit", "resolution", "steps")},
             seed=config["seed"],
@@ -214,6 +262,7 @@ def max_batch_searches():
 
 
 check_config()
+EXISTING_ENVS = check_existing_envs()
 EXPERIMENTS = experiment_table()
 SEARCHES = max_batch_searches()
 REPEATS = range(1, config["repeats"] + 1)
@@ -225,9 +274,10 @@ OPS_JOBS = [
 ]
 ENVS = sorted(
     {row["env"] for row in EXPERIMENTS.values()}
-    | {STACKS[stack]["env"][device] for stack, device, _ in OPS_JOBS}
+    | {stack_env(stack, device) for stack, device, _ in OPS_JOBS}
     | {"tools"}
 )
+BUILT_ENVS = [env for env in ENVS if not env.startswith(existing_env_name(""))]
 
 
 def regex_alternatives(names):
@@ -248,7 +298,10 @@ def env_description(env):
 
 
 def env_python(env):
-    """The interpreter a job of this env runs: the env's venv, or the active conda env's `python`."""
+    """The interpreter a job of this env runs: an existing env's, the env's venv, or the active conda env's."""
+    existing = {existing_env_name(stack): python for stack, python in config["existing_envs"].items()}
+    if env in existing:
+        return existing[env]
     if USE_CONDA:
         return "python"
     return str(venv_prefix(config["venv_root"], env_file(env)) / "bin" / "python")
@@ -334,7 +387,7 @@ def max_batch_outputs():
 
 
 def ops_env(wildcards):
-    return STACKS[wildcards.stack]["env"][wildcards.device]
+    return stack_env(wildcards.stack, wildcards.device)
 
 
 def ops_conda_env(wildcards):
@@ -366,7 +419,12 @@ def ops_options(wildcards):
         )
     }
     return json.dumps(
-        dict(sweep, adapter=stack["ops_adapter"], environment=stack["environment"]),
+        dict(
+            sweep,
+            adapter=stack["ops_adapter"],
+            environment=stack["environment"],
+            math_mode=config["math_mode"],
+        ),
         sort_keys=True,
     )
 

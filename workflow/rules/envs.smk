@@ -1,4 +1,6 @@
 rule build_env:
+    wildcard_constraints:
+        env=regex_alternatives(BUILT_ENVS),
     input:
         env_file="envs/{env}.yaml",
         builder="scripts/build_env.py",
@@ -14,3 +16,16 @@ rule build_env:
     shell:
         "{params.python} {input.builder} {input.env_file} {params.where}"
         " --describe {output.description} > {log} 2>&1"
+
+
+rule describe_existing_env:
+    output:
+        description="results/envs/existing-{stack}.json",
+    log:
+        "logs/envs/existing-{stack}.log",
+    params:
+        python=lambda wildcards: config["existing_envs"][wildcards.stack],
+        # a changed environment (an upgraded package) describes it anew and reruns its stack's jobs
+        packages_sha256=lambda wildcards: EXISTING_ENVS[wildcards.stack],
+    shell:
+        "{params.python} scripts/build_env.py --existing {params.python} --describe {output.description} > {log} 2>&1"

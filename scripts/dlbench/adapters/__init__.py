@@ -28,6 +28,8 @@ Each module imports its framework at import time (timed as the `imports` phase) 
     logits(model, images) -> np.ndarray       inference on host NHWC float32 images (equivalence tests)
     sync(device)                              wait for all queued device work
     allocator_peak_mb(device) -> float | None the framework allocator's peak (None on CPU or where unavailable)
+    cuda_versions() -> (str | None, str | None)  the CUDA and cuDNN versions the framework reports (None where it
+                                              reports none, e.g. a CPU build)
     is_oom(error) -> bool                     whether an exception is this framework's out-of-memory error
 
 Adapters that run the operator microbenchmarks (dlbench/ops.py; the `ops_adapter` of a stack in

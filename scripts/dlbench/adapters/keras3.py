@@ -4,18 +4,25 @@ Variants: eager is run_eagerly=True; graph the compiled step without XLA (Tensor
 without XLA); xla is jit_compile=True; -amp the mixed_float16 policy on GPU (Keras then scales the loss) and
 mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
 weights load unchanged; padding is "same" where that equals the spec's symmetric padding and explicit
-(ZeroPadding2D) where it does not (stride 2 on even sizes). fit slices the arrays (host or device: stage) into
-batches through Keras' own data adapter: that input path is part of what is measured.
+(ZeroPadding2D) where it does not (stride 2 on even sizes).
+
+Input: fit and predict read each epoch's batches, in the order every framework trains in, through the backend's
+own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
+its own order, and on JAX it converts a JAX array back to NumPy every epoch (keras/src/trainers/data_adapters/
+array_slicing.py), undoing device staging.
 """
 
 import keras
 import numpy as np
 
-from .. import specs, variants
-from . import OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from .. import data, mathmode, specs, variants
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "keras"
-INPUT_WORK = "the epoch's gather only (fit slices and hands over every batch in both epochs: a lower bound)"
+if keras.backend.backend() == "tensorflow":
+    INPUT_WORK = "gathering every batch in tf.data (its copy to the device stays in both epochs: a lower bound)"
+else:
+    INPUT_WORK = GATHER_AND_PLACE
 
 
 def version():
@@ -28,25 +35,50 @@ def backend_version():
     return f"{backend} {module.__version__}"
 
 
-def configure(device, threads, seed):
+def configure(device, threads, seed, math_mode):
     keras.utils.set_random_seed(seed)
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+    return {"backend": keras.backend.backend(), "backend_version": backend_version(), "device_name": device,
+            **configure_backend(math_mode)}  # fmt: skip
 
-        for gpu in tf.config.list_physical_devices("GPU"):
-            tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
-    return {"backend": keras.backend.backend(), "backend_version": backend_version(), "device_name": device}
+
+def configure_backend(math_mode):
+    """The backend's own math-mode switches (mathmode.py), read back; TensorFlow's GPU memory growth."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if math_mode["tf32"] else "float32")
+        tf32 = jax.config.jax_default_matmul_precision == "tensorfloat32"
+        return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": mathmode.xla_autotune_engaged()}
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = math_mode["tf32"]
+        torch.backends.cudnn.benchmark = math_mode["autotune"]
+        tf32 = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": torch.backends.cudnn.benchmark}
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
+    tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": mathmode.tensorflow_autotune_engaged()}
 
 
 def stage(arrays, experiment):
-    """Host placement: the NumPy arrays, which fit slices and copies batch by batch. Device placement: backend
-    tensors on the training device (JAX arrays, which fit slices on the device; TensorFlow tensors on CPU only,
-    since fit on TensorFlow reads through tf.data on the host: envs/stacks.yaml)."""
+    """JAX: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by fit, one
+    batch ahead); device placement makes JAX arrays on the device (batches gathered there). TensorFlow: tensors in
+    host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml)."""
+    if keras.backend.backend() == "tensorflow":
+        if experiment["data_placement"] == "device" and experiment["device"] == "gpu":
+            raise ValueError("Keras on TensorFlow reads fit's input through tf.data on the host: device-staged data "
+                             "is not what would run on a GPU (use data_placement host)")  # fmt: skip
+        import tensorflow as tf
+
+        with tf.device("/CPU:0"):
+            return {key: tf.constant(value) for key, value in arrays.items()}
     if experiment["data_placement"] == "host":
         return arrays
-    if keras.backend.backend() == "tensorflow" and experiment["device"] == "gpu":
-        raise ValueError("Keras on TensorFlow reads fit's arrays through tf.data on the host: device-staged data is "
-                         "not what would run on a GPU (use data_placement host)")  # fmt: skip
     return {key: keras.ops.convert_to_tensor(value) for key, value in arrays.items()}
 
 
@@ -173,27 +205,56 @@ def take(array, indices):
     return array[indices] if isinstance(array, np.ndarray) else keras.ops.take(array, indices, axis=0)
 
 
+def feed(arrays, index_batches):
+    """fit's (or predict's) input: per batch of indices, the batch of each array, through the backend's own path
+    for in-memory data. JAX: a generator, gathering in NumPy (fit copies each batch to the device one batch ahead)
+    or on the device (fit takes JAX arrays as they are). TensorFlow: tf.data gathering each batch in parallel
+    with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
+    if keras.backend.backend() != "tensorflow":
+        return (tuple(take(array, indices) for array in arrays) for indices in index_batches)
+    import tensorflow as tf
+
+    indices = tf.data.Dataset.from_tensor_slices(np.asarray(index_batches))
+    tensors = tf.data.Dataset.from_tensors(tuple(arrays)).repeat()
+    gathered = tf.data.Dataset.zip((indices, tensors)).map(
+        lambda batch, data: tuple(tf.gather(array, batch) for array in data), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    return gathered.prefetch(tf.data.AUTOTUNE)
+
+
+def index_batches(order, batch_size):
+    return [order[batch] for batch in data.batch_slices(len(order), batch_size)]
+
+
+def fit_loss(model, batches):
+    return model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][-1]
+
+
 def train_epoch(model, staged, order, batch_size):
-    images, labels = take(staged["train_x"], order), take(staged["train_y"], order)
-    history = model.fit(images, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
-    return history.history["loss"][-1]
+    return fit_loss(model, feed((staged["train_x"], staged["train_y"]), index_batches(order, batch_size)))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    """fit over copies of the first batch, so the epoch's gather is gone; fit still slices and hands over each
-    batch itself, so the input share measured against this is a lower bound (INPUT_WORK)."""
-    repeated = np.resize(order[:batch_size], len(order))
-    images, labels = take(staged["train_x"], repeated), take(staged["train_y"], repeated)
+    """fit over the first batch, gathered (and, on JAX, placed on the device) before any timing, `steps` times."""
+    images, labels = (take(staged[key], order[:batch_size]) for key in ("train_x", "train_y"))
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
 
-    def run(steps):
-        fit = model.fit(images, labels, batch_size=batch_size, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0)
-        return fit.history["loss"][-1]
-
-    return run
+        return lambda steps: fit_loss(model, tf.data.Dataset.from_tensors((images, labels)).repeat(steps))
+    placed = keras.ops.convert_to_tensor(images), keras.ops.convert_to_tensor(labels)
+    return lambda steps: fit_loss(model, (placed for _ in range(steps)))
 
 
 def evaluate(model, staged, batch_size):
-    logits = np.asarray(model.predict(staged["test_x"], batch_size=batch_size, verbose=0), dtype=np.float64)
+    """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
+    JAX a generator of slices, so that device-staged data stays on the device."""
+    images, count = staged["test_x"], len(staged["test_y"])
+    if keras.backend.backend() == "tensorflow":
+        predicted = model.predict(images, batch_size=batch_size, verbose=0)
+    else:
+        predicted = model.predict(((images[start : start + batch_size],) for start in range(0, count, batch_size)),
+                                  verbose=0)  # fmt: skip
+    logits = np.asarray(predicted, dtype=np.float64)
     labels = np.asarray(staged["test_y"])
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -208,6 +269,26 @@ def logits(model, images):
 def sync(device):
     # fit and predict return host values, so no device work is pending when they return.
     pass
+
+
+def cuda_versions():
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        build = tf.sysconfig.get_build_info()
+        return build.get("cuda_version"), build.get("cudnn_version")
+    if backend == "torch":
+        import torch
+
+        return torch.version.cuda, str(torch.backends.cudnn.version() or "") or None
+    try:  # jaxlib's CUDA plugin reports the versions it loaded
+        from jax._src.lib import cuda_versions as loaded
+    except ImportError:
+        return None, None
+    if loaded is None:
+        return None, None
+    return str(loaded.cuda_runtime_get_version()), str(loaded.cudnn_get_version())
 
 
 def allocator_peak_mb(device):

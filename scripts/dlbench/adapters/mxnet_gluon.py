@@ -1,5 +1,7 @@
 """MXNet Gluon adapter. Variants: eager (imperative), graph (hybridize with static_alloc and static_shape), -nhwc
-(layout NHWC for convolutions, pooling and batch norm; conv kernels OHWI). Layout NCHW otherwise, neutral weights
+(layout NHWC for convolutions, pooling and batch norm; conv kernels OHWI), -amp (GPU only: MXNet's own AMP,
+mx.contrib.amp, float16 compute with float32 master weights and dynamic loss scaling; amp.init patches the
+operators of the whole process, which is one run's). Layout NCHW otherwise, neutral weights
 converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) rescales summed gradients by
 1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
 """
@@ -9,8 +11,9 @@ import itertools
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
+from mxnet.contrib import amp
 
-from .. import data, specs, variants
+from .. import data, mathmode, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "mxnet"
@@ -25,12 +28,15 @@ def context(device):
     return mx.gpu(0) if device == "gpu" else mx.cpu()
 
 
-def configure(device, threads, seed):
+def configure(device, threads, seed, math_mode):
     mx.random.seed(seed)
     if device == "gpu" and mx.context.num_gpus() == 0:
         raise RuntimeError("device gpu requested but MXNet sees no GPU (is this the mxnet-cu112 env?)")
-    # MXNet reads OMP_NUM_THREADS at import; train.py sets it before the import.
-    return {"omp_threads": threads, "device_name": str(context(device))}
+    # MXNet reads OMP_NUM_THREADS and its math-mode variables (mathmode.environment) from the environment, set by
+    # the runner before the import: what is read back here is what MXNet read.
+    return {"omp_threads": threads, "device_name": str(context(device)),
+            "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
+            "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1")}  # fmt: skip
 
 
 def image_axes(channels_last):
@@ -202,10 +208,14 @@ def make_trainer(params, experiment):
 
 def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
-    if variant.mode not in ("eager", "graph") or variant.mixed_precision:
-        raise ValueError(f"mxnet adapter runs eager and graph, optionally -nhwc, not {variant.name!r}")
+    if variant.mode not in ("eager", "graph"):
+        raise ValueError(f"mxnet adapter runs eager and graph, optionally -nhwc and -amp, not {variant.name!r}")
     if variant.channels_last and experiment["device"] == "cpu":
         raise ValueError("MXNet 1.9's CPU convolutions take NCHW only: -nhwc runs on gpu")
+    if variant.mixed_precision and experiment["device"] == "cpu":
+        raise ValueError("MXNet 1.9's CPU (oneDNN) has no bfloat16 training kernels here: -amp runs on gpu")
+    if variant.mixed_precision:
+        amp.init(target_dtype="float16")  # before the network exists: it patches the operators it will call
     ctx, leaves = context(experiment["device"]), []
     network = sequential(spec, input_shape, variant.channels_last, leaves)
     network.initialize(ctx=ctx)
@@ -218,7 +228,10 @@ def build(spec, input_shape, weights, experiment):
     if variant.mode == "graph":
         network.hybridize(static_alloc=True, static_shape=True)
     trainable = [param for param in network.collect_params().values() if param.grad_req != "null"]
-    return {"network": network, "trainer": make_trainer(trainable, experiment), "leaves": leaves,
+    trainer = make_trainer(trainable, experiment)
+    if variant.mixed_precision:
+        amp.init_trainer(trainer)  # dynamic loss scaling; the step skips updates whose gradients overflowed
+    return {"network": network, "trainer": trainer, "leaves": leaves,
             "loss": gluon.loss.SoftmaxCrossEntropyLoss(), "variant": variant, "ctx": ctx}  # fmt: skip
 
 
@@ -240,23 +253,32 @@ def weights(model, spec, input_shape):
 
 
 def engaged(model):
-    """What ran, read back: whether hybridize built its cached graph, the parameters' dtype, the layout."""
-    network, variant = model["network"], model["variant"]
+    """What ran, read back: whether hybridize built its cached graph, the parameters' dtype, the dtype a dense layer's
+    matmul computes in (AMP casts its inputs to float16), the layout, loss scaling."""
+    network, variant, ctx = model["network"], model["variant"], model["ctx"]
     dtype = next(iter(network.collect_params().values())).dtype
+    probe = mx.nd.zeros((1, 2), ctx=ctx)
+    matmul_dtype = mx.nd.FullyConnected(probe, probe, no_bias=True, num_hidden=1).dtype
     return {"variant": variant.name, "graph": variant.mode == "graph",
             "hybridize": {"static_alloc": True, "static_shape": True} if variant.mode == "graph" else None,
             "cached_graph": getattr(network, "_cached_op", None) is not None, "dtype": np.dtype(dtype).name,
-            "matmul_dtype": np.dtype(dtype).name, "layout": "NHWC" if variant.channels_last else "NCHW"}  # fmt: skip
+            "matmul_dtype": np.dtype(matmul_dtype).name, "layout": "NHWC" if variant.channels_last else "NCHW",
+            "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler")}  # fmt: skip
 
 
 def train_steps(model, batches):
     """One training step per batch; the mean loss is read once, after the last step."""
     network, trainer, loss_fn = model["network"], model["trainer"], model["loss"]
+    scaled = model["variant"].mixed_precision
     total, steps = mx.nd.zeros((1,), ctx=model["ctx"]), 0
     for images, labels in batches:
         with autograd.record():
             loss = loss_fn(network(images), labels)
-        loss.backward()
+            if scaled:
+                with amp.scale_loss(loss, trainer) as scaled_loss:
+                    autograd.backward(scaled_loss)
+        if not scaled:
+            loss.backward()
         trainer.step(images.shape[0])
         total += loss.mean()
         steps += 1
@@ -291,6 +313,11 @@ def logits(model, images):
 
 def sync(device):
     mx.nd.waitall()
+
+
+def cuda_versions():
+    # MXNet reports whether it was built with CUDA and cuDNN, not which versions (record.cuda_libraries: the wheel).
+    return None, None
 
 
 def allocator_peak_mb(device):

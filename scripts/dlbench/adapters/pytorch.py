@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import data, specs, variants
+from .. import data, mathmode, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "torch"
@@ -24,12 +24,16 @@ def torch_device(device):
     return torch.device("cuda:0" if device == "gpu" else "cpu")
 
 
-def configure(device, threads, seed):
+def configure(device, threads, seed, math_mode):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("device gpu requested but torch.cuda.is_available() is False in this env")
-    return {"intra_op_threads": torch.get_num_threads(), "device_name": str(torch_device(device))}
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = math_mode["tf32"]
+    torch.backends.cudnn.benchmark = math_mode["autotune"]
+    tf32 = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    return {"intra_op_threads": torch.get_num_threads(), "device_name": str(torch_device(device)),
+            "tf32": mathmode.tf32_engaged(tf32), "conv_autotune": torch.backends.cudnn.benchmark}  # fmt: skip
 
 
 def memory_format(variant):
@@ -296,6 +300,11 @@ def logits(model, images):
 def sync(device):
     if device == "gpu":
         torch.cuda.synchronize()
+
+
+def cuda_versions():
+    cudnn = torch.backends.cudnn.version()
+    return torch.version.cuda, str(cudnn) if cudnn else None
 
 
 def allocator_peak_mb(device):

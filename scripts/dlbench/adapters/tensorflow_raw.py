@@ -1,15 +1,18 @@
 """TensorFlow adapter in plain TensorFlow ops (tf.nn, tf.Variable, fused optimiser kernels), no Keras.
 
 Variants: eager runs the step op by op; graph wraps the same step in tf.function; xla in tf.function with
-jit_compile=True. Layout NHWC, the neutral layout, so weights load unchanged; padding is explicit (TensorFlow's
-"SAME" would pad stride-2 convolutions on even sizes bottom/right only, unlike the spec).
+jit_compile=True; -amp computes in float16 (GPU) or bfloat16 (CPU) on float32 variables, as Keras' mixed
+policies do: each layer casts its weights to the compute dtype, batch-norm statistics and the loss stay float32,
+and float16 scales the loss dynamically (LossScale below, Keras' LossScaleOptimizer's rule). Layout NHWC, the
+neutral layout, so weights load unchanged; padding is explicit (TensorFlow's "SAME" would pad stride-2
+convolutions on even sizes bottom/right only, unlike the spec).
 """
 
 import itertools
 
 import tensorflow as tf
 
-from .. import data, specs, variants
+from .. import data, mathmode, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "tensorflow"
@@ -24,7 +27,8 @@ def device_name(device):
     return "/GPU:0" if device == "gpu" else "/CPU:0"
 
 
-def configure(device, threads, seed):
+def configure(device, threads, seed, math_mode):
+    tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.random.set_seed(seed)
@@ -34,7 +38,13 @@ def configure(device, threads, seed):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
     return {"intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "device_name": device_name(device)}  # fmt: skip
+            "device_name": device_name(device), **math_engaged()}  # fmt: skip
+
+
+def math_engaged():
+    """TensorFloat-32 as TensorFlow reports it; autotuning of cuDNN (graph, eager) and of XLA (xla) convolutions."""
+    return {"tf32": mathmode.tf32_engaged(tf.config.experimental.tensor_float_32_execution_enabled()),
+            "conv_autotune": mathmode.tensorflow_autotune_engaged()}  # fmt: skip
 
 
 def stage(arrays, experiment):
@@ -70,10 +80,12 @@ def plan(spec, input_shape, leaf_indices):
 
 
 class Network(tf.Module):
-    """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf)."""
+    """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf), computing
+    in `compute_dtype` (float32 variables are cast per call under mixed precision)."""
 
-    def __init__(self, spec, input_shape, weights):
+    def __init__(self, spec, input_shape, weights, compute_dtype=tf.float32):
         super().__init__()
+        self.compute_dtype = compute_dtype
         self.params = []
         for (layer, in_shape, _), arrays in zip(specs.leaves(spec, input_shape), weights):
             trainable = specs.parameter_shapes(layer, in_shape)[1]
@@ -81,7 +93,8 @@ class Network(tf.Module):
         self.steps = plan(spec, input_shape, iter(range(len(self.params))))
 
     def __call__(self, images, training):
-        return self.apply(self.steps, images, training)
+        logits = self.apply(self.steps, tf.cast(images, self.compute_dtype), training)
+        return tf.cast(logits, tf.float32)  # the loss and softmax in float32, as Keras' mixed policies do
 
     def apply(self, steps, x, training):
         for layer, first, second in steps:
@@ -99,11 +112,12 @@ class Network(tf.Module):
         return x
 
     def leaf(self, layer, in_shape, x, training, params):
+        if isinstance(layer, specs.BatchNorm):
+            return batch_norm(layer, x, training, *params)
+        params = [tf.cast(param, self.compute_dtype) for param in params]
         if isinstance(layer, specs.Conv):
             x = tf.nn.conv2d(x, params[0], [1, layer.stride, layer.stride, 1], spatial_padding(layer.padding))
             return x + params[1] if layer.bias else x
-        if isinstance(layer, specs.BatchNorm):
-            return batch_norm(layer, x, training, *params)
         if isinstance(layer, specs.Pool):
             if layer.padding:  # zeros: max pools follow a ReLU (specs.Pool)
                 x = tf.pad(x, spatial_padding(layer.padding))
@@ -121,19 +135,22 @@ class Network(tf.Module):
 
 
 def batch_norm(layer, x, training, gamma, beta, moving_mean, moving_variance):
+    """Statistics and normalisation in float32 whatever the compute dtype (Keras' BatchNormalization does the same
+    under mixed precision); the result in the input's dtype."""
+    dtype, x = x.dtype, tf.cast(x, tf.float32)
     if training:
         mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
         moving_mean.assign(moving_mean * layer.momentum + mean * (1 - layer.momentum))
         moving_variance.assign(moving_variance * layer.momentum + variance * (1 - layer.momentum))
     else:
         mean, variance = moving_mean, moving_variance
-    return tf.nn.batch_normalization(x, mean, variance, beta, gamma, layer.epsilon)
+    return tf.cast(tf.nn.batch_normalization(x, mean, variance, beta, gamma, layer.epsilon), dtype)
 
 
 def row_lstm(x, in_shape, kernel, recurrent, bias):
     """An LSTM over the image rows (unrolled: the row count is static); returns the last hidden state."""
     rows = tf.reshape(x, [-1, in_shape[0], in_shape[1] * in_shape[2]])
-    hidden = cell = tf.zeros([tf.shape(x)[0], recurrent.shape[0]])
+    hidden = cell = tf.zeros([tf.shape(x)[0], recurrent.shape[0]], x.dtype)
     for step in range(in_shape[0]):
         gates = tf.matmul(rows[:, step], kernel) + tf.matmul(hidden, recurrent) + bias
         input_gate, forget_gate, candidate, output_gate = tf.split(gates, 4, axis=1)
@@ -175,21 +192,59 @@ class Optimizer:
                 )
 
 
+class LossScale:
+    """Dynamic loss scaling for float16, Keras' LossScaleOptimizer rule: the loss is multiplied by the scale and the
+    gradients divided by it; a step whose gradients are not finite is skipped and halves the scale, and each run of
+    2,000 finite steps doubles it. The decision is a tf.cond on the device: no host read per step."""
+
+    INITIAL, GROWTH_STEPS = 2.0**15, 2000
+
+    def __init__(self):
+        self.scale = tf.Variable(self.INITIAL, trainable=False)
+        self.finite_steps = tf.Variable(0, trainable=False, dtype=tf.int64)
+
+    def apply(self, optimizer, scaled_gradients):
+        gradients = [gradient / self.scale for gradient in scaled_gradients]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(gradient)) for gradient in gradients])
+
+        def update():
+            optimizer.apply(gradients)
+            grow = self.finite_steps + 1 >= self.GROWTH_STEPS
+            self.scale.assign(tf.where(grow, self.scale * 2, self.scale))
+            self.finite_steps.assign(tf.where(grow, tf.constant(0, tf.int64), self.finite_steps + 1))
+
+        def skip():
+            self.scale.assign(self.scale / 2)
+            self.finite_steps.assign(0)
+
+        tf.cond(finite, update, skip)
+
+
 def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
-    if variant.mode not in ("eager", "graph", "xla") or variant.channels_last or variant.mixed_precision:
+    if variant.mode not in ("eager", "graph", "xla") or variant.channels_last:
         raise ValueError(f"tensorflow adapter runs eager, graph and xla, not {variant.name!r}")
+    if variant.mixed_precision and variant.mode == "eager":
+        raise ValueError("tensorflow adapter runs -amp compiled only (graph-amp, xla-amp): eager float16 would read "
+                         "the loss scale's decision back to the host every step")  # fmt: skip
+    compute_dtype = tf.as_dtype(variants.compute_dtype(variant, experiment["device"]))
     with tf.device(device_name(experiment["device"])):
-        network = Network(spec, input_shape, weights)
+        network = Network(spec, input_shape, weights, compute_dtype)
         variables = network.trainable_variables
         optimizer = Optimizer(variables, experiment)
+        loss_scale = LossScale() if compute_dtype == tf.float16 else None
         loss_sum = tf.Variable(0.0)  # accumulated inside the step: no extra eager op per step
 
     def train_on(images, labels):
         with tf.GradientTape() as tape:
             logits = network(images, training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-        optimizer.apply(tape.gradient(loss, variables))
+            scaled = loss * loss_scale.scale if loss_scale else loss
+        gradients = tape.gradient(scaled, variables)
+        if loss_scale:
+            loss_scale.apply(optimizer, gradients)
+        else:
+            optimizer.apply(gradients)
         loss_sum.assign_add(loss)
 
     def gather_and_train(images, labels, batch):
@@ -202,7 +257,7 @@ def build(spec, input_shape, weights, experiment):
     if variant.mode != "eager":
         steps = {name: tf.function(step, jit_compile=variant.mode == "xla") for name, step in steps.items()}
     return dict(steps, network=network, variables=variables, variant=variant, loss_sum=loss_sum, example=None,
-                device=device_name(experiment["device"]))
+                loss_scale=loss_scale, device=device_name(experiment["device"]))
 
 
 def parameter_count(model):
@@ -217,8 +272,9 @@ def engaged(model):
     """What ran, read back: for xla, whether the traced train step lowers to an XLA HLO module."""
     variant = model["variant"]
     result = {"variant": variant.name, "graph": variant.mode != "eager", "tf_function": variant.mode != "eager",
-              "xla": variant.mode == "xla", "dtype": model["variables"][0].dtype.name, "matmul_dtype": "float32",
-              "layout": "NHWC"}  # fmt: skip
+              "xla": variant.mode == "xla", "dtype": model["variables"][0].dtype.name,
+              "matmul_dtype": model["network"].compute_dtype.name, "layout": "NHWC",
+              "loss_scaling": model["loss_scale"] is not None}  # fmt: skip
     if variant.mode == "xla" and model["example"] is not None:
         step, arguments = model["example"]
         hlo = step.experimental_get_compiler_ir(*arguments)(stage="hlo")
@@ -280,6 +336,11 @@ def logits(model, images):
 
 def sync(device):
     tf.test.experimental.sync_devices()
+
+
+def cuda_versions():
+    build = tf.sysconfig.get_build_info()
+    return build.get("cuda_version"), build.get("cudnn_version")
 
 
 def allocator_peak_mb(device):
