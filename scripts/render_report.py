@@ -208,6 +208,7 @@ def resources_markdown(summary, runs):
     gpu = [("gpu_utilisation_mean_mean", 0, "GPU %"), ("gpu_utilisation_p95_mean", 0, "GPU % p95"),
            ("gpu_memory_peak_mb_mean", 0, "GPU MiB"), ("allocator_peak_mb_mean", 0, "allocator MiB"),
            ("gpu_power_mean_w_mean", 0, "W"), ("gpu_energy_per_image_j_mean", 4, "J/image")]  # fmt: skip
+    gpu.append(("model_flops_utilisation_mean", 3, "MFU"))
     for column, digits, title in gpu:
         if summary[column].notna().any():
             header.append(title)
@@ -224,6 +225,20 @@ def resources_markdown(summary, runs):
 ENGAGEMENT_CHECKS = {"graph": "graph", "xla": "XLA", "xla_compiled": "XLA HLO built", "cached_graph": "cached graph",
                      "compiled_graphs": "compiled graphs", "graph_breaks": "graph breaks",
                      "loss_scaling": "loss scaling"}  # fmt: skip
+
+
+def math_mode_markdown(runs):
+    """The math mode that ran, read back per run (engaged tf32 and conv_autotune): one line under every figure."""
+    ok = runs[runs["status"] == "ok"]
+    modes = {}
+    for _, row in ok.iterrows():
+        engaged = json.loads(row["engaged"])
+        mode = (f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
+                f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}")  # fmt: skip
+        modes.setdefault(mode, set()).add(f"{row['stack']} on {row['device']}")
+    parts = [f"{mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
+    return (f"*Math mode, as each framework applied it: {'; '.join(parts) or 'no finished run'}. On CPU neither "
+            "exists: float32 runs in float32.*\n")  # fmt: skip
 
 
 def engagement_markdown(runs):
@@ -350,7 +365,8 @@ def main():
     pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
               "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
               "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
-              "ops.md": ops_markdown(ops, build / "figures"), "max_batch.md": max_batch_markdown(searches)}  # fmt: skip
+              "ops.md": ops_markdown(ops, build / "figures"), "max_batch.md": max_batch_markdown(searches),
+              "math_mode.md": math_mode_markdown(runs)}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)
     document = build / "report.qmd"

@@ -41,6 +41,7 @@ CASES = [("constructs", (8, 8, 3))] + [(name, (28, 28, 1)) for name in ("mlp", "
     (name, (32, 32, 3)) for name in ("mlp", "lenet", "resnet20", "resnet56", "resnet18", "resnet50", "vgg16", "vgg16-cifar")
 ]
 STEP_BATCH, STEP_RATE = 8, 0.1
+MATH_OFF = {"tf32": False, "autotune": False}
 
 
 def scripted_oom():
@@ -111,7 +112,7 @@ def save_weights(path, weights):
 def main():
     adapter = importlib.import_module(f"dlbench.adapters.{sys.argv[1]}")
     declared, out = sys.argv[2].split(","), Path(sys.argv[3])
-    adapter.configure("cpu", 1, 0, mathmode.DEFAULT)
+    math_modes = {"default": adapter.configure("cpu", 1, 0, mathmode.DEFAULT)}
     results = []
     for name, shape in CASES:
         spec = model_spec(name, CLASSES)
@@ -147,12 +148,16 @@ def main():
                 unsupported[variant] = None
             except ValueError as refusal:
                 unsupported[variant] = str(refusal)
+    # Last, as it changes this process: the policy switched off, its variables set as the runner sets them.
+    os.environ.update(mathmode.environment(MATH_OFF))
+    math_modes["off"] = adapter.configure("cpu", 1, 0, MATH_OFF)
     oom, other = scripted_oom()
     oom_detection = {"oom": adapter.is_oom(oom), "other": adapter.is_oom(other)}
     (out / "probe.json").write_text(json.dumps({"framework": adapter.FRAMEWORK, "version": adapter.version(),
                                                 "results": results, "unsupported": unsupported,
                                                 "oom_detection": oom_detection, "placements": placements,
-                                                "input_work": adapter.INPUT_WORK}))  # fmt: skip
+                                                "input_work": adapter.INPUT_WORK,
+                                                "math_modes": math_modes}))  # fmt: skip
 
 
 if __name__ == "__main__":

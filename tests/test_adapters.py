@@ -199,3 +199,12 @@ def test_data_placements_and_fixed_batch_steps_train_alike(probes, stack):
         assert placements[case]["loss"] == pytest.approx(placements["device_epoch"]["loss"], rel=1e-5), case
         assert placements[case]["evaluation"] == pytest.approx(placements["device_epoch"]["evaluation"], rel=1e-5), case
     assert probes[stack][0]["input_work"]
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_the_math_mode_policy_is_applied_and_read_back(probes, stack):
+    """Every adapter applies the config's math mode with its framework's own switches and reads it back: on by
+    default (what practitioners run on a tensor-core GPU), off when the policy says so."""
+    math_modes = probes[stack][0]["math_modes"]
+    assert {key: math_modes["default"][key] for key in ("tf32", "conv_autotune")} == {"tf32": True, "conv_autotune": True}
+    assert {key: math_modes["off"][key] for key in ("tf32", "conv_autotune")} == {"tf32": False, "conv_autotune": False}

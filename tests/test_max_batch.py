@@ -55,7 +55,8 @@ def test_a_framework_out_of_memory_error_is_an_oom_probe(tmp_path, env_python):
                     str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
     search = {"stack": "torch-2.13", "adapter": "pytorch", "dataset": "synthetic-8x8x1", "model": "mlp",
               "device": "cpu", "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "weight_decay": 0.0,
-              "variant": "eager", "data_placement": "device", "environment": {}, "seed": 0, "steps": 2}  # fmt: skip
+              "variant": "eager", "data_placement": "device", "environment": {}, "seed": 0, "steps": 2,
+              "math_mode": {"tf32": True, "autotune": True}}  # fmt: skip
     outcomes = {}
     for batch in (16, 32):
         command = [str(env_python("torch-2.13-cpu")), str(REPO / "tests" / "oom_probe.py"), "--probe", "--search",

@@ -119,7 +119,9 @@ def check_config():
             refuse("ops.stacks", stack, with_ops)
     for grid in grids():
         for stack, device in itertools.product(grid["stack"], grid["device"]):
-            if stack not in config["existing_envs"] and not STACKS[stack]["env"].get(device):
+            if stack not in config["existing_envs"] and not STACKS[stack]["env"].get(
+                device
+            ):
                 raise WorkflowError(
                     f"config error in `existing_envs`: stack {stack} has no env file for {device} in "
                     f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
@@ -134,7 +136,8 @@ def check_config():
 
 def check_existing_envs():
     """{stack: packages hash} of each existing environment, validated before any job: the interpreter runs,
-    imports the stack's framework at the stack's declared version (with the stack's variables set)."""
+    imports the stack's framework at the stack's declared version (with the stack's variables set).
+    """
     if config["existing_envs"] and USE_CONDA:
         raise WorkflowError(
             "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
@@ -288,9 +291,13 @@ def env_file(env):
     return f"envs/{env}.yaml"
 
 
+def conda_env_file(env):
+    """An env's file relative to workflow/rules/ as `conda:` expects; None for an existing env, which has none."""
+    return None if env.startswith(existing_env_name("")) else f"../../{env_file(env)}"
+
+
 def job_conda_env(wildcards):
-    """The env file of an experiment's stack, relative to workflow/rules/ as `conda:` expects."""
-    return f"../../{env_file(experiment_of(wildcards)['env'])}"
+    return conda_env_file(experiment_of(wildcards)["env"])
 
 
 def env_description(env):
@@ -299,7 +306,10 @@ def env_description(env):
 
 def env_python(env):
     """The interpreter a job of this env runs: an existing env's, the env's venv, or the active conda env's."""
-    existing = {existing_env_name(stack): python for stack, python in config["existing_envs"].items()}
+    existing = {
+        existing_env_name(stack): python
+        for stack, python in config["existing_envs"].items()
+    }
     if env in existing:
         return existing[env]
     if USE_CONDA:
@@ -391,7 +401,7 @@ def ops_env(wildcards):
 
 
 def ops_conda_env(wildcards):
-    return f"../../{env_file(ops_env(wildcards))}"
+    return conda_env_file(ops_env(wildcards))
 
 
 def ops_inputs(wildcards):

@@ -1,6 +1,4 @@
 rule build_env:
-    wildcard_constraints:
-        env=regex_alternatives(BUILT_ENVS),
     input:
         env_file="envs/{env}.yaml",
         builder="scripts/build_env.py",
@@ -8,6 +6,8 @@ rule build_env:
         description="results/envs/{env}.json",
     log:
         "logs/envs/{env}.log",
+    wildcard_constraints:
+        env=regex_alternatives(BUILT_ENVS),
     conda:
         "../../envs/{env}.yaml"
     params:
@@ -23,6 +23,9 @@ rule describe_existing_env:
         description="results/envs/existing-{stack}.json",
     log:
         "logs/envs/existing-{stack}.log",
+    # Standard library only, run by the existing interpreter itself (existing envs are refused under --sdm conda).
+    conda:
+        "../../envs/tools.yaml"
     params:
         python=lambda wildcards: config["existing_envs"][wildcards.stack],
         # a changed environment (an upgraded package) describes it anew and reruns its stack's jobs

@@ -6,7 +6,7 @@ rule max_batch:
     log:
         "logs/max_batch/{search}.log",
     conda:
-        lambda wildcards: f"../../{env_file(search_of(wildcards)['env'])}"
+        lambda wildcards: conda_env_file(search_of(wildcards)["env"])
     # Timed-job rules: all cores, and the GPU for GPU searches, so probes never share memory with another job.
     threads: workflow.cores
     resources:
