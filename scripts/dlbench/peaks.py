@@ -10,14 +10,14 @@ Standard library only.
 
 TRAIN_FLOPS_PER_FORWARD_FLOP = 3
 
+HOPPER_SXM = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12}  # H100 SXM and H200 alike
+
 # (pattern in the NVML name, {precision: peak FLOP/s}, source)
 PEAKS = (
     ("H100 PCIe", {"fp32": 51.2e12, "tf32": 378e12, "fp16": 756e12, "bf16": 756e12},
      "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe (dense)"),
-    ("H100", {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
-     "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (dense)"),
-    ("H200", {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
-     "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM (dense)"),
+    ("H100", HOPPER_SXM, "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (dense)"),
+    ("H200", HOPPER_SXM, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM (dense)"),
     ("A100", {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12},
      "NVIDIA A100 Tensor Core GPU datasheet (dense)"),
     ("L4", {"fp32": 30.3e12, "tf32": 60e12, "fp16": 121e12, "bf16": 121e12},

@@ -40,7 +40,8 @@ envs/stacks.yaml, which may be a module of its own such as jax_numpy) also defin
     ops_output(value) -> np.ndarray               a result on the host, as float32
     ops_sync(device, value)                       wait for queued work (JAX: for `value`)
 
-Only the adapter imports its framework; everything else is in the shared library.
+Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch
+calls those frameworks' adapters for their math-mode switches and CUDA versions rather than copying them.
 """
 
 # What a fixed-batch epoch leaves out where the adapter runs its own step loop.

@@ -42,7 +42,8 @@ def configure(device, threads, seed, math_mode):
 
 
 def configure_backend(math_mode):
-    """The backend's own math-mode switches (mathmode.py), read back; TensorFlow's GPU memory growth."""
+    """The backend's own math-mode switches (mathmode.py), read back: JAX's here, TensorFlow's and PyTorch's from
+    their adapters; TensorFlow's GPU memory growth."""
     if keras.backend.backend() == "jax":
         import jax
 
@@ -50,19 +51,16 @@ def configure_backend(math_mode):
         tf32 = jax.config.jax_default_matmul_precision == "tensorfloat32"
         return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": mathmode.xla_autotune_engaged()}
     if keras.backend.backend() == "torch":
-        import torch
+        from . import pytorch
 
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = math_mode["tf32"]
-        torch.backends.cudnn.benchmark = math_mode["autotune"]
-        tf32 = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-        return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": torch.backends.cudnn.benchmark}
+        return pytorch.apply_math_mode(math_mode)
     import tensorflow as tf
+
+    from . import tensorflow_raw
 
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
-    tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
-    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
-    return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": mathmode.tensorflow_autotune_engaged()}
+    return tensorflow_raw.apply_math_mode(math_mode)
 
 
 def stage(arrays, experiment):
@@ -272,16 +270,16 @@ def sync(device):
 
 
 def cuda_versions():
+    """What the backend reports: TensorFlow's and PyTorch's through their adapters, JAX's from jaxlib."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf
+        from . import tensorflow_raw
 
-        build = tf.sysconfig.get_build_info()
-        return build.get("cuda_version"), build.get("cudnn_version")
+        return tensorflow_raw.cuda_versions()
     if backend == "torch":
-        import torch
+        from . import pytorch
 
-        return torch.version.cuda, str(torch.backends.cudnn.version() or "") or None
+        return pytorch.cuda_versions()
     try:  # jaxlib's CUDA plugin reports the versions it loaded
         from jax._src.lib import cuda_versions as loaded
     except ImportError:

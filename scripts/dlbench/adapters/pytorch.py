@@ -29,11 +29,16 @@ def configure(device, threads, seed, math_mode):
     torch.manual_seed(seed)
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("device gpu requested but torch.cuda.is_available() is False in this env")
+    return {"intra_op_threads": torch.get_num_threads(), "device_name": str(torch_device(device)),
+            **apply_math_mode(math_mode)}  # fmt: skip
+
+
+def apply_math_mode(math_mode):
+    """PyTorch's TF32 (matmul and cuDNN) and cudnn.benchmark switches, set and read back (also Keras on torch)."""
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = math_mode["tf32"]
     torch.backends.cudnn.benchmark = math_mode["autotune"]
     tf32 = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-    return {"intra_op_threads": torch.get_num_threads(), "device_name": str(torch_device(device)),
-            "tf32": mathmode.tf32_engaged(tf32), "conv_autotune": torch.backends.cudnn.benchmark}  # fmt: skip
+    return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": torch.backends.cudnn.benchmark}
 
 
 def memory_format(variant):

@@ -28,7 +28,6 @@ def device_name(device):
 
 
 def configure(device, threads, seed, math_mode):
-    tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.random.set_seed(seed)
@@ -38,11 +37,13 @@ def configure(device, threads, seed, math_mode):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
     return {"intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "device_name": device_name(device), **math_engaged()}  # fmt: skip
+            "device_name": device_name(device), **apply_math_mode(math_mode)}  # fmt: skip
 
 
-def math_engaged():
-    """TensorFloat-32 as TensorFlow reports it; autotuning of cuDNN (graph, eager) and of XLA (xla) convolutions."""
+def apply_math_mode(math_mode):
+    """TensorFloat-32 set and read back as TensorFlow reports it; autotuning of cuDNN (graph, eager) and XLA (xla)
+    convolutions, from the variables set before the import (also Keras on TensorFlow)."""
+    tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
     return {"tf32": mathmode.tf32_engaged(tf.config.experimental.tensor_float_32_execution_enabled()),
             "conv_autotune": mathmode.tensorflow_autotune_engaged()}  # fmt: skip
 
