@@ -2,6 +2,38 @@ import keras
 from keras import layers
 
 
+def conv_bn(x, filters, kernel, stride=1):
+    # "same" with stride 2 pads bottom/right only, the framework's own: the FLOPs and shapes are the spec's.
+    return layers.BatchNormalization()(layers.Conv2D(filters, kernel, stride, padding="same", use_bias=False)(x))
+
+
+def resnet20(inputs):
+    x, channels = layers.ReLU()(conv_bn(inputs, 16, 3)), 16
+    for outputs in (16, 32, 64):
+        for _ in range(3):
+            stride = 2 if outputs != channels else 1
+            y = conv_bn(layers.ReLU()(conv_bn(x, outputs, 3, stride)), outputs, 3)
+            shortcut = x
+            if outputs != channels:  # option A: subsample, zero-pad the new channels
+                pad = (outputs - channels) // 2
+                subsampled = layers.MaxPooling2D(1, stride)(x)
+                shortcut = layers.Lambda(lambda t, pad=pad: keras.ops.pad(t, [[0, 0], [0, 0], [0, 0], [pad, pad]]))(subsampled)
+            x, channels = layers.ReLU()(layers.Add()([y, shortcut])), outputs
+    return x
+
+
+def resnet50(inputs):
+    x = layers.MaxPooling2D(3, 2, padding="same")(layers.ReLU()(conv_bn(inputs, 64, 7, 2)))
+    channels = 64
+    for stage, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3))):
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = layers.ReLU()(conv_bn(layers.ReLU()(conv_bn(x, width, 1)), width, 3, stride))
+            shortcut = conv_bn(x, 4 * width, 1, stride) if stride != 1 or channels != 4 * width else x
+            x, channels = layers.ReLU()(layers.Add()([conv_bn(y, 4 * width, 1), shortcut])), 4 * width
+    return x
+
+
 def build_network(model, input_shape):
     inputs = keras.Input(input_shape)
     if model == "lenet":
@@ -9,29 +41,20 @@ def build_network(model, input_shape):
         x = layers.Flatten()(layers.AveragePooling2D(2)(layers.Conv2D(16, 3, activation="relu")(x)))
         x = layers.Dense(84, activation="relu")(layers.Dense(120, activation="relu")(x))
         return keras.Model(inputs, layers.Dense(10)(x))
-    x = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(16, 3, padding="same", use_bias=False)(inputs)))
-    channels = 16
-    for outputs in (16, 32, 64):  # resnet20 (stride-2 "same" pads bottom/right only: a bare loop does not care)
-        for _ in range(3):
-            stride = 2 if outputs != channels else 1
-            y = layers.Conv2D(outputs, 3, stride, padding="same", use_bias=False)(x)
-            y = layers.Conv2D(outputs, 3, padding="same", use_bias=False)(layers.ReLU()(layers.BatchNormalization()(y)))
-            shortcut = x
-            if outputs != channels:
-                pad = (outputs - channels) // 2
-                subsampled = layers.MaxPooling2D(1, stride)(x)
-                shortcut = layers.Lambda(lambda t, pad=pad: keras.ops.pad(t, [[0, 0], [0, 0], [0, 0], [pad, pad]]))(subsampled)
-            x, channels = layers.ReLU()(layers.Add()([layers.BatchNormalization()(y), shortcut])), outputs
-    return keras.Model(inputs, layers.Dense(10)(layers.GlobalAveragePooling2D()(x)))
+    features = resnet20(inputs) if model == "resnet20" else resnet50(inputs)
+    return keras.Model(inputs, layers.Dense(10, dtype="float32")(layers.GlobalAveragePooling2D()(features)))
 
 
-def make_epoch(arrays, batch_size, learning_rate, model):
+def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision, channels_last):
+    """`fit` on NumPy arrays, as Keras' guides train: mixed_float16 (GPU) or mixed_bfloat16 (CPU) policy when asked,
+    which makes compile() scale the loss for float16; jit_compile left to Keras ("auto": XLA where it applies)."""
+    if mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_float16" if device == "gpu" else "mixed_bfloat16")
     network = build_network(model, arrays["train_x"].shape[1:])
     network.compile(keras.optimizers.Adam(learning_rate, epsilon=1e-7),
-                    keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                    jit_compile=keras.backend.backend() == "jax")  # fmt: skip
+                    keras.losses.SparseCategoricalCrossentropy(from_logits=True))  # fmt: skip
 
-    def epoch(order):  # Keras shuffles itself: the idiomatic loop (the training set is a whole number of batches)
+    def epoch(order):  # Keras shuffles itself (the training set is a whole number of batches)
         network.fit(arrays["train_x"], arrays["train_y"], batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
 
-    return epoch
+    return epoch, sum(int(keras.ops.size(weight)) for weight in network.trainable_weights)

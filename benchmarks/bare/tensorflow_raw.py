@@ -1,72 +1,107 @@
 import tensorflow as tf
 
-LENET = [(5, 5, 1, 6), (6,), (3, 3, 6, 16), (16,), (400, 120), (120,), (120, 84), (84,), (84, 10), (10,)]
+GLOROT = tf.initializers.GlorotUniform(seed=0)
+LOSS_SCALE = 1024.0  # float16 only: a fixed scale, cheaper than dynamic scaling, so the bare side is not slowed
 
 
-def lenet(params, x, training):
-    x = tf.nn.avg_pool2d(tf.nn.relu(tf.nn.conv2d(x, params[0], 1, "VALID") + params[1]), 2, 2, "VALID")
-    x = tf.nn.avg_pool2d(tf.nn.relu(tf.nn.conv2d(x, params[2], 1, "VALID") + params[3]), 2, 2, "VALID")
+class Net:
+    """A forward function over variables created on its first (eager) call and reused in call order after."""
+
+    def __init__(self, forward, compute_dtype):
+        self.forward, self.dtype, self.trainable, self.moving = forward, compute_dtype, [], []
+
+    def __call__(self, x, training):
+        self.cursor = {"trainable": 0, "moving": 0}
+        return self.forward(self, tf.cast(x, self.dtype), training)
+
+    def variable(self, kind, shape, initial):
+        store, index = getattr(self, kind), self.cursor[kind]
+        self.cursor[kind] += 1
+        if index == len(store):
+            store.append(tf.Variable(initial(shape), trainable=kind == "trainable"))
+        return store[index]
+
+    def conv(self, x, filters, kernel, stride=1, bias=False, padding=None):
+        weights = self.variable("trainable", (kernel, kernel, x.shape[-1], filters), GLOROT)
+        pad = kernel // 2 if padding is None else padding
+        x = tf.nn.conv2d(x, tf.cast(weights, self.dtype), stride, [[0, 0], [pad, pad], [pad, pad], [0, 0]])
+        return x + tf.cast(self.variable("trainable", (filters,), tf.zeros), self.dtype) if bias else x
+
+    def batch_norm(self, x, training):  # statistics in float32, as mixed precision keeps them
+        gamma, beta = self.variable("trainable", x.shape[-1:], tf.ones), self.variable("trainable", x.shape[-1:], tf.zeros)
+        mean, variance = self.variable("moving", x.shape[-1:], tf.zeros), self.variable("moving", x.shape[-1:], tf.ones)
+        x32 = tf.cast(x, tf.float32)
+        if training:
+            batch_mean, batch_variance = tf.nn.moments(x32, [0, 1, 2])
+            mean.assign(0.9 * mean + 0.1 * batch_mean)
+            variance.assign(0.9 * variance + 0.1 * batch_variance)
+            mean, variance = batch_mean, batch_variance
+        return tf.cast(tf.nn.batch_normalization(x32, mean, variance, beta, gamma, 1e-5), self.dtype)
+
+    def dense(self, x, units):
+        weights = self.variable("trainable", (x.shape[-1], units), GLOROT)
+        return x @ tf.cast(weights, self.dtype) + tf.cast(self.variable("trainable", (units,), tf.zeros), self.dtype)
+
+
+def lenet(net, x, training):
+    x = tf.nn.avg_pool2d(tf.nn.relu(net.conv(x, 6, 5, bias=True, padding=0)), 2, 2, "VALID")
+    x = tf.nn.avg_pool2d(tf.nn.relu(net.conv(x, 16, 3, bias=True, padding=0)), 2, 2, "VALID")
     x = tf.reshape(x, [tf.shape(x)[0], -1])
-    x = tf.nn.relu(x @ params[4] + params[5])
-    x = tf.nn.relu(x @ params[6] + params[7])
-    return x @ params[8] + params[9]
+    return net.dense(tf.nn.relu(net.dense(tf.nn.relu(net.dense(x, 120)), 84)), 10)
 
 
-def resnet20_shapes():
-    """Kernel, gamma, beta per conv (stem, then two per block), then the dense layer."""
-    shapes, channels = [(3, 3, 3, 16), (16,), (16,)], 16
+def resnet20(net, x, training):
+    x = tf.nn.relu(net.batch_norm(net.conv(x, 16, 3), training))
     for outputs in (16, 32, 64):
         for _ in range(3):
-            shapes += [(3, 3, channels, outputs), (outputs,), (outputs,), (3, 3, outputs, outputs), (outputs,), (outputs,)]
-            channels = outputs
-    return shapes + [(64, 10), (10,)]
-
-
-def make_resnet20(moving):
-    def conv_bn(x, kernel, gamma, beta, stride, training, index):
-        x = tf.nn.conv2d(x, kernel, stride, [[0, 0], [1, 1], [1, 1], [0, 0]])
-        mean, variance = tf.nn.moments(x, [0, 1, 2]) if training else moving[index]
-        if training:
-            moving[index][0].assign(0.9 * moving[index][0] + 0.1 * mean)
-            moving[index][1].assign(0.9 * moving[index][1] + 0.1 * variance)
-        return tf.nn.batch_normalization(x, mean, variance, beta, gamma, 1e-5)
-
-    def forward(params, x, training):
-        x = tf.nn.relu(conv_bn(x, *params[:3], 1, training, 0))
-        index = 1
-        for block in range(9):
-            channels, stride = x.shape[-1], 2 if block in (3, 6) else 1
-            y = tf.nn.relu(conv_bn(x, *params[3 * index : 3 * index + 3], stride, training, index))
-            y = conv_bn(y, *params[3 * index + 3 : 3 * index + 6], 1, training, index + 1)
-            if stride > 1:
-                pad = (y.shape[-1] - channels) // 2
+            channels = x.shape[-1]
+            stride = 2 if outputs != channels else 1
+            y = tf.nn.relu(net.batch_norm(net.conv(x, outputs, 3, stride), training))
+            y = net.batch_norm(net.conv(y, outputs, 3), training)
+            if stride > 1:  # option A: subsample, zero-pad the new channels
+                pad = (outputs - channels) // 2
                 x = tf.pad(x[:, ::stride, ::stride], [[0, 0], [0, 0], [0, 0], [pad, pad]])
             x = tf.nn.relu(y + x)
-            index += 2
-        return tf.reduce_mean(x, [1, 2]) @ params[-2] + params[-1]
-
-    return forward
+    return net.dense(tf.reduce_mean(x, [1, 2]), 10)
 
 
-def make_epoch(arrays, batch_size, learning_rate, model):
-    images, labels = tf.constant(arrays["train_x"]), tf.constant(arrays["train_y"])
-    glorot = tf.initializers.GlorotUniform(seed=0)
-    shapes = LENET if model == "lenet" else resnet20_shapes()
-    params = [tf.Variable(glorot(shape) if len(shape) > 1 else tf.zeros(shape)) for shape in shapes]
-    moving = [(tf.Variable(tf.zeros(shape)), tf.Variable(tf.ones(shape))) for shape in shapes[1::3][:19]]
-    forward = lenet if model == "lenet" else make_resnet20(moving)
-    moments = [(tf.Variable(tf.zeros_like(p)), tf.Variable(tf.zeros_like(p))) for p in params]
+def resnet50(net, x, training):
+    x = tf.nn.relu(net.batch_norm(net.conv(x, 64, 7, 2), training))
+    x = tf.nn.max_pool2d(tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=float("-inf")), 3, 2, "VALID")
+    for stage, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3))):
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = tf.nn.relu(net.batch_norm(net.conv(x, width, 1), training))
+            y = tf.nn.relu(net.batch_norm(net.conv(y, width, 3, stride), training))
+            y = net.batch_norm(net.conv(y, 4 * width, 1), training)
+            if stride != 1 or x.shape[-1] != 4 * width:
+                x = net.batch_norm(net.conv(x, 4 * width, 1, stride), training)
+            x = tf.nn.relu(y + x)
+    return net.dense(tf.reduce_mean(x, [1, 2]), 10)
+
+
+def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision, channels_last):
+    """tf.function over tf.nn ops and Adam written out; mixed precision: float16 (GPU, fixed loss scale) or bfloat16
+    (CPU) compute on float32 variables. TensorFlow runs NHWC only (channels_last changes nothing)."""
+    with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+        images, labels = tf.constant(arrays["train_x"]), tf.constant(arrays["train_y"])
+    compute = (tf.float16 if device == "gpu" else tf.bfloat16) if mixed_precision else tf.float32
+    scale = LOSS_SCALE if compute == tf.float16 else 1.0
+    net = Net({"lenet": lenet, "resnet20": resnet20, "resnet50": resnet50}[model], compute)
+    net(images[:1], False)  # creates the variables
+    moments = [(tf.Variable(tf.zeros_like(p)), tf.Variable(tf.zeros_like(p))) for p in net.trainable]
     step_count = tf.Variable(0.0)
 
     @tf.function
     def step(batch):
         with tf.GradientTape() as tape:
-            logits = forward(params, tf.gather(images, batch), True)
-            labels_batch = tf.gather(labels, batch)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels_batch, logits))
+            logits = tf.cast(net(tf.gather(images, batch), True), tf.float32)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(tf.gather(labels, batch), logits))
+            scaled = loss * scale
         step_count.assign_add(1.0)
         rate = learning_rate * tf.sqrt(1 - 0.999**step_count) / (1 - 0.9**step_count)
-        for param, (m, v), grad in zip(params, moments, tape.gradient(loss, params)):
+        for param, (m, v), grad in zip(net.trainable, moments, tape.gradient(scaled, net.trainable)):
+            grad = grad / scale
             m.assign(0.9 * m + 0.1 * grad)
             v.assign(0.999 * v + 0.001 * grad * grad)
             param.assign_sub(rate * m / (tf.sqrt(v) + 1e-7))
@@ -78,4 +113,4 @@ def make_epoch(arrays, batch_size, learning_rate, model):
             loss = step(order[start : start + batch_size])
         loss.numpy()
 
-    return epoch
+    return epoch, sum(int(tf.size(p)) for p in net.trainable)

@@ -66,12 +66,21 @@ def stage(arrays, experiment):
             "test_y": labels("test_y"), "device": target, "on_host": experiment["data_placement"] == "host"}  # fmt: skip
 
 
+def to_device(array, device):
+    """A host batch on the training device as DataLoader(pin_memory=True) hands it over on a GPU: copied into
+    page-locked memory, so the copy to the device is asynchronous (non_blocking) and overlaps the previous step.
+    PyTorch's pinned-memory cache keeps the block until the copy has run."""
+    tensor = torch.from_numpy(array)
+    if device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 def batches(staged, order, batch_size, layout):
     """(images, labels) on the training device for each batch of `order`, gathered where the data lives."""
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
-            yield (torch.from_numpy(images).to(staged["device"]).contiguous(memory_format=layout),
-                   torch.from_numpy(labels).to(staged["device"]))  # fmt: skip
+            yield to_device(images, staged["device"]).contiguous(memory_format=layout), to_device(labels, staged["device"])
         return
     indices = torch.from_numpy(order).to(staged["device"])
     for batch in data.batch_slices(len(order), batch_size):
@@ -82,7 +91,7 @@ def test_batches(staged, batch_size, layout):
     for start in range(0, len(staged["test_y"]), batch_size):
         images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
         if staged["on_host"]:
-            images, labels = torch.from_numpy(images).to(staged["device"]), torch.from_numpy(labels).to(staged["device"])
+            images, labels = to_device(images, staged["device"]), to_device(labels, staged["device"])
         yield images.contiguous(memory_format=layout), labels
 
 

@@ -1,0 +1,89 @@
+"""What the benchmarks share: the stacks' interpreters, synthetic data, an adapter's epoch set up as scripts/train.py
+sets it up, the clock, and running a measurement inside a stack's own interpreter."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from dlbench import mathmode  # noqa: E402
+from dlbench.process import prepare_process  # noqa: E402
+
+LEARNING_RATE = 1e-3
+INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3), "resnet50": (256, 256, 3)}
+
+
+def stacks():
+    import yaml
+
+    return yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+
+
+def interpreter(name, entry, device, existing, venv_root):
+    """(python, None) for a stack on a device: the interpreter given for it in `existing` (validated as the workflow
+    validates existing_envs), else its env file's venv under venv_root, built if needed; (None, reason) when neither."""
+    from build_env import build_venv, check_existing, venv_prefix
+
+    if name in existing:
+        problem, _ = check_existing(existing[name], entry["framework"], entry["version"], entry["environment"])
+        return (None, problem) if problem else (Path(existing[name]), None)
+    env = entry["env"].get(device)
+    if env is None:
+        return None, f"no {device} env file: give its interpreter with --python {name}=PATH"
+    env_file = REPO / "envs" / f"{env}.yaml"
+    return build_venv(env_file, venv_prefix(venv_root, env_file)) / "bin" / "python", None
+
+
+def synthetic_arrays(shape, images, batch_size):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return {"train_x": rng.normal(size=(images, *shape)).astype(np.float32),
+            "train_y": rng.integers(0, 10, images).astype(np.int32),
+            "test_x": rng.normal(size=(batch_size, *shape)).astype(np.float32),
+            "test_y": rng.integers(0, 10, batch_size).astype(np.int32)}  # fmt: skip
+
+
+def import_adapter(name, device, threads, environment):
+    """The adapter, imported as train.py imports it: after the process set-up, configured with the default math mode."""
+    prepare_process(environment, threads, mathmode.DEFAULT)
+    adapter = importlib.import_module(f"dlbench.adapters.{name}")
+    adapter.configure(device, threads, 0, mathmode.DEFAULT)
+    return adapter
+
+
+def harness_epoch(adapter, model, arrays, experiment, batch_size):
+    """(epoch(order), parameter count): the adapter's model and staged data as train.py builds them."""
+    from dlbench import specs
+
+    shape = arrays["train_x"].shape[1:]
+    spec = specs.model_spec(model, 10)
+    experiment = {"optimizer": "adam", "learning_rate": LEARNING_RATE, "momentum": 0.9, "weight_decay": 0.0,
+                  **experiment}  # fmt: skip
+    network = adapter.build(spec, shape, specs.initial_weights(spec, shape, 0), experiment)
+    staged = adapter.stage(arrays, experiment)
+    return (lambda order: adapter.train_epoch(network, staged, order, batch_size)), adapter.parameter_count(network)
+
+
+def epoch_timer(adapter, device, epoch, images, batch_size):
+    """seconds() -> the synchronised duration of one more epoch, each over a fresh shuffle."""
+    from dlbench.clock import timed
+    from dlbench.data import epoch_order
+
+    trial = iter(range(10**9))
+    return lambda: timed(lambda: adapter.sync(device), epoch, epoch_order(images, batch_size, 0, next(trial)))[1]
+
+
+def run_inside(python, environment, script, options):
+    """The JSON line a benchmark's --inside measurement prints, run in `python` with the stack's variables."""
+    output = subprocess.run([str(python), str(script), *options], env=dict(os.environ, **environment),
+                            capture_output=True, text=True)  # fmt: skip
+    if output.returncode != 0:
+        lines = output.stderr.strip().splitlines() or ["(no output)"]
+        raise RuntimeError(lines[-1])
+    return json.loads(output.stdout.strip().splitlines()[-1])

@@ -1,0 +1,196 @@
+"""Parity: this workflow's steady training images/s against a hand-written script of the same framework.
+
+For each stack it can run, each --models model and each precision, the adapter's epoch (built, staged and timed
+exactly as scripts/train.py does) and the bare script of benchmarks/bare (that framework's own idioms: PyTorch
+tensors on the device with autocast, GradScaler and channels_last; Keras `fit` on NumPy arrays; MXNet hybridize +
+Trainer with mx.contrib.amp; TensorFlow tf.function) train the same network on the same synthetic images with Adam
+at the same batch size, under the default math mode (TF32 and autotuning on, as practitioners run a GPU):
+
+    fp32      the variant of the mode the bare script runs (PyTorch eager; graph for tf.function and hybridize;
+              Keras' `fit`: XLA on JAX, and on TensorFlow XLA on GPU and graph on CPU, as jit_compile="auto" picks)
+    amp       that mode with mixed precision (float16 with loss scaling on GPU, bfloat16 on CPU)
+    fastest   that mode channels-last with mixed precision, for stacks with an -nhwc variant on the device (PyTorch,
+              MXNet on GPU); the others run NHWC natively, so their amp row is their fastest layout
+
+Each side runs in its own fresh process, alternating sides over --rounds rounds; a process reports the median of
+--trials epochs after --warmup epochs (the first compiles), and the ratio of the medians over rounds is printed:
+target >= 0.97. A precision a stack does not run on the device is listed with the reason. Run from the repository
+root with the driver, e.g. on the lent GPU machine (README, "Running on a GPU"), whose Python has torch and jax:
+
+    .venv/bin/python benchmarks/parity.py --device gpu --stacks torch-2.11 keras-3-jax \
+        --python torch-2.11=/opt/torch/.venv/bin/python keras-3-jax=/opt/torch/.venv/bin/python
+    .venv/bin/python benchmarks/parity.py --device cpu --models lenet --images 1024 --batch-size 64
+
+Stacks without --python run in their env file's venv under .venvs (built if needed).
+"""
+
+import argparse
+import csv
+import importlib
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import harness
+from dlbench.variants import parse, unsupported_reason
+
+TARGET = 0.97
+PRECISIONS = ("fp32", "amp", "fastest")
+COLUMNS = ["stack", "version", "model", "precision", "variant", "workflow_images_per_s", "bare_images_per_s", "ratio",
+           "workflow_parameters", "bare_parameters", "reason"]  # fmt: skip
+
+
+def practitioner_mode(entry, device):
+    """The mode the bare script of a stack runs in."""
+    if entry["adapter"] == "pytorch":
+        return "eager"
+    if entry["adapter"] == "keras3":  # fit's jit_compile="auto": always on JAX, on TensorFlow only off CPU
+        return "xla" if entry["backend"] == "jax" or device == "gpu" else "graph"
+    return "graph"
+
+
+def variant_for(entry, device, precision):
+    mode = practitioner_mode(entry, device)
+    return {"fp32": mode, "amp": f"{mode}-amp", "fastest": f"{mode}-nhwc-amp"}[precision]
+
+
+def data_placement(entry, variant, device):
+    """Device placement, as the bare scripts hold the data, unless the stack refuses it (Keras on TensorFlow)."""
+    return next((placement for placement in ("device", "host")
+                 if unsupported_reason(entry, variant, device, placement) is None), "device")  # fmt: skip
+
+
+def not_run_reason(entry, variant, device):
+    """Why the stack does not run this variant on the device; None when it does."""
+    reason = unsupported_reason(entry, variant, device, data_placement(entry, variant, device))
+    if reason and parse(variant).channels_last:
+        return f"no channels-last variant here, so its amp row is its fastest layout ({reason})"
+    return reason
+
+
+def measure(args):
+    """Inside a stack's interpreter: {images_per_s, parameters, framework_version} of one side."""
+    adapter = harness.import_adapter(args.inside, args.device, args.threads, {})
+    shape = (args.image_size, args.image_size, 3) if args.model == "resnet50" else harness.INPUT_SHAPES[args.model]
+    arrays = harness.synthetic_arrays(shape, args.images, args.batch_size)
+    if args.side == "workflow":
+        experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
+        epoch, parameters = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
+    else:
+        variant, bare = parse(args.variant), importlib.import_module(f"bare.{args.inside}")
+        epoch, parameters = bare.make_epoch(arrays, args.batch_size, harness.LEARNING_RATE, args.model, args.device,
+                                            variant.mixed_precision, variant.channels_last)  # fmt: skip
+    seconds = harness.epoch_timer(adapter, args.device, epoch, args.images, args.batch_size)
+    for _ in range(args.warmup):
+        seconds()
+    images = args.images // args.batch_size * args.batch_size
+    return {"images_per_s": images / statistics.median(seconds() for _ in range(args.trials)),
+            "parameters": int(parameters), "framework_version": adapter.version()}
+
+
+def compare(python, entry, stack, model, precision, args):
+    """The table row of one stack, model and precision: both sides' median images/s over rounds and their ratio."""
+    variant = variant_for(entry, args.device, precision)
+    options = ["--inside", entry["adapter"], "--variant", variant, "--model", model, "--device", args.device,
+               "--placement", data_placement(entry, variant, args.device)]  # fmt: skip
+    options += [f"--{name.replace('_', '-')}={getattr(args, name)}"
+                for name in ("image_size", "images", "batch_size", "warmup", "trials", "threads")]  # fmt: skip
+    rates, parameters, version = {"workflow": [], "bare": []}, {}, None
+    for round_index in range(args.rounds):
+        for side in ("workflow", "bare") if round_index % 2 == 0 else ("bare", "workflow"):
+            result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
+            rates[side].append(result["images_per_s"])
+            parameters[side], version = result["parameters"], result["framework_version"]
+    workflow, bare = statistics.median(rates["workflow"]), statistics.median(rates["bare"])
+    return {"stack": stack, "version": version, "model": model, "precision": precision, "variant": variant,
+            "workflow_images_per_s": workflow, "bare_images_per_s": bare, "ratio": workflow / bare,
+            "workflow_parameters": parameters["workflow"], "bare_parameters": parameters["bare"]}  # fmt: skip
+
+
+def print_row(row):
+    if "reason" in row:
+        print(f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} not run: {row['reason']}")
+        return
+    flags = [] if row["ratio"] >= TARGET else [f"below {TARGET}"]
+    if row["workflow_parameters"] != row["bare_parameters"]:
+        flags.append(f"parameters differ: {row['workflow_parameters']:,} vs {row['bare_parameters']:,}")
+    print(f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} "
+          f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f}  "
+          f"{'; '.join(flags)}", flush=True)  # fmt: skip
+
+
+def gpu_description():
+    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    try:
+        return subprocess.run(query, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "no nvidia-smi"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stacks", nargs="+", help="default: every stack in envs/stacks.yaml")
+    parser.add_argument("--python", nargs="+", default=[], metavar="STACK=PATH",
+                        help="run STACK in this existing interpreter (validated like config existing_envs)")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="gpu")
+    parser.add_argument("--models", nargs="+", choices=sorted(harness.INPUT_SHAPES), default=["resnet50", "resnet20"])
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    parser.add_argument("--image-size", type=int, default=256, help="ResNet-50's input height and width")
+    parser.add_argument("--images", type=int, default=5120, help="training images per epoch")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per process (the first compiles)")
+    parser.add_argument("--trials", type=int, default=3, help="timed epochs per process")
+    parser.add_argument("--rounds", type=int, default=2, help="fresh processes per side")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--csv", type=Path, help="also write the table here")
+    parser.add_argument("--venv-root", type=Path, default=harness.REPO / ".venvs", help="where stack venvs are built")
+    parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
+    parser.add_argument("--side", choices=["workflow", "bare"], help="(internal)")
+    parser.add_argument("--variant", help="(internal)")
+    parser.add_argument("--model", help="(internal)")
+    parser.add_argument("--placement", help="(internal)")
+    args = parser.parse_args()
+    if args.inside:
+        import json
+
+        print(json.dumps(measure(args)))
+        return
+    existing = dict(item.split("=", 1) for item in args.python)
+    stacks = harness.stacks()
+    unknown = sorted((set(args.stacks or []) | set(existing)) - set(stacks))
+    if unknown:
+        parser.error(f"unknown stack(s) {', '.join(unknown)}; envs/stacks.yaml has {', '.join(stacks)}")
+    print(f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'{args.threads} threads'}); "
+          f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
+          f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}")
+    print(f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "
+          f"{'ratio':>6}")  # fmt: skip
+    rows = []
+    for stack in args.stacks or stacks:
+        entry = stacks[stack]
+        python, problem = harness.interpreter(stack, entry, args.device, existing, args.venv_root)
+        for model in args.models:
+            for precision in args.precisions:
+                variant = variant_for(entry, args.device, precision)
+                reason = problem or not_run_reason(entry, variant, args.device)
+                row = {"stack": stack, "model": model, "precision": precision, "variant": variant}
+                if reason is None:
+                    try:
+                        row = compare(python, entry, stack, model, precision, args)
+                    except RuntimeError as error:
+                        reason = f"failed: {error}"
+                if reason:
+                    row["reason"] = reason
+                print_row(row)
+                rows.append(row)
+    if args.csv:
+        with open(args.csv, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The benchmarks' code paths on CPU with tiny inputs (their figures are benchmarks, printed, never asserted):
+the parity benchmark's every stack, precision and model against the hand-written scripts, and the telemetry cost."""
+
+import subprocess
+import sys
+
+from conftest import REPO, STACKS, VENV_ROOT, read_csv
+
+TINY = ["--device", "cpu", "--images", "16", "--batch-size", "8", "--image-size", "32", "--warmup", "0", "--trials", "1",
+        "--rounds", "1", "--threads", "1", "--venv-root", str(VENV_ROOT)]  # fmt: skip
+
+
+def parity(tmp_path, *options):
+    table = tmp_path / "parity.csv"
+    command = [sys.executable, str(REPO / "benchmarks" / "parity.py"), *TINY, "--csv", str(table), *options]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout, read_csv(table)
+
+
+def test_parity_runs_every_precision_or_says_why_not(tmp_path):
+    printed, rows = parity(tmp_path, "--models", "lenet", "--stacks", *STACKS)
+    assert {(row["stack"], row["precision"]) for row in rows} == {(s, p) for s in STACKS for p in ("fp32", "amp", "fastest")}
+    measured = [row for row in rows if not row["reason"]]
+    assert {row["stack"] for row in measured if row["precision"] == "fp32"} == set(STACKS)
+    assert ("torch-2.13", "eager-nhwc-amp") in {(row["stack"], row["variant"]) for row in measured}
+    for row in measured:
+        assert float(row["workflow_images_per_s"]) > 0 and float(row["bare_images_per_s"]) > 0
+        assert row["workflow_parameters"] == row["bare_parameters"], row
+    refused = {row["stack"]: row["reason"] for row in rows if row["reason"] and row["precision"] == "amp"}
+    assert "AVX512-BF16" in refused.pop("mxnet-1.9") and not refused  # the one CPU refusal, with its reason
+    assert "its amp row is its fastest layout" in printed
+
+
+def test_the_hand_written_resnets_are_the_specs_resnets(tmp_path):
+    _, rows = parity(tmp_path, "--models", "resnet20", "resnet50", "--precisions", "fp32", "--stacks", *STACKS)
+    assert len(rows) == 2 * len(STACKS) and not any(row["reason"] for row in rows)
+    for row in rows:
+        assert row["workflow_parameters"] == row["bare_parameters"], row
+
+
+def test_parity_refuses_an_unknown_stack_and_a_wrong_interpreter(tmp_path):
+    command = [sys.executable, str(REPO / "benchmarks" / "parity.py"), *TINY, "--stacks", "torch-9"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode != 0 and "unknown stack(s) torch-9" in result.stderr
+    printed, rows = parity(tmp_path, "--models", "lenet", "--precisions", "fp32", "--stacks", "torch-2.11",
+                           "--python", f"torch-2.11={sys.executable}")  # fmt: skip
+    assert "does not exist" not in rows[0]["reason"] and "torch" in rows[0]["reason"], rows[0]["reason"]
+
+
+def test_the_telemetry_cost_benchmark_runs(tmp_path):
+    command = [sys.executable, str(REPO / "benchmarks" / "overhead.py"), "--stacks", "torch-2.13", "--trials", "1",
+               "--rounds", "1", "--images", "128", "--threads", "1", "--venv-root", str(VENV_ROOT)]  # fmt: skip
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all 1 pairs" in result.stdout
