@@ -8,9 +8,10 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 
 
+# Structural, not lists of every id: matching a path against a regex of N alternatives made planning quadratic.
 wildcard_constraints:
-    experiment=regex_alternatives(EXPERIMENTS),
-    search=regex_alternatives(SEARCHES) or "none",
+    experiment=r"[^/]+",
+    search=r"[^/]+",
     env=regex_alternatives(ENVS),
     dataset=regex_alternatives(axis_values("dataset")),
     file=regex_alternatives(
@@ -40,3 +41,15 @@ rule all:
     input:
         "results/report/report.html",
         "results/report/report.pdf",
+        # Snakemake does not remake a missing input of up-to-date jobs: prepared data set aside as changed is
+        # remade because the target asks for it.
+        expand("results/data/{dataset}/meta.json", dataset=axis_values("dataset")),
+
+
+onsuccess:
+    if not report_failures():
+        sys.exit(1)
+
+
+onerror:
+    report_failures()

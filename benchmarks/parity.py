@@ -30,7 +30,6 @@ import importlib
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import harness

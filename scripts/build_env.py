@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlbench.io import write_json_atomic  # noqa: E402
+from dlbench.io import file_sha256, write_json_atomic  # noqa: E402
 
 COMPLETE_MARKER = ".dlbench-complete"
 
@@ -58,10 +58,6 @@ def python_pin(env_file):
     return None
 
 
-def file_sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def venv_prefix(venv_root, env_file):
     """Where the venv for this exact env file content lives."""
     return Path(venv_root) / f"{Path(env_file).stem}-{file_sha256(env_file)[:12]}"
@@ -84,14 +80,18 @@ def build_venv(env_file, prefix):
             print(f"reusing {prefix}", flush=True)
             return prefix
         pin = python_pin(env_file)
-        running = "{}.{}".format(*sys.version_info[:2])
-        if pin and not running.startswith(pin):
-            print(f"WARNING: {env_file} pins python={pin} but the venv is made with Python {running}", flush=True)
+        # The pinned interpreter where PATH has it (python3.11), else this one: which Python runs this script
+        # (and so the workflow's driver path) does not decide what the venv is made with.
+        interpreter = (shutil.which(f"python{pin}") if pin else None) or sys.executable
+        made_with = subprocess.run([interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                   capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        if pin and made_with != pin:
+            print(f"WARNING: {env_file} pins python={pin} but the venv is made with Python {made_with}", flush=True)
         if prefix.exists():
             print(f"removing incomplete {prefix}", flush=True)
             shutil.rmtree(prefix)
-        print(f"creating {prefix} for {env_file}", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(prefix)], check=True)
+        print(f"creating {prefix} for {env_file} with {interpreter} (Python {made_with})", flush=True)
+        subprocess.run([interpreter, "-m", "venv", str(prefix)], check=True)
         requirements = pip_requirements(env_file)
         print("installing: " + " ".join(requirements), flush=True)
         pip_install = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off"]

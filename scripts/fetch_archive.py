@@ -8,7 +8,6 @@ times with backoff. A file whose checksum differs is deleted, never kept or pars
 """
 
 import argparse
-import hashlib
 import shutil
 import sys
 import time
@@ -16,15 +15,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlbench.io import file_sha256  # noqa: E402
+
 CHUNK = 1 << 20
-
-
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def download(url, target, timeout):
@@ -44,7 +38,7 @@ def download(url, target, timeout):
 
 def verified(path, expected):
     """True if path has the expected sha256; otherwise the file is deleted."""
-    actual = sha256_of(path)
+    actual = file_sha256(path)
     if actual == expected:
         return True
     print(f"checksum mismatch for {path}: expected sha256 {expected}, got {actual}; file removed", flush=True)

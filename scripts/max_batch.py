@@ -90,6 +90,7 @@ def probe(search, dataset_dir, threads):
     device, batch, seed = search["device"], search["batch_size"], search["seed"]
     try:
         adapter.configure(device, threads, seed, search["math_mode"])
+        data.verify(dataset_dir)
         arrays, meta = data.load(dataset_dir)
         staged = adapter.stage(arrays, search)
         spec, shape = specs.model_spec(search["model"], meta["classes"]), tuple(meta["shape"])

@@ -9,7 +9,6 @@ corrupt one is deleted (so the next run fetches it anew) and named in the error.
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
 import pickle
@@ -23,7 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dlbench.catalog import dataset_info  # noqa: E402
+from dlbench import data  # noqa: E402
 from dlbench.data import channel_stats  # noqa: E402
+from dlbench.io import file_sha256  # noqa: E402
 
 
 def synthetic(shape, classes, train_size, test_size, seed):
@@ -73,7 +74,7 @@ class DatasetError(Exception):
 
 
 def verify(path, expected):
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    digest = file_sha256(path)
     if digest != expected:
         Path(path).unlink()
         raise DatasetError(f"{path}: sha256 {digest} but expected {expected}; removed, rerun to fetch it again")
@@ -182,7 +183,7 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     staging.chmod(0o755)
-    np.savez(staging / "arrays.npz", train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y)
+    np.savez(staging / data.ARRAYS, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y)
     mean, std = channel_stats(train_x)
     meta = {
         "name": name,
@@ -193,6 +194,7 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
         "mean": mean,
         "std": std,
         "source": source,
+        "files": {data.ARRAYS: data.fingerprint(staging / data.ARRAYS)},
     }
     (staging / "meta.json").write_text(json.dumps(meta, indent=2))
     if folder.exists():

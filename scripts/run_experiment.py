@@ -47,7 +47,7 @@ def main():
     experiment = json.loads(option(argv, "--experiment"))
     env_description = json.loads(Path(option(argv, "--env-description")).read_text())
     record = base_record(experiment, env_description, SCRIPTS.parent)
-    tail = " | ".join(last_lines)
+    tail = " | ".join(last_lines) or "it printed nothing"
     record["error"] = f"training process {exit_description(code)} before writing its record: {tail}"
     record["provenance"]["finished_at"] = utc_now()
     epochs_csv = Path(option(argv, "--epochs-csv"))

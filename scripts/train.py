@@ -82,6 +82,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     def sync():
         adapter.sync(device)
 
+    data.verify(dataset_dir)  # before the clock: hashing is not loading
     sampler.mark("data")
     (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
     staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, experiment)

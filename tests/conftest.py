@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,17 @@ sys.path.insert(0, str(REPO / "scripts"))
 STACKS = {name: entry for name, entry in yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text()).items()
           if entry["env"].get("cpu")}  # fmt: skip
 VENV_ROOT = Path(os.environ.get("DLBENCH_VENV_ROOT", REPO / ".venvs")).absolute()
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def copy_repository(root):
+    """The repository's files (tracked and untracked, not ignored) copied into root, modification times kept."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()  # fmt: skip
+    for name in files:
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
 
 
 def build_env(env):

@@ -2,14 +2,10 @@
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
-
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+from conftest import REPO, SNAKEMAKE
 
 
 def dry_run(*config):

@@ -8,8 +8,7 @@ import subprocess
 import pytest
 import yaml
 from build_env import check_existing, describe
-from conftest import STACKS, VENV_ROOT
-from test_workflow import SNAKEMAKE, copy_repository
+from conftest import SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
 
 TORCH = "torch-2.13"
 

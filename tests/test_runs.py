@@ -9,7 +9,7 @@ import time
 import jsonschema
 import pytest
 import yaml
-from conftest import REPO, STACKS, read_csv
+from conftest import REPO, read_csv
 from dlbench.record import base_record, write_epochs_csv
 
 RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())

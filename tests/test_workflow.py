@@ -1,20 +1,16 @@
-"""The whole workflow end to end, once, on a tiny config: five stacks, one failing experiment, a report;
-then what a rerun plans after no change, a changed batch size, a changed env file and a re-fetched dataset."""
+"""The whole workflow end to end, once, on a tiny config: five stacks, a report; then what a rerun plans after no
+change, a changed batch size, a changed env file and a re-fetched dataset. (Faults and recovery: test_recovery.py.)"""
 
 import json
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 from archives import mnist_like, registry_entry, serve
-from conftest import REPO, VENV_ROOT, read_csv
+from conftest import REPO, SNAKEMAKE, VENV_ROOT, copy_repository, read_csv
 
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]
 TINY_CONFIG = {
     "stacks": ["mxnet-1.9", "torch-2.13", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"],
@@ -28,7 +24,7 @@ TINY_CONFIG = {
     "exclude": [
         {"stack": FAST_STACKS, "variant": "eager"},
         {"stack": ["tensorflow-2.21", "keras-3-tensorflow"], "variant": "xla"},  # keras-3-jax runs xla only
-        {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: the failing experiment
+        {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: left out at planning
         {"stack": ["torch-2.13", "keras-3-tensorflow"], "data_placement": "host"},
     ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
@@ -37,7 +33,7 @@ TINY_CONFIG = {
             "gemm_sizes": [16, 64]},
     "venv_root": str(VENV_ROOT),
 }
-EXPERIMENTS = 9  # 6 with device-staged data, 3 with host data
+EXPERIMENTS = 8  # 5 with device-staged data, 3 with host data
 
 
 def snakemake(workdir, *arguments):
@@ -53,15 +49,6 @@ def planned_jobs(workdir):
         return {}
     table = output.split("Job stats:")[1].split("total")[0]
     return {name: int(count) for name, count in re.findall(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
-
-
-def copy_repository(root):
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()  # fmt: skip
-    for name in files:
-        if (REPO / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +105,6 @@ def test_report_is_rendered_and_self_contained(workdir):
     assert "data:image/png;base64" in html
     for stack in TINY_CONFIG["stacks"]:
         assert stack in html
-    assert "ERROR" in html and "larger than the training set" in html
 
 
 def test_every_record_follows_the_schema(workdir):
@@ -127,10 +113,8 @@ def test_every_record_follows_the_schema(workdir):
     assert len(records) == EXPERIMENTS * 2
     for record in records:
         jsonschema.validate(record, schema)
-    failed = [record for record in records if record["status"] != "ok"]
-    assert {record["experiment_id"] for record in failed} == {"torch-2.13_synthetic-12x12x1_mlp_cpu_b512_adam-lr0.001_e2_eager"}
-    assert all("batch size 512 is larger than the training set" in record["error"] for record in failed)
     ok = [record for record in records if record["status"] == "ok"]
+    assert len(ok) == len(records) == EXPERIMENTS * 2
     assert all(record["train_images_per_s"] > 0 and record["provenance"]["packages_sha256"] for record in ok)
     assert all(record["gpu_memory_peak_mb"] is None and record["gpu_fields_reason"] for record in records)
     host = [record for record in ok if record["data_placement"] == "host"]
@@ -173,8 +157,11 @@ def test_operator_benchmarks_are_tabled_and_reported(workdir):
     assert "Operator microbenchmarks" in html and "Fraction of the ceiling" in html
 
 
-def test_a_rerun_has_nothing_to_do(workdir):
-    assert planned_jobs(workdir) == {}
+def test_a_rerun_has_nothing_to_do_and_says_once_what_it_leaves_out(workdir):
+    output = snakemake(workdir, "-n")
+    assert "Nothing to be done" in output
+    skipped = "skipping batch size 512 on synthetic-12x12x1: larger than the 256 training examples of synthetic-12x12x1"
+    assert output.count(skipped) == 1
 
 
 def test_a_refetched_dataset_does_not_retrain(workdir):

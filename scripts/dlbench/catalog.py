@@ -9,30 +9,35 @@ import re
 
 SYNTHETIC = re.compile(r"synthetic-(?P<height>\d+)x(?P<width>\d+)x(?P<channels>\d+)")
 DIGITS_SHAPE = (28, 28, 1)
+DIGITS_TRAIN_SIZE = 1437  # 80% of scikit-learn's 1,797 digits (the test split is rounded up: 360)
 IMAGENET_CLASSES = 1000
 SYNTHETIC_IMAGENET_SHAPE = (256, 256, 3)
 FIXED_NAMES = ("digits", "imagenet", "synthetic-imagenet", "synthetic-<H>x<W>x<C> (e.g. synthetic-28x28x1)")
 
 
 def dataset_info(name, config, registry):
-    """{'kind', 'shape': (h, w, c), 'classes'} of a dataset name, or ValueError naming the allowed names."""
+    """{'kind', 'shape': (h, w, c), 'classes', 'train_size'} of a dataset name (train_size None where only the
+    prepared data can tell), or ValueError naming the allowed names."""
     if name in registry:
         entry = registry[name]
-        return {"kind": "download", "shape": tuple(entry["shape"]), "classes": entry["classes"]}
+        return {"kind": "download", "shape": tuple(entry["shape"]), "classes": entry["classes"],
+                "train_size": entry.get("train_size")}  # fmt: skip
     if name == "digits":
-        return {"kind": "digits", "shape": DIGITS_SHAPE, "classes": 10}
+        return {"kind": "digits", "shape": DIGITS_SHAPE, "classes": 10, "train_size": DIGITS_TRAIN_SIZE}
     if name == "synthetic-imagenet":
-        return {"kind": "synthetic-imagenet", "shape": SYNTHETIC_IMAGENET_SHAPE, "classes": IMAGENET_CLASSES}
+        return {"kind": "synthetic-imagenet", "shape": SYNTHETIC_IMAGENET_SHAPE, "classes": IMAGENET_CLASSES,
+                "train_size": config["synthetic_imagenet"]["train_size"]}  # fmt: skip
     if name == "imagenet":
         if not config["imagenet"]["path"]:
             raise ValueError("dataset 'imagenet' needs `imagenet.path`: a local ILSVRC2012 folder with train/ and val/")
         size = config["imagenet"]["resolution"]
-        return {"kind": "imagenet", "shape": (size, size, 3), "classes": IMAGENET_CLASSES}
+        return {"kind": "imagenet", "shape": (size, size, 3), "classes": IMAGENET_CLASSES, "train_size": None}
     match = SYNTHETIC.fullmatch(name)
     if match:
         shape = tuple(int(match[key]) for key in ("height", "width", "channels"))
         if min(shape) < 1 or shape[2] not in (1, 3):
             raise ValueError(f"dataset {name!r}: height and width must be positive and channels 1 or 3")
-        return {"kind": "synthetic", "shape": shape, "classes": config["synthetic"]["classes"]}
+        return {"kind": "synthetic", "shape": shape, "classes": config["synthetic"]["classes"],
+                "train_size": config["synthetic"]["train_size"]}  # fmt: skip
     allowed = ", ".join([*sorted(registry), *FIXED_NAMES])
     raise ValueError(f"unknown dataset {name!r}; allowed: {allowed}")

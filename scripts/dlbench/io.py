@@ -1,5 +1,7 @@
-"""Atomic writes: a reader (aggregation, a rerun) never sees a half-written file. Standard library only."""
+"""Atomic writes (a reader, aggregation or a rerun, never sees a half-written file) and file hashes. Standard library
+only."""
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,3 +19,12 @@ def write_text_atomic(path, text):
 
 def write_json_atomic(path, payload):
     write_text_atomic(path, json.dumps(payload, indent=2, default=str) + "\n")
+
+
+def file_sha256(path, chunk=1 << 24):
+    """The file's SHA-256, read in 16 MiB chunks (prepared datasets can be gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -17,7 +18,7 @@ sys.path.insert(0, str(SCRIPTS))
 from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
 from dlbench.catalog import dataset_info  # noqa: E402
 from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
-from dlbench.variants import unsupported_reason  # noqa: E402
+from dlbench import data, plan  # noqa: E402
 
 
 def validate_config():
@@ -41,20 +42,6 @@ validate_config()
 
 STACKS = yaml.safe_load((Path(workflow.basedir) / "envs" / "stacks.yaml").read_text())
 REGISTRY = yaml.safe_load(Path(config["downloads"]["registry"]).read_text())
-AXES = (
-    "stack",
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "variant",
-    "data_placement",
-)
-CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
-                              "learning_rates", "epochs", "variants", "data_placements")))  # fmt: skip
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 
 
@@ -71,17 +58,8 @@ def gpu_present():
     return listing.returncode == 0 and "GPU" in listing.stdout
 
 
-def grids():
-    """Per grid, each axis' values: the top-level lists overridden by one `grids` entry (no entries: the top level)."""
-    return [
-        {axis: grid.get(CONFIG_AXES[axis], config[CONFIG_AXES[axis]]) for axis in AXES}
-        for grid in config["grids"] or [{}]
-    ]
-
-
 def axis_values(axis):
-    """The values an axis takes in any grid, in first-seen order."""
-    return list(dict.fromkeys(value for grid in grids() for value in grid[axis]))
+    return plan.axis_values(config, axis)
 
 
 def check_config():
@@ -92,7 +70,7 @@ def check_config():
     for model in axis_values("model"):
         if not known_model(model):
             refuse("models", model, [*MODELS, "lstm<hidden units>"])
-    for grid in grids():
+    for grid in plan.grids(config):
         for dataset in grid["dataset"]:
             try:
                 info = dataset_info(dataset, config, REGISTRY)
@@ -117,7 +95,7 @@ def check_config():
         with_ops = [name for name, entry in STACKS.items() if entry.get("ops_adapter")]
         if stack not in with_ops:
             refuse("ops.stacks", stack, with_ops)
-    for grid in grids():
+    for grid in plan.grids(config):
         for stack, device in itertools.product(grid["stack"], grid["device"]):
             if stack not in config["existing_envs"] and not STACKS[stack]["env"].get(
                 device
@@ -162,71 +140,17 @@ def check_existing_envs():
     return hashes
 
 
-def existing_env_name(stack):
-    return f"existing-{stack}"
-
-
 def stack_env(stack, device):
-    """The env a stack's jobs on this device run in: an existing one named in the config, else its env file's."""
-    if stack in config["existing_envs"]:
-        return existing_env_name(stack)
-    return STACKS[stack]["env"][device]
-
-
-def matches(experiment, exclusion):
-    return all(
-        experiment[key] in (value if isinstance(value, list) else [value])
-        for key, value in exclusion.items()
-    )
-
-
-def placement_suffix(row):
-    """Device-staged data, the default, adds nothing to an id; host data adds `_host-data`."""
-    return "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
-
-
-def experiment_id(row):
-    """Readable and stable: every axis, in a fixed order."""
-    return (
-        f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
-        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}"
-    )
+    return plan.stack_env(config, STACKS, stack, device)
 
 
 def experiment_table():
-    """{id: row} over the union of each grid's cartesian product, minus exclusions and variants a stack lacks."""
-    table, skipped = {}, set()
-    products = (itertools.product(*grid.values()) for grid in grids())
-    for values in itertools.chain.from_iterable(products):
-        row = dict(zip(AXES, values))
-        stack = STACKS[row["stack"]]
-        what = (row["variant"], row["device"], row["data_placement"])
-        reason = unsupported_reason(stack, *what)
-        if reason:
-            skipped.add((row["stack"], *what, reason))
-            continue
-        if any(matches(row, exclusion) for exclusion in config["exclude"]):
-            continue
-        row.update(
-            framework=stack["framework"],
-            backend=stack["backend"],
-            adapter=stack["adapter"],
-            env=stack_env(row["stack"], row["device"]),
-            environment=stack["environment"],
-            momentum=config["momentum"],
-            weight_decay=config["weight_decay"],
-            target_accuracy=config["target_accuracy"],
-            telemetry_hz=config["telemetry_hz"],
-            measure_input_share=config["measure_input_share"],
-            math_mode=config["math_mode"],
-        )
-        row["experiment_id"] = experiment_id(row)
-        table[row["experiment_id"]] = row
-    for stack, variant, device, placement, reason in sorted(skipped):
-        print(
-            f"skipping variant {variant!r} with {placement} data for {stack} on {device}: {reason}",
-            file=sys.stderr,
-        )
+    """{id: row} of the experiment matrix (dlbench/plan.py), each left-out group printed once."""
+    table, skipped = plan.experiment_table(
+        config, STACKS, plan.train_sizes(config, REGISTRY)
+    )
+    for entry in skipped:
+        print(plan.skipped_message(entry), file=sys.stderr)
     if not table:
         raise WorkflowError(
             "config error: every experiment is excluded; loosen `exclude` or add axis values"
@@ -234,41 +158,48 @@ def experiment_table():
     return table
 
 
-def search_id(row):
-    return (
-        f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_{row['optimizer']}"
-        f"_{row['variant']}{placement_suffix(row)}"
-    )
-
-
-def max_batch_searches():
-    """{id: row}: one largest-batch search per experiment without its batch size, learning rate and epochs (none
-    for memory), for the stacks of `max_batch.stacks` (empty: all); nothing unless `max_batch.enabled`.
+def set_aside_changed_data():
+    """A prepared dataset whose arrays are missing or changed since preparation (corrupted, edited) is renamed
+    aside, not deleted, so that this run prepares it again (and retrains what depends on it).
     """
-    options = config["max_batch"]
-    if not options["enabled"]:
-        return {}
-    searches = {}
-    for row in EXPERIMENTS.values():
-        if options["stacks"] and row["stack"] not in options["stacks"]:
+    for dataset in axis_values("dataset"):
+        folder = Path("results/data") / dataset
+        if not (folder / "meta.json").exists():
             continue
-        search = {key: row[key] for key in (*AXES, "framework", "backend", "adapter", "env", "environment",
-                                            "momentum", "weight_decay", "math_mode")
-                  if key not in ("batch_size", "epochs")}  # fmt: skip
-        search.update(
-            {key: options[key] for key in ("start", "limit", "resolution", "steps")},
-            seed=config["seed"],
-            search_id=search_id(row),
-        )
-        searches.setdefault(search["search_id"], search)
-    return searches
+        problem = data.changed(folder, always_hash=False)
+        if problem:
+            aside = folder.with_name(
+                f"{dataset}.changed-{time.strftime('%Y%m%dT%H%M%S')}"
+            )
+            folder.rename(aside)
+            print(
+                f"{problem}; set aside as {aside}, {dataset} is prepared again",
+                file=sys.stderr,
+            )
+
+
+def report_failures():
+    """At the end of every run: the failed runs by status with their logs, and False when any status is not in
+    `expected_failures` (the exit code is then non-zero)."""
+    failed = list(plan.failed_runs(config, EXPERIMENTS))
+    if not failed:
+        return True
+    print("\n".join(plan.failure_summary(failed)), file=sys.stderr)
+    unexpected = {run["status"] for run in failed} - set(config["expected_failures"])
+    retry = ".venv/bin/python scripts/plan.py failed"
+    print(
+        f"Retry them with: snakemake --cores all --forcerun $({retry})"
+        + ("" if unexpected else " (expected_failures: these do not fail the run)"),
+        file=sys.stderr,
+    )
+    return not unexpected
 
 
 check_config()
+set_aside_changed_data()
 EXISTING_ENVS = check_existing_envs()
 EXPERIMENTS = experiment_table()
-SEARCHES = max_batch_searches()
-REPEATS = range(1, config["repeats"] + 1)
+SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)
 OPS_JOBS = [
     (stack, device, operator)
     for stack in config["ops"]["stacks"]
@@ -280,7 +211,7 @@ ENVS = sorted(
     | {stack_env(stack, device) for stack, device, _ in OPS_JOBS}
     | {"tools"}
 )
-BUILT_ENVS = [env for env in ENVS if not env.startswith(existing_env_name(""))]
+BUILT_ENVS = [env for env in ENVS if not env.startswith(plan.EXISTING_ENV_PREFIX)]
 
 
 def regex_alternatives(names):
@@ -293,7 +224,9 @@ def env_file(env):
 
 def conda_env_file(env):
     """An env's file relative to workflow/rules/ as `conda:` expects; None for an existing env, which has none."""
-    return None if env.startswith(existing_env_name("")) else f"../../{env_file(env)}"
+    return (
+        None if env.startswith(plan.EXISTING_ENV_PREFIX) else f"../../{env_file(env)}"
+    )
 
 
 def job_conda_env(wildcards):
@@ -307,7 +240,7 @@ def env_description(env):
 def env_python(env):
     """The interpreter a job of this env runs: an existing env's, the env's venv, or the active conda env's."""
     existing = {
-        existing_env_name(stack): python
+        plan.existing_env_name(stack): python
         for stack, python in config["existing_envs"].items()
     }
     if env in existing:
@@ -343,7 +276,6 @@ def train_inputs(wildcards):
     return {
         "env": env_description(row["env"]),
         "meta": f"results/data/{row['dataset']}/meta.json",
-        "arrays": ancient(f"results/data/{row['dataset']}/arrays.npz"),
         "scripts": ["scripts/train.py", "scripts/run_experiment.py"]
         + library_files(
             "specs.py",
@@ -362,9 +294,8 @@ def train_inputs(wildcards):
 
 def run_outputs(name):
     return [
-        f"results/runs/{experiment}/rep{rep}/{name}"
-        for experiment in EXPERIMENTS
-        for rep in REPEATS
+        f"{plan.RUN_DIRECTORY.format(experiment=experiment, rep=rep)}/{name}"
+        for experiment, rep in plan.runs(config, EXPERIMENTS)
     ]
 
 
@@ -377,7 +308,6 @@ def max_batch_inputs(wildcards):
     return {
         "env": env_description(search["env"]),
         "meta": f"results/data/{search['dataset']}/meta.json",
-        "arrays": ancient(f"results/data/{search['dataset']}/arrays.npz"),
         "scripts": ["scripts/max_batch.py"]
         + library_files(
             "specs.py",

@@ -12,7 +12,9 @@ rule build_env:
         "../../envs/{env}.yaml"
     params:
         where=env_build_arguments,
-        python="python" if USE_CONDA else sys.executable,
+        # Not the driver's own path: how Snakemake is invoked must not rerun anything (the builder makes each
+        # venv with the env file's pinned Python where PATH has it).
+        python="python" if USE_CONDA else "python3",
     shell:
         "{params.python} {input.builder} {input.env_file} {params.where}"
         " --describe {output.description} > {log} 2>&1"

@@ -1,3 +1,4 @@
+# Output and log paths are dlbench/plan.py's RUN_DIRECTORY and RUN_LOG (the failure summary and retries read them).
 rule train:
     input:
         unpack(train_inputs),

@@ -1,0 +1,164 @@
+"""The experiment matrix: what a config asks to run, decided in one place that the workflow's rules, the tests and
+`scripts/plan.py` all import. Pure functions of the validated config (defaults filled) and envs/stacks.yaml; no
+Snakemake, no framework. Needs PyYAML only where the callers read those files.
+"""
+
+import itertools
+import json
+from pathlib import Path
+
+from .catalog import dataset_info
+from .variants import unsupported_reason
+
+AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant",
+        "data_placement")  # fmt: skip
+CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
+                              "learning_rates", "epochs", "variants", "data_placements")))  # fmt: skip
+EXISTING_ENV_PREFIX = "existing-"
+
+
+def grids(config):
+    """Per grid, each axis' values: the top-level lists overridden by one `grids` entry (no entries: the top level)."""
+    return [{axis: grid.get(CONFIG_AXES[axis], config[CONFIG_AXES[axis]]) for axis in AXES}
+            for grid in config["grids"] or [{}]]  # fmt: skip
+
+
+def axis_values(config, axis):
+    """The values an axis takes in any grid, in first-seen order."""
+    return list(dict.fromkeys(value for grid in grids(config) for value in grid[axis]))
+
+
+def existing_env_name(stack):
+    return f"{EXISTING_ENV_PREFIX}{stack}"
+
+
+def stack_env(config, stacks, stack, device):
+    """The env a stack's jobs on this device run in: an existing one named in the config, else its env file's."""
+    if stack in config["existing_envs"]:
+        return existing_env_name(stack)
+    return stacks[stack]["env"][device]
+
+
+def matches(row, exclusion):
+    return all(row[key] in (value if isinstance(value, list) else [value]) for key, value in exclusion.items())
+
+
+def placement_suffix(row):
+    """Device-staged data, the default, adds nothing to an id; host data adds `_host-data`."""
+    return "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
+
+
+def experiment_id(row):
+    """Readable and stable: every axis, in a fixed order."""
+    return (f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
+            f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}")  # fmt: skip
+
+
+def train_sizes(config, registry):
+    """{dataset: training examples}: the prepared data's own count where it exists, else what the config implies
+    (None where only preparing the data can tell, e.g. a local ImageNet)."""
+    sizes = {}
+    for dataset in axis_values(config, "dataset"):
+        meta = Path("results/data") / dataset / "meta.json"
+        known = json.loads(meta.read_text())["train_size"] if meta.exists() else None
+        sizes[dataset] = known or dataset_info(dataset, config, registry)["train_size"]
+    return sizes
+
+
+def experiment_table(config, stacks, train_sizes=None):
+    """({id: row}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
+    sorted set of (stack, variant, device, data placement, reason) left out because the stack cannot run them;
+    with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
+    as (stack, dataset, batch size, reason)."""
+    table, skipped = {}, set()
+    for values in itertools.chain.from_iterable(itertools.product(*grid.values()) for grid in grids(config)):
+        row = dict(zip(AXES, values))
+        stack = stacks[row["stack"]]
+        what = (row["variant"], row["device"], row["data_placement"])
+        reason = unsupported_reason(stack, *what)
+        if reason:
+            skipped.add(("variant", row["stack"], *what, reason))
+            continue
+        if any(matches(row, exclusion) for exclusion in config["exclude"]):
+            continue
+        size = (train_sizes or {}).get(row["dataset"])
+        if size is not None and row["batch_size"] > size:
+            skipped.add(("batch size", row["dataset"], row["batch_size"], size,
+                         f"larger than the {size} training examples of {row['dataset']}"))  # fmt: skip
+            continue
+        row.update(framework=stack["framework"], backend=stack["backend"], adapter=stack["adapter"],
+                   env=stack_env(config, stacks, row["stack"], row["device"]), environment=stack["environment"],
+                   momentum=config["momentum"], weight_decay=config["weight_decay"],
+                   target_accuracy=config["target_accuracy"], telemetry_hz=config["telemetry_hz"],
+                   measure_input_share=config["measure_input_share"], math_mode=config["math_mode"])  # fmt: skip
+        row["experiment_id"] = experiment_id(row)
+        table[row["experiment_id"]] = row
+    return table, sorted(skipped, key=str)
+
+
+def skipped_message(entry):
+    """One line per left-out group (printed once per invocation)."""
+    if entry[0] == "variant":
+        _, stack, variant, device, placement, reason = entry
+        return f"skipping variant {variant!r} with {placement} data for {stack} on {device}: {reason}"
+    _, dataset, batch_size, _, reason = entry
+    return f"skipping batch size {batch_size} on {dataset}: {reason}"
+
+
+def search_id(row):
+    return (f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_{row['optimizer']}"
+            f"_{row['variant']}{placement_suffix(row)}")  # fmt: skip
+
+
+SEARCH_KEYS = (*AXES, "framework", "backend", "adapter", "env", "environment", "momentum", "weight_decay", "math_mode")
+
+
+def max_batch_searches(config, experiments):
+    """{id: row}: one largest-batch search per experiment without its batch size, learning rate and epochs (none
+    for memory), for the stacks of `max_batch.stacks` (empty: all); nothing unless `max_batch.enabled`."""
+    options = config["max_batch"]
+    if not options["enabled"]:
+        return {}
+    searches = {}
+    for row in experiments.values():
+        if options["stacks"] and row["stack"] not in options["stacks"]:
+            continue
+        search = {key: row[key] for key in SEARCH_KEYS if key not in ("batch_size", "epochs")}
+        search.update({key: options[key] for key in ("start", "limit", "resolution", "steps")}, seed=config["seed"],
+                      search_id=search_id(row))  # fmt: skip
+        searches.setdefault(search["search_id"], search)
+    return searches
+
+
+RUN_DIRECTORY = "results/runs/{experiment}/rep{rep}"  # the train rule's outputs, and its log:
+RUN_LOG = "logs/train/{experiment}/rep{rep}.log"
+
+
+def runs(config, experiments):
+    """(experiment id, repeat) of every training job."""
+    return [(experiment, rep) for experiment in experiments for rep in range(1, config["repeats"] + 1)]
+
+
+def failed_runs(config, experiments, statuses=()):
+    """The planned runs whose record exists with a status other than ok (only `statuses`, if given): dicts of
+    status, experiment, rep, record, log and error."""
+    for experiment, rep in runs(config, experiments):
+        record_path = Path(RUN_DIRECTORY.format(experiment=experiment, rep=rep)) / "record.json"
+        if not record_path.exists():
+            continue
+        record = json.loads(record_path.read_text())
+        if record["status"] != "ok" and (not statuses or record["status"] in statuses):
+            yield {"status": record["status"], "experiment": experiment, "rep": rep, "record": str(record_path),
+                   "log": RUN_LOG.format(experiment=experiment, rep=rep), "error": record.get("error") or ""}  # fmt: skip
+
+
+def failure_summary(failed):
+    """The lines printed at the end of a workflow run about its failed runs, grouped by status."""
+    lines = []
+    for status in sorted({run["status"] for run in failed}):
+        group = [run for run in failed if run["status"] == status]
+        lines.append(f"{len(group)} run(s) with status {status}:")
+        for run in group:
+            error = run["error"].splitlines()[0][:200] if run["error"] else ""
+            lines.append(f"  {run['experiment']} rep {run['rep']}: {error}\n    log: {run['log']}")
+    return lines

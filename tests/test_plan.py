@@ -1,0 +1,77 @@
+"""The experiment matrix module (dlbench/plan.py) that the rules, scripts/plan.py and the tests share, and the
+prepared-data fingerprints the workflow checks before planning."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO
+from dlbench import data, plan
+
+STACKS = yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+AXIS_DEFAULTS = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "models": ["mlp"], "devices": ["cpu"],
+                 "batch_sizes": [32, 512], "optimizers": ["adam"], "learning_rates": [0.001], "epochs": [2],
+                 "variants": ["eager", "graph"], "data_placements": ["device"]}  # fmt: skip
+CONFIG = dict(AXIS_DEFAULTS, grids=[], exclude=[], existing_envs={}, momentum=0.9, weight_decay=0.0, target_accuracy=None,
+              telemetry_hz=10, measure_input_share=True, math_mode={"tf32": True, "autotune": True}, repeats=2,
+              synthetic={"classes": 4, "train_size": 256, "test_size": 8}, synthetic_imagenet={"train_size": 10})  # fmt: skip
+
+
+def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table, skipped = plan.experiment_table(CONFIG, STACKS, plan.train_sizes(CONFIG, {}))
+    assert list(table) == ["torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]
+    messages = [plan.skipped_message(entry) for entry in skipped]
+    assert messages == ["skipping batch size 512 on synthetic-8x8x1: larger than the 256 training examples of "
+                        "synthetic-8x8x1",
+                        "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is "
+                        "torch.compile (variant compile)"]  # fmt: skip
+    assert len(plan.runs(CONFIG, table)) == 2
+
+
+def test_the_prepared_size_wins_over_the_configured_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results/data/synthetic-8x8x1").mkdir(parents=True)
+    (tmp_path / "results/data/synthetic-8x8x1/meta.json").write_text(json.dumps({"train_size": 1000}))
+    table, _ = plan.experiment_table(CONFIG, STACKS, plan.train_sizes(CONFIG, {}))
+    assert len(table) == 2
+
+
+def test_failed_runs_are_found_by_status_and_summarised_with_their_logs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table, _ = plan.experiment_table(CONFIG, STACKS, {})
+    experiment = next(iter(table))
+    for rep, (status, error) in enumerate([("ok", None), ("oom", "OutOfMemoryError: CUDA out of memory\nmore")], 1):
+        folder = tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=rep)
+        folder.mkdir(parents=True)
+        (folder / "record.json").write_text(json.dumps({"status": status, "error": error}))
+    failed = list(plan.failed_runs(CONFIG, table))
+    assert [(run["status"], run["rep"]) for run in failed] == [("oom", 2)]
+    assert list(plan.failed_runs(CONFIG, table, ["error"])) == []
+    assert plan.failure_summary(failed) == [
+        "1 run(s) with status oom:",
+        f"  {experiment} rep 2: OutOfMemoryError: CUDA out of memory\n    log: logs/train/{experiment}/rep2.log"]
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    np.savez(tmp_path / data.ARRAYS, train_x=np.zeros((4, 2, 2, 1), np.uint8))
+    (tmp_path / "meta.json").write_text(json.dumps({"files": {data.ARRAYS: data.fingerprint(tmp_path / data.ARRAYS)}}))
+    return tmp_path
+
+
+def test_prepared_data_that_changed_is_named_and_refused(prepared):
+    arrays = prepared / data.ARRAYS
+    assert data.changed(prepared, always_hash=False) == "" and (prepared / data.VERIFIED).exists()
+    data.verify(prepared)
+    content = bytearray(arrays.read_bytes())
+    content[-30] ^= 1
+    arrays.write_bytes(bytes(content))
+    assert "SHA-256" in data.changed(prepared, always_hash=False)
+    with pytest.raises(data.PreparedDataError, match=f"{arrays}.*corrupted.*snakemake --forcerun"):
+        data.verify(prepared)
+    arrays.write_bytes(bytes(content[:-1]))
+    assert "bytes" in data.changed(prepared, always_hash=False)
+    arrays.unlink()
+    assert data.changed(prepared, always_hash=False) == f"{arrays} is missing"
