@@ -1,11 +1,20 @@
-"""Tidy tables from the run records: runs (one row per run), summary (per experiment, over repeats), epochs;
-and max_batch (one row per largest-batch search, empty when none ran).
+"""Tidy tables from the run records: runs (one row per run), summary (per experiment, over repeats), epochs,
+comparisons (between stacks and variants within each group of otherwise identical experiments); and max_batch
+(one row per largest-batch search, empty when none ran).
 
-Failed runs (status error/oom) stay in the runs table and are counted in the summary; statistics use the
-runs with status ok. The 95% interval is Student's t over repeats (empty with fewer than 2 ok runs).
+Failed runs (status error/oom) stay in the runs table and are counted in the summary; statistics use the runs with
+status ok. Every statistic is computed here, once; the report only prints them:
+
+- Throughputs and times are positive and their spread multiplicative, so their centre is the geometric mean and
+  their 95% interval Student's t on the logarithms, back-transformed: never a zero or negative bound. Fewer than
+  3 ok repeats give no interval (`interval_note` says why); `_cv` is the coefficient of variation (std / mean).
+- A comparison is the ratio of geometric-mean training throughputs against the group's baseline (the config's
+  `comparison_baseline` stack where the group has it, else the slowest), with Welch's t on log throughput: its
+  95% interval and p-value, Holm-corrected across the whole table. A difference is "faster" or "slower" only when
+  the Holm-corrected p is below 0.05 and the interval excludes 1; otherwise "within noise".
 
     python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
-        --out results/tables
+        [--baseline STACK] --out results/tables
 """
 
 import argparse
@@ -18,6 +27,9 @@ from scipy import stats
 
 IDENTITY = ["experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
             "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
+GROUP = ["dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement"]
+MIN_REPEATS = 3  # for an interval, and for a comparison's test
+ALPHA = 0.05
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
     "steady_epoch_s": "mean training time of a steady epoch (s)",
@@ -45,11 +57,17 @@ def flatten(record):
     return row
 
 
-def interval95(values):
-    if len(values) < 2:
-        return np.nan, np.nan
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return values.mean() - half, values.mean() + half
+def log_interval(values):
+    """(geometric mean, low, high) of positive values: Student's t on their logarithms, back-transformed (no
+    interval, NaN, below MIN_REPEATS values)."""
+    if len(values) == 0:
+        return np.nan, np.nan, np.nan
+    logs = np.log(values.to_numpy(dtype=float))
+    centre = np.exp(logs.mean())
+    if len(logs) < MIN_REPEATS:
+        return centre, np.nan, np.nan
+    half = stats.t.ppf(1 - ALPHA / 2, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
+    return centre, np.exp(logs.mean() - half), np.exp(logs.mean() + half)
 
 
 def summarise(group):
@@ -60,15 +78,90 @@ def summarise(group):
            "errors": " | ".join(sorted(set(group["error"].dropna())))}  # fmt: skip
     for column in STATISTICS:
         values = ok[column].dropna().astype(float)
-        low, high = interval95(values)
-        row.update({f"{column}_mean": values.mean(), f"{column}_std": values.std(ddof=1) if len(values) > 1 else np.nan,
-                    f"{column}_min": values.min(), f"{column}_median": values.median(),
+        centre, low, high = log_interval(values)
+        std = values.std(ddof=1) if len(values) > 1 else np.nan
+        row.update({f"{column}_mean": values.mean(), f"{column}_std": std, f"{column}_cv": std / values.mean(),
+                    f"{column}_min": values.min(), f"{column}_median": values.median(), f"{column}_gmean": centre,
                     f"{column}_ci95_low": low, f"{column}_ci95_high": high})  # fmt: skip
+    row["interval_note"] = "" if len(ok) >= MIN_REPEATS else \
+        f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"  # fmt: skip
     for column in RESOURCES:
         row[f"{column}_mean"] = ok[column].astype(float).mean()
     row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
     row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()
     return pd.Series(row)
+
+
+def welch_log_ratio(values, baseline):
+    """(ratio, low, high, p): the ratio of geometric means of two samples of positive values, its 95% interval
+    and the two-sided p-value of Welch's t on their logarithms."""
+    a, b = np.log(values), np.log(baseline)
+    difference = a.mean() - b.mean()
+    variance_a, variance_b = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    error = np.sqrt(variance_a + variance_b)
+    if error == 0:  # identical repeats on both sides: no noise to test against
+        return np.exp(difference), np.exp(difference), np.exp(difference), float(difference == 0)
+    freedom = (variance_a + variance_b) ** 2 / (variance_a**2 / (len(a) - 1) + variance_b**2 / (len(b) - 1))
+    half = stats.t.ppf(1 - ALPHA / 2, freedom) * error
+    p_value = 2 * stats.t.sf(abs(difference) / error, freedom)
+    return np.exp(difference), np.exp(difference - half), np.exp(difference + half), p_value
+
+
+def holm(p_values):
+    """Holm's step-down adjustment of p-values (NaN stays NaN, and is not counted)."""
+    p_values = pd.Series(p_values, dtype=float)
+    tested = p_values.dropna().sort_values()
+    adjusted = (tested * np.arange(len(tested), 0, -1)).cummax().clip(upper=1.0)
+    return adjusted.reindex(p_values.index)
+
+
+def baseline_of(part, named):
+    """The group's baseline experiment and why: the named stack's slowest variant where the group has it, else the
+    slowest experiment."""
+    candidates = part[part["stack"] == named] if named in set(part["stack"]) else part
+    rule = f"{named} (config comparison_baseline)" if named in set(part["stack"]) else "the slowest"
+    return candidates.loc[candidates["train_images_per_s_gmean"].idxmin()], rule
+
+
+COMPARISON_COLUMNS = [*GROUP, "stack", "variant", "experiment_id", "runs_ok", "baseline_stack", "baseline_variant",
+                      "baseline_experiment_id", "baseline_runs_ok", "baseline_rule", "ratio", "ratio_ci95_low",
+                      "ratio_ci95_high", "p_value", "p_holm", "verdict"]  # fmt: skip
+
+
+def comparisons(runs, summary, named_baseline):
+    """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant)."""
+    ok = runs[runs["status"] == "ok"]
+    throughputs = {name: group["train_images_per_s"].astype(float) for name, group in ok.groupby("experiment_id")}
+    rows = []
+    measured = summary[summary["train_images_per_s_gmean"].notna()]
+    for key, part in measured.groupby(GROUP, dropna=False, sort=True):
+        if len(part) < 2:
+            continue
+        baseline, rule = baseline_of(part, named_baseline)
+        for _, row in part[part["experiment_id"] != baseline["experiment_id"]].iterrows():
+            values, reference = throughputs[row["experiment_id"]], throughputs[baseline["experiment_id"]]
+            if min(len(values), len(reference)) >= MIN_REPEATS:
+                ratio, low, high, p_value = welch_log_ratio(values, reference)
+            else:
+                ratio, low, high, p_value = row["train_images_per_s_gmean"] / baseline["train_images_per_s_gmean"], \
+                    np.nan, np.nan, np.nan  # fmt: skip
+            rows.append(dict(zip(GROUP, key), stack=row["stack"], variant=row["variant"],
+                             experiment_id=row["experiment_id"], runs_ok=len(values), baseline_stack=baseline["stack"],
+                             baseline_variant=baseline["variant"], baseline_experiment_id=baseline["experiment_id"],
+                             baseline_runs_ok=len(reference), baseline_rule=rule, ratio=ratio, ratio_ci95_low=low,
+                             ratio_ci95_high=high, p_value=p_value))  # fmt: skip
+    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    table["p_holm"] = holm(table["p_value"]).to_numpy() if len(table) else []
+    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
+    return table
+
+
+def verdict(row):
+    if pd.isna(row["p_holm"]):
+        return f"not tested: fewer than {MIN_REPEATS} ok repeats"
+    if row["p_holm"] < ALPHA and not row["ratio_ci95_low"] <= 1 <= row["ratio_ci95_high"]:
+        return "faster" if row["ratio"] > 1 else "slower"
+    return "within noise"
 
 
 def epoch_rows(record_path, record):
@@ -112,6 +205,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", nargs="+", required=True)
     parser.add_argument("--max-batch", nargs="*", default=[], help="results of scripts/max_batch.py")
+    parser.add_argument("--baseline", help="stack each comparison is against where its group has it (default: slowest)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     records = [(path, json.loads(Path(path).read_text())) for path in args.records]
@@ -124,6 +218,7 @@ def main():
     write_table(runs, out, "runs")
     write_table(summary, out, "summary")
     write_table(epochs, out, "epochs")
+    write_table(comparisons(runs, summary, args.baseline), out, "comparisons")
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
     write_table(pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
                 out, "max_batch")  # fmt: skip

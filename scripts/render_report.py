@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
@@ -37,6 +38,7 @@ def label(frame):
 
 
 PANEL = ["dataset", "model", "batch_size", "device"]
+GROUP = ["dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement"]
 
 
 def panel_titles(summary):
@@ -60,21 +62,63 @@ def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
 
 
 def throughput_figure(summary, path):
+    """Geometric-mean steady throughput per stack and variant, with its 95% interval (none below 3 repeats)."""
     panels = panel_titles(summary)
     figure, axes = figure_grid(len(panels))
     for axis, (dataset, model, batch, device) in zip(axes, panels):
         part = panel_rows(summary, (dataset, model, batch, device))
-        part = part.sort_values("train_images_per_s_mean")
-        mean = part["train_images_per_s_mean"].fillna(0)
-        low = (mean - part["train_images_per_s_ci95_low"]).fillna(0)
-        high = (part["train_images_per_s_ci95_high"] - mean).fillna(0)
-        axis.barh(label(part), mean, xerr=[low, high], color="#4C72B0", capsize=3)
-        for y, (value, status) in enumerate(zip(part["train_images_per_s_mean"], part["statuses"])):
+        part = part.sort_values("train_images_per_s_gmean")
+        centre = part["train_images_per_s_gmean"].fillna(0)
+        low = (centre - part["train_images_per_s_ci95_low"]).fillna(0)
+        high = (part["train_images_per_s_ci95_high"] - centre).fillna(0)
+        axis.barh(label(part), centre, xerr=[low, high], color="#4C72B0", capsize=3)
+        for y, (value, status) in enumerate(zip(part["train_images_per_s_gmean"], part["statuses"])):
             if pd.isna(value):
                 axis.text(0, y, " " + STATUS_LABEL.get(status.split(",")[0], "failed"), va="center", color="#C44E52")
         axis.set_xlim(left=0)
         axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
         axis.set_xlabel("training images/s (steady epochs)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+
+
+def group_title(row):
+    """An experiment group: what its members share (comparisons are made within one)."""
+    placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
+    return (f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {row['device']}, {row['optimizer']} "
+            f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}")  # fmt: skip
+
+
+def comparison_groups(comparisons):
+    return comparisons.groupby(GROUP, sort=True, dropna=False)
+
+
+def speedup_figure(comparisons, path):
+    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; grey:
+    within noise or not tested."""
+    groups = list(comparison_groups(comparisons))
+    rows = max((len(part) for _, part in groups), default=1)
+    figure, axes = figure_grid(max(len(groups), 1), max_columns=1, panel_size=(9, 0.9 + 0.3 * rows))
+    for axis, (_, part) in zip(axes, groups):
+        part = part.sort_values("ratio")
+        low = (part["ratio"] - part["ratio_ci95_low"]).fillna(0)
+        high = (part["ratio_ci95_high"] - part["ratio"]).fillna(0)
+        for y, (ratio, below, above, verdict) in enumerate(zip(part["ratio"], low, high, part["verdict"])):
+            colour = "#4C72B0" if verdict in ("faster", "slower") else "#9A9A9A"
+            axis.errorbar(ratio, y, xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
+        axis.set_yticks(range(len(part)), label(part))
+        axis.axvline(1.0, color="black", linewidth=0.8)
+        axis.set_xscale("log")
+        for ticks in (axis.xaxis.set_major_formatter, axis.xaxis.set_minor_formatter):
+            ticks(FuncFormatter(lambda value, _: f"{value:g}x"))
+        first = part.iloc[0]
+        axis.set_title(f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
+                       fontsize=9)  # fmt: skip
+        axis.set_xlabel("throughput / baseline throughput (log scale)")
+    if not groups:
+        axes[0].text(0.5, 0.5, "no group has two experiments that finished", ha="center", va="center")
+        axes[0].set_axis_off()
     figure.tight_layout()
     figure.savefig(path, dpi=130)
     plt.close(figure)
@@ -181,22 +225,50 @@ def markdown_table(header, rows):
     return "\n".join(lines) + "\n"
 
 
+def interval_cell(row, low, high):
+    if row["runs_ok"] == 0:
+        return "–"
+    if pd.isna(row[low]):
+        return f"none ({row['runs_ok']} ok repeat{'s' * (row['runs_ok'] != 1)})"
+    return f"{row[low]:,.0f} – {row[high]:,.0f}"
+
+
 def summary_markdown(summary):
     """One table per dataset x model x batch x device, so each fits a page in the PDF."""
-    header = ["stack", "variant", "images/s", "95% interval", "steady epoch s", "first epoch s",
+    header = ["stack", "variant", "images/s", "95% interval", "CV", "steady epoch s", "first epoch s",
               "inference images/s", "accuracy", "runs ok"]  # fmt: skip
     sections = []
     for (dataset, model, batch, device), part in summary.groupby(["dataset", "model", "batch_size", "device"]):
         rows = []
         part = part.assign(variant_label=variant_labels(part))
         for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
-            interval = "–" if pd.isna(row["train_images_per_s_ci95_low"]) else (
-                f"{row['train_images_per_s_ci95_low']:,.0f} – {row['train_images_per_s_ci95_high']:,.0f}")  # fmt: skip
-            rows.append([row["stack"], row["variant_label"], cell(row, "train_images_per_s_mean"),
-                         interval if row["runs_ok"] else "–", cell(row, "steady_epoch_s_median", 3),
-                         cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_mean"),
+            rows.append([row["stack"], row["variant_label"], cell(row, "train_images_per_s_gmean"),
+                         interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
+                         cell(row, "train_images_per_s_cv", 1, percent), cell(row, "steady_epoch_s_median", 3),
+                         cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_gmean"),
                          cell(row, "final_test_accuracy_mean", 3), f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
         sections.append(f"### {model} on {dataset}, batch {batch}, {device}\n\n" + markdown_table(header, rows))
+    return "\n".join(sections)
+
+
+def ratio_text(row):
+    interval = "" if pd.isna(row["ratio_ci95_low"]) else f" [{row['ratio_ci95_low']:.2f}, {row['ratio_ci95_high']:.2f}]"
+    return f"{row['ratio']:.2f}x{interval}"
+
+
+def comparisons_markdown(comparisons):
+    """Per group, every experiment against the baseline: ratio, interval, Holm-corrected p, verdict."""
+    if comparisons.empty:
+        return "No group has two experiments with a finished run, so nothing is compared.\n"
+    header = ["stack", "variant", "ratio [95% interval]", "p (Holm)", "verdict", "repeats"]
+    sections = []
+    for _, part in comparison_groups(comparisons):
+        first = part.iloc[0]
+        rows = [[row["stack"], variant_label(row["variant"], row["data_placement"]), ratio_text(row),
+                 "–" if pd.isna(row["p_holm"]) else f"{row['p_holm']:.3g}", row["verdict"],
+                 f"{row['runs_ok']} vs {row['baseline_runs_ok']}"] for _, row in part.sort_values("ratio").iterrows()]  # fmt: skip
+        sections.append(f"### {group_title(first)}\n\nBaseline: {first['baseline_stack']} ({first['baseline_variant']}), "
+                        f"{first['baseline_rule']}.\n\n" + markdown_table(header, rows))  # fmt: skip
     return "\n".join(sections)
 
 
@@ -301,8 +373,25 @@ def provenance_markdown(runs):
     return markdown_table(["machine", "value"], machine) + "\n" + table
 
 
-def overview_markdown(summary, runs):
-    ok = summary[summary["runs_ok"] > 0]
+def conclusion(part):
+    """The sentence for one comparison group, from the comparisons table only: who differs from the baseline
+    beyond noise, who does not, who was not tested. It never names a winner within noise."""
+    first = part.iloc[0]
+    clauses = []
+    for verdict, words in (("faster", "faster beyond noise"), ("slower", "slower beyond noise"),
+                           ("within noise", "within noise of it")):  # fmt: skip
+        members = part[part["verdict"] == verdict].sort_values("ratio", ascending=False)
+        if len(members):
+            listed = ", ".join(f"{row['stack']} ({row['variant']}) {ratio_text(row)}" for _, row in members.iterrows())
+            clauses.append(f"{words}: {listed}")
+    untested = part[part["verdict"].str.startswith("not tested")]
+    if len(untested):
+        clauses.append(f"not tested (fewer than 3 ok repeats): {', '.join(untested['stack'] + ' (' + untested['variant'] + ')')}")
+    return (f"- {group_title(first)}; against {first['baseline_stack']} ({first['baseline_variant']}, "
+            f"{first['baseline_rule']}): " + "; ".join(clauses) + ".")  # fmt: skip
+
+
+def overview_markdown(summary, runs, comparisons):
     lines = [f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
              f"({', '.join(sorted(summary['stack'].unique()))}); "
              f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok.", ""]  # fmt: skip
@@ -310,11 +399,7 @@ def overview_markdown(summary, runs):
     if overlapping:
         lines += [f"**Warning: {overlapping} runs overlapped another run on the same host; their timings are "
                   "not trustworthy.**", ""]  # fmt: skip
-    for (dataset, model, batch, device), part in ok.groupby(["dataset", "model", "batch_size", "device"]):
-        best = part.loc[part["train_images_per_s_mean"].idxmax()] if part["train_images_per_s_mean"].notna().any() else None
-        if best is not None:
-            lines.append(f"- {model} on {dataset} (batch {batch}, {device}): fastest is {best['stack']} "
-                         f"({best['variant']}) at {best['train_images_per_s_mean']:,.0f} images/s.")  # fmt: skip
+    lines += [conclusion(part) for _, part in comparison_groups(comparisons)]
     return "\n".join(lines) + "\n"
 
 
@@ -355,14 +440,16 @@ def main():
     tables = Path(args.tables)
     runs, summary = pd.read_parquet(tables / "runs.parquet"), pd.read_parquet(tables / "summary.parquet")
     epochs, ops = pd.read_parquet(tables / "epochs.parquet"), pd.read_parquet(tables / "ops.parquet")
-    searches = pd.read_parquet(tables / "max_batch.parquet")
+    searches, comparisons = pd.read_parquet(tables / "max_batch.parquet"), pd.read_parquet(tables / "comparisons.parquet")
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
     (build / "figures").mkdir(parents=True)
     throughput_figure(summary, build / "figures" / "throughput.png")
     epoch_time_figure(summary, epochs, build / "figures" / "epoch_time.png")
-    pieces = {"overview.md": overview_markdown(summary, runs), "summary.md": summary_markdown(summary),
+    speedup_figure(comparisons, build / "figures" / "speedup.png")
+    pieces = {"overview.md": overview_markdown(summary, runs, comparisons), "summary.md": summary_markdown(summary),
+              "comparisons.md": comparisons_markdown(comparisons),
               "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
               "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
               "ops.md": ops_markdown(ops, build / "figures"), "max_batch.md": max_batch_markdown(searches),

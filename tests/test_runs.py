@@ -5,8 +5,10 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 import yaml
 from conftest import REPO, read_csv
@@ -133,9 +135,13 @@ def test_summary_statistics_over_repeats(tmp_path, env_python):
     assert summary["train_images_per_s_std"] == pytest.approx(10.0)
     assert summary["train_images_per_s_median"] == pytest.approx(110.0)
     assert summary["train_images_per_s_min"] == pytest.approx(100.0)
-    half_width = 4.302652729911275 * 10.0 / 3**0.5  # t(0.975, df=2) * s / sqrt(n)
-    assert summary["train_images_per_s_ci95_low"] == pytest.approx(110.0 - half_width)
-    assert summary["train_images_per_s_ci95_high"] == pytest.approx(110.0 + half_width)
+    logs = np.log([100.0, 110.0, 120.0])
+    half_width = 4.302652729911275 * logs.std(ddof=1) / 3**0.5  # t(0.975, df=2) * s / sqrt(n), on logs
+    assert summary["train_images_per_s_gmean"] == pytest.approx(np.exp(logs.mean()))
+    assert summary["train_images_per_s_ci95_low"] == pytest.approx(np.exp(logs.mean() - half_width))
+    assert summary["train_images_per_s_ci95_high"] == pytest.approx(np.exp(logs.mean() + half_width))
+    assert summary["train_images_per_s_cv"] == pytest.approx(10.0 / 110.0)
+    assert row["interval_note"] == ""
     assert summary["steady_epoch_s_mean"] == pytest.approx((13.44 + 1344 / 110 + 11.2) / 3)
     assert (out / "summary.parquet").exists() and (out / "runs.parquet").exists()
     assert [run["overlapping_runs"] for run in runs] == ["0"] * 4  # back to back is not an overlap
@@ -149,3 +155,54 @@ def test_overlapping_timed_runs_are_flagged(tmp_path, env_python):
                              *records, "--out", str(tmp_path / "tables")], capture_output=True, text=True, check=True)  # fmt: skip
     assert [run["overlapping_runs"] for run in read_csv(tmp_path / "tables" / "runs.csv")] == ["1", "1", "0"]
     assert "WARNING: 2 timed runs overlapped another run on the same host" in result.stdout
+
+
+def aggregate(tmp_path, env_python, records, *options):
+    out = tmp_path / "tables"
+    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records", *records,
+                    "--out", str(out), *options], check=True, capture_output=True)  # fmt: skip
+    return out
+
+
+def test_an_interval_is_never_absurd_and_needs_three_repeats(tmp_path, env_python):
+    """Throughputs as spread as the short default epochs gave (a Student's t on the raw values went negative)."""
+    wide = [fake_run(tmp_path / "a", rep, value, seconds=(rep * 10, rep * 10 + 5)) for rep, value in
+            enumerate([20000.0, 60000.0, 40000.0], 1)]  # fmt: skip
+    out = aggregate(tmp_path, env_python, wide)
+    (row,) = read_csv(out / "summary.csv")
+    assert 0 < float(row["train_images_per_s_ci95_low"]) < float(row["train_images_per_s_gmean"])
+    two = [fake_run(tmp_path / "b", rep, 100.0 + rep, seconds=(rep * 10, rep * 10 + 5)) for rep in (1, 2)]
+    (row,) = read_csv(aggregate(tmp_path / "b", env_python, two) / "summary.csv")
+    assert row["train_images_per_s_ci95_low"] == "" and row["interval_note"] == "2 ok repeat(s): an interval needs at least 3"
+
+
+def group_of_runs(folder, throughputs):
+    """Records of one experiment per stack (`throughputs`: stack -> its repeats' images/s), otherwise identical."""
+    paths, clock = [], 0
+    for stack, values in throughputs.items():
+        for rep, value in enumerate(values, 1):
+            path = fake_run(folder / stack, rep, value, seconds=(clock, clock + 1))
+            record = json.loads(Path(path).read_text())
+            record.update(stack=stack, experiment_id=record["experiment_id"].replace("torch-2.13", stack))
+            Path(path).write_text(json.dumps(record))
+            paths.append(path)
+            clock += 1
+    return paths
+
+
+def test_comparisons_test_each_stack_against_the_baseline_and_call_noise_noise(tmp_path, env_python):
+    records = group_of_runs(tmp_path, {"slow": [100.0, 101.0, 99.0], "fast": [200.0, 202.0, 198.0],
+                                       "same": [100.5, 98.0, 102.0], "few": [300.0, 310.0]})  # fmt: skip
+    rows = {row["stack"]: row for row in read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")}
+    assert {row["baseline_stack"] for row in rows.values()} == {"slow"}
+    assert set(rows) == {"fast", "same", "few"}
+    assert rows["fast"]["verdict"] == "faster" and float(rows["fast"]["ratio"]) == pytest.approx(2.0, rel=0.01)
+    assert float(rows["fast"]["ratio_ci95_low"]) > 1 and rows["fast"]["baseline_rule"] == "the slowest"
+    assert rows["same"]["verdict"] == "within noise"
+    assert float(rows["same"]["ratio_ci95_low"]) < 1 < float(rows["same"]["ratio_ci95_high"])
+    assert rows["few"]["verdict"] == "not tested: fewer than 3 ok repeats" and rows["few"]["p_holm"] == ""
+    p_values = sorted(float(rows[stack]["p_value"]) for stack in ("fast", "same"))
+    assert float(rows["fast"]["p_holm"]) == pytest.approx(min(1.0, 2 * p_values[0]))  # Holm: the smallest times 2
+    named = read_csv(aggregate(tmp_path / "named", env_python, records, "--baseline", "fast") / "comparisons.csv")
+    assert {row["baseline_stack"] for row in named} == {"fast"}
+    assert {row["stack"]: row["verdict"] for row in named}["slow"] == "slower"

@@ -133,7 +133,7 @@ def test_tables_have_one_row_per_run_and_per_experiment(workdir):
     assert "train_images_per_s_ci95_low" in summary[0]
     overlaps = {run["overlapping_runs"] for run in read_csv(workdir / "results/tables/runs.csv")}
     assert overlaps == {"0"}, "timed jobs ran at the same time"
-    for table in ("runs", "summary", "epochs", "max_batch"):
+    for table in ("runs", "summary", "epochs", "max_batch", "comparisons"):
         assert (workdir / f"results/tables/{table}.parquet").exists()
 
 

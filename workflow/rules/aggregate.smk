@@ -14,12 +14,19 @@ rule aggregate:
         epochs_parquet="results/tables/epochs.parquet",
         max_batch="results/tables/max_batch.csv",
         max_batch_parquet="results/tables/max_batch.parquet",
+        comparisons="results/tables/comparisons.csv",
+        comparisons_parquet="results/tables/comparisons.parquet",
     log:
         "logs/aggregate.log",
     conda:
         "../../envs/tools.yaml"
     params:
         python=env_python("tools"),
+        baseline=(
+            f"--baseline {config['comparison_baseline']}"
+            if config["comparison_baseline"]
+            else ""
+        ),
     shell:
         "{params.python} {input.script} --records {input.records} --max-batch {input.max_batch}"
-        " --out $(dirname {output.runs}) > {log} 2>&1"
+        " {params.baseline} --out $(dirname {output.runs}) > {log} 2>&1"

@@ -86,6 +86,9 @@ def check_config():
     for stack in config["max_batch"]["stacks"]:
         if stack not in axis_values("stack"):
             refuse("max_batch.stacks", stack, axis_values("stack"))
+    baseline = config["comparison_baseline"]
+    if baseline is not None and baseline not in axis_values("stack"):
+        refuse("comparison_baseline", baseline, axis_values("stack"))
     if config["max_batch"]["start"] > config["max_batch"]["limit"]:
         raise WorkflowError(
             f"config error in `max_batch.start`: {config['max_batch']['start']} is above "
