@@ -224,6 +224,13 @@ def main():
                 out, "max_batch")  # fmt: skip
     failed = runs[runs["status"] != "ok"]
     print(f"{len(runs)} runs ({len(failed)} not ok) in {len(summary)} experiments -> {out}")
+    spread = summary.dropna(subset=["train_images_per_s_cv"])
+    if len(spread):
+        worst = spread.loc[spread["train_images_per_s_cv"].idxmax()]
+        print(f"steady throughput across repeats: coefficient of variation median "
+              f"{spread['train_images_per_s_cv'].median():.1%}, max {worst['train_images_per_s_cv']:.1%} "
+              f"({worst['experiment_id']}); {int((spread['train_images_per_s_cv'] >= 0.05).sum())} of {len(spread)} "
+              "experiments at 5% or more")  # fmt: skip
     if runs["overlapping_runs"].any():
         print(f"WARNING: {int((runs['overlapping_runs'] > 0).sum())} timed runs overlapped another run on the same "
               "host: their timings are not trustworthy (were jobs run with --resources gpu=1 and all cores?)")

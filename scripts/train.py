@@ -126,7 +126,8 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     phases["first_epoch"] = record["epoch_train_s"][0]
     phases["steady_epochs"] = sum(record["epoch_train_s"][1:])
     record["first_epoch_images_per_s"] = images / record["epoch_train_s"][0]
-    record["train_images_per_s"] = steady_throughput(images, record["epoch_train_s"])
+    window = steady_window(adapter, model, staged, train_size, experiment, record, sampler, sync)
+    record["train_images_per_s"] = steady_throughput(images, [phases["first_epoch"], *window])
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = test_size / statistics.median(steady_eval)
     record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
@@ -135,9 +136,28 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     log(f"engaged: {record['engaged']}")
     record.update(peaks.utilisation(record["flops_per_image"], record["train_images_per_s"], record["engaged"],
                                     device, record["provenance"]["gpu"]))  # fmt: skip
-    if experiment["measure_input_share"] and len(record["epoch_train_s"]) > 1:
-        measure_input_share(adapter, model, staged, order, batch_size, record, sampler, sync)
+    if experiment["measure_input_share"] and window:
+        measure_input_share(adapter, model, staged, order, batch_size, window, record, sampler, sync)
     record["status"] = "ok"
+
+
+def steady_window(adapter, model, staged, train_size, experiment, record, sampler, sync):
+    """The steady epochs' times: epochs 2..N, then, while they last less than min_steady_seconds together, more
+    passes over the training set (fresh shuffles, no evaluation: after the last one, so no reported accuracy
+    changes). Short epochs timed alone are noise; throughput is taken over the whole window."""
+    window, batch_size = list(record["epoch_train_s"][1:]), experiment["batch_size"]
+    while window and sum(window) < experiment["min_steady_seconds"]:
+        epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
+        sampler.mark(f"extra steady epoch {len(record['extra_steady_epochs_s']) + 1}")
+        order = data.epoch_order(train_size, batch_size, experiment["seed"], epoch)
+        record["extra_steady_epochs_s"].append(timed(sync, adapter.train_epoch, model, staged, order, batch_size)[1])
+        window.append(record["extra_steady_epochs_s"][-1])
+    record["steady_window_s"] = sum(window) if window else None
+    if record["extra_steady_epochs_s"]:
+        log(f"steady window {sum(window):.3f}s: {len(record['extra_steady_epochs_s'])} extra steady epochs after the "
+            f"last evaluation (epochs 2..{experiment['epochs']} lasted {sum(window[:experiment['epochs'] - 1]):.3f}s, "
+            f"less than min_steady_seconds {experiment['min_steady_seconds']})")  # fmt: skip
+    return window
 
 
 def input_share(fixed_seconds, steady_seconds):
@@ -148,19 +168,18 @@ def input_share(fixed_seconds, steady_seconds):
     return share, [1 - max(fixed_seconds) / min(steady_seconds), 1 - min(fixed_seconds) / max(steady_seconds)]
 
 
-def measure_input_share(adapter, model, staged, order, batch_size, record, sampler, sync):
-    """The share of a steady epoch spent on input work that compute does not hide: time as many epochs as there
-    were steady ones, each of the same number of steps on one batch assembled and placed before the clock starts
+def measure_input_share(adapter, model, staged, order, batch_size, steady, record, sampler, sync):
+    """The share of a steady epoch spent on input work that compute does not hide: time as many epochs as the
+    steady window holds, each of the same number of steps on one batch assembled and placed before the clock starts
     (after one untimed step, which traces the step for that batch where a framework needs to), and compare them
     with the steady epochs. Run after the last evaluation, so the updates they make change no reported result."""
     run = adapter.fixed_batch_steps(model, staged, order, batch_size)
     sampler.mark("fixed-batch warm-up")
     timed(sync, run, 1)
     fixed = []
-    for index in range(len(record["epoch_train_s"]) - 1):
+    for index in range(len(steady)):
         sampler.mark(f"fixed-batch epoch {index + 1}")
         fixed.append(timed(sync, run, len(order) // batch_size)[1])
-    steady = record["epoch_train_s"][1:]
     share, interval = input_share(fixed, steady)
     record.update(fixed_batch_epochs_s=fixed, fixed_batch_epoch_s=statistics.median(fixed), input_share=share,
                   input_share_interval=interval, input_share_covers=adapter.INPUT_WORK)  # fmt: skip

@@ -14,7 +14,7 @@ AXIS_DEFAULTS = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "mod
                  "batch_sizes": [32, 512], "optimizers": ["adam"], "learning_rates": [0.001], "epochs": [2],
                  "variants": ["eager", "graph"], "data_placements": ["device"]}  # fmt: skip
 CONFIG = dict(AXIS_DEFAULTS, grids=[], exclude=[], existing_envs={}, momentum=0.9, weight_decay=0.0, target_accuracy=None,
-              telemetry_hz=10, measure_input_share=True, math_mode={"tf32": True, "autotune": True}, repeats=2,
+              telemetry_hz=10, measure_input_share=True, min_steady_seconds=1.0, math_mode={"tf32": True, "autotune": True}, repeats=2,
               synthetic={"classes": 4, "train_size": 256, "test_size": 8}, synthetic_imagenet={"train_size": 10})  # fmt: skip
 
 

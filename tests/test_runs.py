@@ -25,7 +25,7 @@ def experiment(**changes):
            "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "weight_decay": 0.0,
            "epochs": 3, "variant": "eager", "data_placement": "device", "rep": 1, "seed": 1, "target_accuracy": 0.9,
            "telemetry_hz": 10, "measure_input_share": True, "math_mode": {"tf32": True, "autotune": True},
-           "environment": {}}  # fmt: skip
+           "min_steady_seconds": 0.0, "environment": {}}  # fmt: skip
     return row | changes
 
 
@@ -78,6 +78,24 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
     assert record["error"] == "ValueError: batch size 100000 is larger than the training set (64 examples)"
     assert record["framework_version"].startswith("2.13.0")
     assert record["host_rss_peak_mb"] > 0
+
+
+def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python):
+    dataset = tmp_path / "dataset"
+    options = {"synthetic": {"classes": 10, "train_size": 256, "test_size": 16, "seed": 0}}
+    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
+                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    row = experiment(batch_size=32, min_steady_seconds=0.3)
+    result = subprocess.run(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True,
+                            text=True)  # fmt: skip
+    record = json.loads((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "ok", result.stdout[-3000:]
+    window = record["epoch_train_s"][1:] + record["extra_steady_epochs_s"]
+    assert record["extra_steady_epochs_s"] and sum(window[:-1]) < 0.3 <= sum(window) == record["steady_window_s"]
+    assert record["train_images_per_s"] == pytest.approx(256 * len(window) / sum(window))
+    assert len(record["fixed_batch_epochs_s"]) == len(window) and len(record["epoch_eval_s"]) == 3
+    assert "extra steady epochs after the last evaluation" in result.stdout
 
 
 def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):

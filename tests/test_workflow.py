@@ -28,6 +28,7 @@ TINY_CONFIG = {
         {"stack": ["torch-2.13", "keras-3-tensorflow"], "data_placement": "host"},
     ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+    "min_steady_seconds": 0.1,
     "max_batch": {"enabled": True, "stacks": ["mxnet-1.9"], "start": 16, "limit": 64},
     "ops": {"stacks": ["torch-2.13"], "operators": ["relu", "gemm"], "elementwise_sizes": [1000, 10000],
             "gemm_sizes": [16, 64]},

@@ -90,7 +90,8 @@ def experiment_table(config, stacks, train_sizes=None):
                    env=stack_env(config, stacks, row["stack"], row["device"]), environment=stack["environment"],
                    momentum=config["momentum"], weight_decay=config["weight_decay"],
                    target_accuracy=config["target_accuracy"], telemetry_hz=config["telemetry_hz"],
-                   measure_input_share=config["measure_input_share"], math_mode=config["math_mode"])  # fmt: skip
+                   measure_input_share=config["measure_input_share"], math_mode=config["math_mode"],
+                   min_steady_seconds=config["min_steady_seconds"])  # fmt: skip
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
     return table, sorted(skipped, key=str)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .io import write_text_atomic
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
     "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "data_placement", "rep", "seed",
@@ -126,6 +126,9 @@ def base_record(experiment, env_description, repo):
         final_test_accuracy=None,
         final_test_loss=None,
         loss_curve=[],
+        min_steady_seconds=experiment.get("min_steady_seconds"),
+        extra_steady_epochs_s=[],
+        steady_window_s=None,
         fixed_batch_epochs_s=[],
         fixed_batch_epoch_s=None,
         input_share=None,
