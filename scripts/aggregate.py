@@ -11,7 +11,8 @@ status ok. Every statistic is computed here, once; the report only prints them:
 - A comparison is the ratio of geometric-mean training throughputs against the group's baseline (the config's
   `comparison_baseline` stack where the group has it, else the slowest), with Welch's t on log throughput: its
   95% interval and p-value, Holm-corrected across the whole table. A difference is "faster" or "slower" only when
-  the Holm-corrected p is below 0.05 and the interval excludes 1; otherwise "within noise".
+  the Holm-corrected p is below 0.05 and the interval excludes 1; "within noise" when the interval includes 1; "not
+  significant after Holm correction" when only the uncorrected test would call it.
 
     python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
         [--baseline STACK] --out results/tables
@@ -29,6 +30,7 @@ IDENTITY = ["experiment_id", "stack", "framework", "backend", "dataset", "model"
             "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
 GROUP = ["dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement"]
 MIN_REPEATS = 3  # for an interval, and for a comparison's test
+NOT_AFTER_HOLM = "not significant after Holm correction"  # its own interval excludes 1, the table's many tests not
 ALPHA = 0.05
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
@@ -159,9 +161,11 @@ def comparisons(runs, summary, named_baseline):
 def verdict(row):
     if pd.isna(row["p_holm"]):
         return f"not tested: fewer than {MIN_REPEATS} ok repeats"
-    if row["p_holm"] < ALPHA and not row["ratio_ci95_low"] <= 1 <= row["ratio_ci95_high"]:
+    if row["ratio_ci95_low"] <= 1 <= row["ratio_ci95_high"]:
+        return "within noise"
+    if row["p_holm"] < ALPHA:
         return "faster" if row["ratio"] > 1 else "slower"
-    return "within noise"
+    return NOT_AFTER_HOLM
 
 
 def epoch_rows(record_path, record):

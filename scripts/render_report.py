@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
@@ -140,6 +140,7 @@ def epoch_time_figure(summary, epochs, path):
         for name, line in part.groupby(label(part)):
             axis.plot(line["epoch"], line["train_s"], marker="o", label=name)
         axis.set_yscale("log")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 1.25, 1.5 ticks
         axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
         axis.set_xlabel("epoch")
         axis.set_ylabel("training seconds (median of repeats)")
@@ -299,6 +300,18 @@ ENGAGEMENT_CHECKS = {"graph": "graph", "xla": "XLA", "xla_compiled": "XLA HLO bu
                      "loss_scaling": "loss scaling"}  # fmt: skip
 
 
+def engagement_label(engaged):
+    """Short: the switches that were on, and counts where they are counts ("compiled graphs 1, graph breaks 2")."""
+    shown = []
+    for key, title in ENGAGEMENT_CHECKS.items():
+        value = engaged.get(key)
+        if value is True:
+            shown.append(title)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value:
+            shown.append(f"{title} {value}")
+    return ", ".join(shown) or "eager"
+
+
 def math_mode_markdown(runs):
     """The math mode that ran, read back per run (engaged tf32 and conv_autotune): one line under every figure."""
     ok = runs[runs["status"] == "ok"]
@@ -320,7 +333,7 @@ def engagement_markdown(runs):
     rows = []
     for _, row in ok.sort_values(["model", "dataset", "stack", "variant"]).iterrows():
         engaged = json.loads(row["engaged"])
-        checks = ", ".join(f"{title} {engaged[key]}" for key, title in ENGAGEMENT_CHECKS.items() if key in engaged)
+        checks = engagement_label(engaged)
         rows.append([row["model"], row["dataset"], f"{int(row['parameters']):,}", f"{row['flops_per_image'] / 1e6:,.1f}",
                      row["stack"], row["variant"], engaged.get("matmul_dtype", "–"), engaged.get("layout", "–"), checks])  # fmt: skip
     header = ["model", "dataset", "parameters", "MFLOPs/image", "stack", "variant", "matmul dtype", "layout", "engaged"]
@@ -379,6 +392,8 @@ def conclusion(part):
     first = part.iloc[0]
     clauses = []
     for verdict, words in (("faster", "faster beyond noise"), ("slower", "slower beyond noise"),
+                           ("not significant after Holm correction",
+                            "apart from it, but not significantly after correcting for every comparison made"),
                            ("within noise", "within noise of it")):  # fmt: skip
         members = part[part["verdict"] == verdict].sort_values("ratio", ascending=False)
         if len(members):
