@@ -1,6 +1,8 @@
 """Tidy tables from the run records: runs (one row per run), summary (per experiment, over repeats), epochs,
-comparisons (between stacks and variants within each group of otherwise identical experiments); and max_batch
-(one row per largest-batch search, empty when none ran).
+comparisons (between stacks and variants within each group of otherwise identical experiments), versions (each
+framework's releases paired on otherwise identical experiments), telemetry (the trace of each experiment's first
+finished repeat, on at most TRACE_POINTS time bins); and max_batch (one row per largest-batch search, empty when
+none ran).
 
 Failed runs (status error/oom) stay in the runs table and are counted in the summary; statistics use the runs with
 status ok. Every statistic is computed here, once; the report only prints them:
@@ -13,6 +15,9 @@ status ok. Every statistic is computed here, once; the report only prints them:
   95% interval and p-value, Holm-corrected across the whole table. A difference is "faster" or "slower" only when
   the Holm-corrected p is below 0.05 and the interval excludes 1; "within noise" when the interval includes 1; "not
   significant after Holm correction" when only the uncorrected test would call it.
+- A version pair is the same comparison between two releases of one framework (same backend and variant), newer
+  over older, Holm-corrected across the versions table: "slower" there is a regression. Beside it: the ratio of
+  first-epoch times (compilation included) and the difference in mean final test accuracy.
 
     python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
         [--baseline STACK] --out results/tables
@@ -20,6 +25,7 @@ status ok. Every statistic is computed here, once; the report only prints them:
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +174,81 @@ def verdict(row):
     return NOT_AFTER_HOLM
 
 
+def release(version):
+    """A version string as a sortable tuple of its numbers ("2.13.0+cpu" -> (2, 13, 0))."""
+    return tuple(int(number) for number in re.findall(r"\d+", str(version).split("+")[0]))
+
+
+VERSION_IDENTITY = ["framework", "backend", "variant", *GROUP]
+VERSION_COLUMNS = [*VERSION_IDENTITY, "older_stack", "older_version", "older_packages_sha256", "older_runs_ok",
+                   "newer_stack", "newer_version", "newer_packages_sha256", "newer_runs_ok", "ratio",
+                   "ratio_ci95_low", "ratio_ci95_high", "p_value", "p_holm", "verdict", "regression",
+                   "first_epoch_ratio", "accuracy_difference"]  # fmt: skip
+
+
+def version_pairs(runs, summary):
+    """One row per pair of releases of one framework (consecutive releases, by version number) on otherwise
+    identical experiments: newer over older throughput with Welch's interval and test, Holm-corrected across the
+    table; first-epoch time ratio and accuracy difference beside it."""
+    ok = runs[runs["status"] == "ok"]
+    throughputs = {name: group["train_images_per_s"].astype(float) for name, group in ok.groupby("experiment_id")}
+    packages = ok.groupby("experiment_id")["provenance_packages_sha256"].first()
+    rows = []
+    measured = summary[summary["train_images_per_s_gmean"].notna() & summary["framework_version"].notna()]
+    for key, part in measured.groupby(VERSION_IDENTITY, dropna=False, sort=True):
+        part = part.assign(release=part["framework_version"].map(release)).sort_values("release")
+        for (_, older), (_, newer) in zip(part.iterrows(), part.iloc[1:].iterrows()):
+            if older["release"] == newer["release"]:
+                continue  # two stacks of one release: a stack comparison, not a version one
+            values, reference = throughputs[newer["experiment_id"]], throughputs[older["experiment_id"]]
+            ratio, low, high, p_value = welch_log_ratio(values, reference) if min(len(values), len(reference)) >= \
+                MIN_REPEATS else (newer["train_images_per_s_gmean"] / older["train_images_per_s_gmean"],
+                                  np.nan, np.nan, np.nan)  # fmt: skip
+            rows.append(dict(zip(VERSION_IDENTITY, key), older_stack=older["stack"],
+                             older_version=older["framework_version"],
+                             older_packages_sha256=packages.get(older["experiment_id"]), older_runs_ok=len(reference),
+                             newer_stack=newer["stack"], newer_version=newer["framework_version"],
+                             newer_packages_sha256=packages.get(newer["experiment_id"]), newer_runs_ok=len(values),
+                             ratio=ratio, ratio_ci95_low=low, ratio_ci95_high=high, p_value=p_value,
+                             first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
+                             accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"]))  # fmt: skip
+    table = pd.DataFrame(rows, columns=VERSION_COLUMNS)
+    table["p_holm"] = holm(table["p_value"]).to_numpy() if len(table) else []
+    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
+    table["regression"] = table["verdict"] == "slower"
+    return table
+
+
+TRACE_POINTS = 400  # per run: enough for a figure, small enough for hours-long GPU runs at 10 Hz
+TRACE_VALUES = ["gpu_util_pct", "gpu_memory_mb", "power_w", "cpu_util_pct", "rss_mb"]
+
+
+def trace_rows(record_path, record):
+    """The run's telemetry trace averaged over at most TRACE_POINTS equal time bins (each bin keeps the phase it
+    starts in)."""
+    trace = pd.read_csv(Path(record_path).with_name("telemetry.csv"))
+    if trace.empty:
+        return trace
+    width = max(trace["t_s"].max() / TRACE_POINTS, 1e-9)
+    bins = (trace["t_s"] // width).astype(int)
+    binned = trace.groupby(bins).agg(t_s=("t_s", "first"), phase=("phase", "first"),
+                                     **{name: (name, "mean") for name in TRACE_VALUES})  # fmt: skip
+    binned.insert(0, "rep", record["rep"])
+    binned.insert(0, "experiment_id", record["experiment_id"])
+    return binned.reset_index(drop=True)
+
+
+def telemetry_table(records):
+    """Binned traces of the first finished repeat of every experiment."""
+    first = {}
+    for path, record in sorted(records, key=lambda item: item[1]["rep"]):
+        if record["status"] == "ok":
+            first.setdefault(record["experiment_id"], (path, record))
+    traces = [trace_rows(path, record) for path, record in first.values()]
+    columns = ["experiment_id", "rep", "t_s", "phase", *TRACE_VALUES]
+    return pd.concat([trace for trace in traces if len(trace)] or [pd.DataFrame(columns=columns)], ignore_index=True)
+
+
 def epoch_rows(record_path, record):
     epochs = pd.read_csv(Path(record_path).with_name("epochs.csv"))
     epochs.insert(0, "rep", record["rep"])
@@ -223,6 +304,9 @@ def main():
     write_table(summary, out, "summary")
     write_table(epochs, out, "epochs")
     write_table(comparisons(runs, summary, args.baseline), out, "comparisons")
+    versions = version_pairs(runs, summary)
+    write_table(versions, out, "versions")
+    write_table(telemetry_table(records), out, "telemetry")
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
     write_table(pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
                 out, "max_batch")  # fmt: skip
@@ -235,6 +319,9 @@ def main():
               f"{spread['train_images_per_s_cv'].median():.1%}, max {worst['train_images_per_s_cv']:.1%} "
               f"({worst['experiment_id']}); {int((spread['train_images_per_s_cv'] >= 0.05).sum())} of {len(spread)} "
               "experiments at 5% or more")  # fmt: skip
+    for _, pair in versions[versions["regression"]].iterrows():
+        print(f"REGRESSION: {pair['framework']} {pair['newer_version']} trains at {pair['ratio']:.2f}x of "
+              f"{pair['older_version']} on {pair['model']}/{pair['dataset']} ({pair['variant']}), beyond noise")
     if runs["overlapping_runs"].any():
         print(f"WARNING: {int((runs['overlapping_runs'] > 0).sum())} timed runs overlapped another run on the same "
               "host: their timings are not trustworthy (were jobs run with --resources gpu=1 and all cores?)")

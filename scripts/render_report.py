@@ -16,9 +16,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "dlbench"  # the same figure gives the same file: no spurious diffs
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
@@ -61,6 +62,13 @@ def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
     return figure, axes.flat
 
 
+def save(figure, path):
+    """SVG (glyphs drawn as paths): vector in the PDF, sharp in the HTML, no font needed where it is read."""
+    figure.tight_layout()
+    figure.savefig(path, format="svg")
+    plt.close(figure)
+
+
 def throughput_figure(summary, path):
     """Geometric-mean steady throughput per stack and variant, with its 95% interval (none below 3 repeats)."""
     panels = panel_titles(summary)
@@ -78,9 +86,7 @@ def throughput_figure(summary, path):
         axis.set_xlim(left=0)
         axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
         axis.set_xlabel("training images/s (steady epochs)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
+    save(figure, path)
 
 
 def group_title(row):
@@ -94,34 +100,41 @@ def comparison_groups(comparisons):
     return comparisons.groupby(GROUP, sort=True, dropna=False)
 
 
-def speedup_figure(comparisons, path):
-    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; grey:
-    within noise or not tested."""
-    groups = list(comparison_groups(comparisons))
+def ratio_axis(axis, part, labels, title, xlabel):
+    """Ratios with their 95% intervals on a log axis around 1; blue beyond noise, grey within noise or untested."""
+    for y, (ratio, low, high, verdict) in enumerate(zip(part["ratio"], part["ratio_ci95_low"], part["ratio_ci95_high"],
+                                                        part["verdict"])):  # fmt: skip
+        colour = "#4C72B0" if verdict in ("faster", "slower") else "#9A9A9A"
+        below, above = (0, 0) if pd.isna(low) else (ratio - low, high - ratio)
+        axis.errorbar(ratio, y, xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
+    axis.set_yticks(range(len(part)), labels)
+    axis.axvline(1.0, color="black", linewidth=0.8)
+    axis.set_xscale("log")
+    for ticks in (axis.xaxis.set_major_formatter, axis.xaxis.set_minor_formatter):
+        ticks(FuncFormatter(lambda value, _: f"{value:g}x"))
+    axis.set_title(title, fontsize=9)
+    axis.set_xlabel(xlabel)
+
+
+def ratio_figure(groups, labeller, titler, xlabel, empty, path):
+    """One ratio panel per group (a list of (key, rows)), rows sorted by ratio."""
     rows = max((len(part) for _, part in groups), default=1)
     figure, axes = figure_grid(max(len(groups), 1), max_columns=1, panel_size=(9, 0.9 + 0.3 * rows))
     for axis, (_, part) in zip(axes, groups):
         part = part.sort_values("ratio")
-        low = (part["ratio"] - part["ratio_ci95_low"]).fillna(0)
-        high = (part["ratio_ci95_high"] - part["ratio"]).fillna(0)
-        for y, (ratio, below, above, verdict) in enumerate(zip(part["ratio"], low, high, part["verdict"])):
-            colour = "#4C72B0" if verdict in ("faster", "slower") else "#9A9A9A"
-            axis.errorbar(ratio, y, xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
-        axis.set_yticks(range(len(part)), label(part))
-        axis.axvline(1.0, color="black", linewidth=0.8)
-        axis.set_xscale("log")
-        for ticks in (axis.xaxis.set_major_formatter, axis.xaxis.set_minor_formatter):
-            ticks(FuncFormatter(lambda value, _: f"{value:g}x"))
-        first = part.iloc[0]
-        axis.set_title(f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
-                       fontsize=9)  # fmt: skip
-        axis.set_xlabel("throughput / baseline throughput (log scale)")
+        ratio_axis(axis, part, labeller(part), titler(part.iloc[0]), xlabel)
     if not groups:
-        axes[0].text(0.5, 0.5, "no group has two experiments that finished", ha="center", va="center")
+        axes[0].text(0.5, 0.5, empty, ha="center", va="center")
         axes[0].set_axis_off()
-    figure.tight_layout()
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
+    save(figure, path)
+
+
+def speedup_figure(comparisons, path):
+    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; grey:
+    within noise or not tested."""
+    ratio_figure(list(comparison_groups(comparisons)), label,
+                 lambda first: f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
+                 "throughput / baseline throughput (log scale)", "no group has two experiments that finished", path)  # fmt: skip
 
 
 def epoch_time_figure(summary, epochs, path):
@@ -145,9 +158,167 @@ def epoch_time_figure(summary, epochs, path):
         axis.set_xlabel("epoch")
         axis.set_ylabel("training seconds (median of repeats)")
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=130)
-    plt.close(figure)
+    save(figure, path)
+
+
+SWEEP = ["dataset", "model", "device", "optimizer", "learning_rate", "epochs", "stack", "variant", "data_placement"]
+
+
+def batch_sweeps(summary):
+    """The measured experiments whose otherwise identical siblings ran at other batch sizes."""
+    measured = summary[summary["train_images_per_s_gmean"].notna()]
+    sizes = measured.groupby(SWEEP, dropna=False)["batch_size"].transform("nunique")
+    return measured[sizes > 1]
+
+
+def batch_size_figure(sweeps, path):
+    """Steady throughput against batch size (log-log, 95% intervals), a line per stack, variant and optimiser, a
+    panel per dataset, model and device."""
+    panels = sorted(set(zip(sweeps["dataset"], sweeps["model"], sweeps["device"])))
+    figure, axes = figure_grid(len(panels))
+    for axis, (dataset, model, device) in zip(axes, panels):
+        part = sweeps[(sweeps["dataset"] == dataset) & (sweeps["model"] == model) & (sweeps["device"] == device)]
+        training = part["optimizer"] + " lr " + part["learning_rate"].map("{:g}".format) + ", " + \
+            part["epochs"].astype(str) + " epochs"  # fmt: skip
+        names = label(part) + ("" if training.nunique() == 1 else " · " + training)
+        for name, line in part.groupby(names):
+            line = line.sort_values("batch_size")
+            centre = line["train_images_per_s_gmean"]
+            spread = [(centre - line["train_images_per_s_ci95_low"]).fillna(0),
+                      (line["train_images_per_s_ci95_high"] - centre).fillna(0)]  # fmt: skip
+            axis.errorbar(line["batch_size"], centre, yerr=spread, marker="o", capsize=3, label=name)
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xticks(sorted(part["batch_size"].unique()), [str(size) for size in sorted(part["batch_size"].unique())])
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.set_title(f"{model} on {dataset}, {device}", fontsize=10)
+        axis.set_xlabel("batch size")
+        axis.set_ylabel("training images/s (steady)")
+        axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def batch_size_markdown(summary, figures):
+    sweeps = batch_sweeps(summary)
+    if sweeps.empty:
+        return "This configuration runs each experiment at one batch size (`batch_sizes` sweeps it).\n"
+    batch_size_figure(sweeps, figures / "batch_size.svg")
+    return ("Steady-epoch throughput against batch size (geometric mean and 95% interval over repeats):\n\n"
+            "![Training throughput against batch size](figures/batch_size.svg)\n")
+
+
+def convergence_figure(summary, epochs, path):
+    """Test accuracy and test loss after each epoch against the training time spent to reach it (evaluation
+    excluded): repeats' mean accuracy and loss at their median cumulative time, a line per stack and variant."""
+    epochs = epochs.sort_values(["experiment_id", "rep", "epoch"])
+    epochs = epochs.assign(trained_s=epochs.groupby(["experiment_id", "rep"])["train_s"].cumsum())
+    curves = epochs.groupby(["experiment_id", "epoch"], as_index=False).agg(
+        trained_s=("trained_s", "median"), test_accuracy=("test_accuracy", "mean"), test_loss=("test_loss", "mean"))
+    curves = curves.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
+    panels = panel_titles(curves)
+    figure, axes = figure_grid(2 * len(panels))
+    axes = list(axes)
+    for index, (dataset, model, batch, device) in enumerate(panels):
+        part = panel_rows(curves, (dataset, model, batch, device))
+        for axis, column, ylabel in ((axes[2 * index], "test_accuracy", "test accuracy"),
+                                     (axes[2 * index + 1], "test_loss", "test loss")):  # fmt: skip
+            for name, line in part.groupby(label(part)):
+                axis.plot(line["trained_s"], line[column], marker="o", markersize=3, label=name)
+            axis.set_xscale("log")
+            axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+            axis.set_xlabel("training seconds (cumulative, log scale)")
+            axis.set_ylabel(ylabel)
+        axes[2 * index].legend(fontsize=6)
+    save(figure, path)
+
+
+TRACE_METRICS = {"gpu_util_pct": "GPU utilisation %", "gpu_memory_mb": "GPU memory used MiB",
+                 "power_w": "GPU power W", "cpu_util_pct": "CPU utilisation, % of all cores",
+                 "rss_mb": "host resident memory MiB"}  # fmt: skip
+
+
+def telemetry_figure(summary, telemetry, path):
+    """Each experiment's first finished repeat over time, as its sampler recorded it: a row per dataset, model,
+    batch and device panel, a column per quantity measured there (the GPU's only where NVML read them)."""
+    traces = telemetry.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
+    panels = [(panel, [name for name in TRACE_METRICS if panel_rows(traces, panel)[name].notna().any()])
+              for panel in panel_titles(traces)]  # fmt: skip
+    columns = max(len(metrics) for _, metrics in panels)
+    figure, axes = figure_grid(len(panels) * columns, max_columns=columns, panel_size=(4.4, 2.8))
+    axes = list(axes)
+    for row, (panel, metrics) in enumerate(panels):
+        part = panel_rows(traces, panel)
+        dataset, model, batch, device = panel
+        for column, axis in enumerate(axes[row * columns:(row + 1) * columns]):
+            if column >= len(metrics):
+                axis.set_visible(False)
+                continue
+            for name, line in part.groupby(label(part)):
+                axis.plot(line["t_s"], line[metrics[column]], linewidth=1, label=name)
+            axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=8)
+            axis.set_xlabel("seconds since the process started", fontsize=8)
+            axis.set_ylabel(TRACE_METRICS[metrics[column]], fontsize=8)
+            axis.set_ylim(bottom=0)
+        axes[row * columns].legend(fontsize=5)
+    save(figure, path)
+
+
+MEMORY_PEAKS = {"host_rss_peak_mb_mean": "host RSS", "gpu_memory_peak_mb_mean": "GPU (NVML)",
+                "allocator_peak_mb_mean": "framework allocator"}  # fmt: skip
+
+
+def memory_figure(summary, path):
+    """Peak memory per experiment (means over finished repeats): host resident set, and on GPU the device memory
+    NVML saw and the framework allocator's own peak."""
+    measured = summary[summary["runs_ok"] > 0]
+    peaks = [column for column in MEMORY_PEAKS if measured[column].notna().any()]
+    panels = panel_titles(measured)
+    figure, axes = figure_grid(len(panels))
+    height = 0.8 / len(peaks)
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(measured, panel).sort_values("host_rss_peak_mb_mean")
+        for index, column in enumerate(peaks):
+            positions = [y + (index - (len(peaks) - 1) / 2) * height for y in range(len(part))]
+            axis.barh(positions, part[column].fillna(0), height=height, label=MEMORY_PEAKS[column])
+        axis.set_yticks(range(len(part)), label(part))
+        dataset, model, batch, device = panel
+        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_xlabel("peak MiB")
+        axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def energy_figure(measured, path):
+    """GPU energy per trained image (training epochs only), per experiment where NVML reported power."""
+    panels = panel_titles(measured)
+    figure, axes = figure_grid(len(panels))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(measured, panel).sort_values("gpu_energy_per_image_j_mean")
+        axis.barh(label(part), part["gpu_energy_per_image_j_mean"], color="#55A868")
+        dataset, model, batch, device = panel
+        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_xlabel("joules per training image (mean of repeats)")
+    save(figure, path)
+
+
+def resource_figures_markdown(summary, telemetry, figures):
+    """The resource figures: telemetry over time and memory peaks always, energy per image where measured."""
+    pieces = []
+    if len(telemetry):
+        telemetry_figure(summary, telemetry, figures / "telemetry.svg")
+        pieces.append("Over each experiment's first finished repeat, from the sampler's trace (on GPU: utilisation, "
+                      "memory and power from NVML):\n\n![Telemetry over a run](figures/telemetry.svg)")  # fmt: skip
+    if (summary["runs_ok"] > 0).any():
+        memory_figure(summary, figures / "memory.svg")
+        pieces.append("Peak memory per experiment:\n\n![Peak memory](figures/memory.svg)")
+    energy = summary[summary["gpu_energy_per_image_j_mean"].notna()]
+    if len(energy):
+        energy_figure(energy, figures / "energy.svg")
+        pieces.append("Energy per training image, GPU board power integrated over the training epochs:\n\n"
+                      "![Energy per image](figures/energy.svg)")  # fmt: skip
+    else:
+        pieces.append("Energy is measured from the GPU's board power (NVML): no run of this report had it.")
+    return "\n\n".join(pieces) + "\n"
 
 
 def operator_grid(ops, column, ylabel, path, log_y):
@@ -170,9 +341,7 @@ def operator_grid(ops, column, ylabel, path, log_y):
         axis.set_xlabel("matrix side" if operator == "gemm" else "elements")
         axis.set_ylabel(ylabel, fontsize=8)
         axis.legend(fontsize=6)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save(figure, path)
 
 
 def ops_markdown(ops, figures):
@@ -180,8 +349,8 @@ def ops_markdown(ops, figures):
     measured = ops[ops["status"] == "ok"]
     if measured.empty:
         return "No operator benchmarks in this configuration (`ops.stacks` is empty) or none succeeded.\n"
-    operator_grid(measured, "median_s", "seconds per call (median, IQR band)", figures / "ops_time.png", True)
-    operator_grid(measured, "fraction_of_ceiling", "fraction of the ceiling", figures / "ops_ceiling.png", False)
+    operator_grid(measured, "median_s", "seconds per call (median, IQR band)", figures / "ops_time.svg", True)
+    operator_grid(measured, "fraction_of_ceiling", "fraction of the ceiling", figures / "ops_ceiling.svg", False)
     largest = measured.loc[measured.groupby(["operator", "framework", "device", "dtype"])["size"].idxmax()]
     rows = [[row["operator"], row["framework"], row["device"], row["dtype"], f"{row['size']:,}",
              f"{row['median_s'] * 1e6:,.1f}", number(row["gflop_per_s"], 1), number(row["gb_per_s"], 2),
@@ -195,14 +364,48 @@ def ops_markdown(ops, figures):
         ["stack", "operator", "size", "error"],
         [[row["stack"], row["operator"], row["size"], str(row["error"])[:200]] for _, row in failed.iterrows()])  # fmt: skip
     return ("Time per call against size (log-log; GEMM by matrix side, the others by element count):\n\n"
-            "![Operator time per call](figures/ops_time.png)\n\n"
+            "![Operator time per call](figures/ops_time.svg)\n\n"
             "Achieved fraction of the machine's ceiling (GEMM and dot: of the GEMM GFLOP/s ceiling; the others: "
-            "of the memory-bandwidth ceiling):\n\n![Fraction of the ceiling](figures/ops_ceiling.png)\n\n"
+            "of the memory-bandwidth ceiling):\n\n![Fraction of the ceiling](figures/ops_ceiling.svg)\n\n"
             "At each operator's largest size:\n\n"
             + markdown_table(["operator", "framework", "device", "dtype", "size", "µs/call", "GFLOP/s", "GB/s",
                               "of ceiling"], rows)
             + "\nCeilings, measured in each job:\n\n"
             + markdown_table(["stack", "device", "GEMM GFLOP/s", "bandwidth GB/s", "how"], ceiling_rows) + failures)  # fmt: skip
+
+
+def version_label(part):
+    return part["framework"] + " " + part["older_version"] + " → " + part["newer_version"] + " · " + \
+        variant_labels(part)  # fmt: skip
+
+
+def version_figure(versions, path):
+    """Newer over older release throughput per framework pair (log axis, 95% interval), a panel per group."""
+    ratio_figure(list(comparison_groups(versions)), version_label, group_title,
+                 "newer / older release throughput (log scale)", "no framework ran at two versions", path)  # fmt: skip
+
+
+def versions_markdown(versions, figures):
+    """The version study: each framework's consecutive releases on the same experiment."""
+    if versions.empty:
+        return ("No framework ran at two versions here. A version study runs two stacks of one framework on the "
+                "same experiments (see the README's version study).\n")  # fmt: skip
+    version_figure(versions, figures / "versions.svg")
+    header = ["framework", "variant", "older (stack, packages)", "newer (stack, packages)", "throughput ratio",
+              "p (Holm)", "verdict", "first-epoch ratio", "accuracy change"]  # fmt: skip
+    sections = []
+    for _, part in comparison_groups(versions):
+        rows = [[row["framework"], variant_label(row["variant"], row["data_placement"]),
+                 f"{row['older_version']} ({row['older_stack']}, {str(row['older_packages_sha256'])[:12]})",
+                 f"{row['newer_version']} ({row['newer_stack']}, {str(row['newer_packages_sha256'])[:12]})",
+                 ratio_text(row), "–" if pd.isna(row["p_holm"]) else f"{row['p_holm']:.3g}",
+                 "REGRESSION" if row["regression"] else row["verdict"], f"{row['first_epoch_ratio']:.2f}x",
+                 number(row["accuracy_difference"] * 100, 2) + " pts"] for _, row in part.iterrows()]  # fmt: skip
+        sections.append(f"### {group_title(part.iloc[0])}\n\n" + markdown_table(header, rows))
+    return ("Newer release over older, per framework, backend and variant on otherwise identical experiments "
+            "(ratio of geometric-mean steady throughput with its 95% interval, Welch's t on log throughput, "
+            "Holm-corrected across this table; REGRESSION marks a slowdown beyond noise):\n\n"
+            "![Version ratios](figures/versions.svg)\n\n" + "\n".join(sections))  # fmt: skip
 
 
 def number(value, digits=0):
@@ -274,25 +477,27 @@ def comparisons_markdown(comparisons):
 
 
 def resources_markdown(summary, runs):
-    """Input share, memory, utilisation and energy per experiment (means over ok repeats); GPU columns only where
-    measured."""
-    header = ["stack", "variant", "dataset", "model", "batch", "input share", "RSS peak MiB", "CPU %"]
+    """Input share, memory, utilisation and energy per experiment (means over ok repeats), a table per dataset,
+    model, batch and device; GPU columns only where measured."""
+    header = ["stack", "variant", "input share", "RSS peak MiB", "CPU %"]
     columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
     gpu = [("gpu_utilisation_mean_mean", 0, "GPU %"), ("gpu_utilisation_p95_mean", 0, "GPU % p95"),
            ("gpu_memory_peak_mb_mean", 0, "GPU MiB"), ("allocator_peak_mb_mean", 0, "allocator MiB"),
-           ("gpu_power_mean_w_mean", 0, "W"), ("gpu_energy_per_image_j_mean", 4, "J/image")]  # fmt: skip
-    gpu.append(("model_flops_utilisation_mean", 3, "MFU"))
-    for column, digits, title in gpu:
-        if summary[column].notna().any():
-            header.append(title)
-            columns.append((column, digits))
-    summary = summary.assign(variant_label=variant_labels(summary))
-    rows = [[row["stack"], row["variant_label"], row["dataset"], row["model"], row["batch_size"],
-             cell(row, "input_share_mean", 1, percent), *(cell(row, column, digits) for column, digits in columns)]
-            for _, row in summary.sort_values(["dataset", "model", "batch_size", "stack", "variant_label"]).iterrows()]  # fmt: skip
+           ("gpu_power_mean_w_mean", 0, "W"), ("gpu_energy_per_image_j_mean", 4, "J/image"),
+           ("model_flops_utilisation_mean", 3, "MFU")]  # fmt: skip
+    sections = []
+    for panel in panel_titles(summary):
+        part = panel_rows(summary, panel)
+        shown = list(columns) + [(column, digits) for column, digits, _ in gpu if part[column].notna().any()]
+        titles = header + [title for column, _, title in gpu if part[column].notna().any()]
+        part = part.assign(variant_label=variant_labels(part)).sort_values(["stack", "variant_label"])
+        rows = [[row["stack"], row["variant_label"], cell(row, "input_share_mean", 1, percent),
+                 *(cell(row, column, digits) for column, digits in shown)] for _, row in part.iterrows()]  # fmt: skip
+        dataset, model, batch, device = panel
+        sections.append(f"### {model} on {dataset}, batch {batch}, {device}\n\n" + markdown_table(titles, rows))
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
-    return markdown_table(header, rows) + note
+    return "\n".join(sections) + note
 
 
 ENGAGEMENT_CHECKS = {"graph": "graph", "xla": "XLA", "xla_compiled": "XLA HLO built", "cached_graph": "cached graph",
@@ -367,14 +572,17 @@ def failures_markdown(runs):
 
 
 def provenance_markdown(runs):
-    columns = {"stack": "stack", "framework_version": "framework version", "backend": "backend",
-               "provenance_env_file": "env file", "provenance_env_file_sha256": "env file sha256",
-               "provenance_packages_sha256": "packages sha256", "provenance_python": "Python",
-               "provenance_env_deployment": "deployment", "provenance_cuda": "CUDA", "provenance_cudnn": "cuDNN"}  # fmt: skip
-    stacks = runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values("stack")
-    rows = [["–" if pd.isna(value) else str(value)[:12] if "sha256" in key else value for key, value in row.items()]
-            for row in stacks[list(columns)].to_dict("records")]  # fmt: skip
-    table = markdown_table(list(columns.values()), rows)
+    """The machine, then per stack and device what ran (versions) and where from (env file and packages hashes)."""
+    stacks = runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values(["stack", "device"])
+    versions = {"stack": "stack", "device": "device", "framework_version": "framework version", "backend": "backend",
+                "provenance_env_deployment": "deployment", "provenance_python": "Python", "provenance_cuda": "CUDA",
+                "provenance_cudnn": "cuDNN"}  # fmt: skip
+    sources = {"stack": "stack", "device": "device", "provenance_env_file": "env file",
+               "provenance_env_file_sha256": "env file sha256", "provenance_packages_sha256": "packages sha256"}  # fmt: skip
+    tables = [markdown_table(list(columns.values()), [["–" if pd.isna(value) else str(value)[:12] if "sha256" in key
+                                                       else value for key, value in row.items()]
+                                                      for row in stacks[list(columns)].to_dict("records")])
+              for columns in (versions, sources)]  # fmt: skip
     first = runs.iloc[0]
     machine = [["host", first["provenance_host"]], ["CPU", first["provenance_cpu_model"]],
                ["CPU cores", first["provenance_cpu_cores"]], ["threads per run", first["provenance_threads"]],
@@ -383,7 +591,7 @@ def provenance_markdown(runs):
                ["workflow commit", first["provenance_workflow_commit"]],
                ["first run started", runs["provenance_started_at"].min()],
                ["last run finished", runs["provenance_finished_at"].max()]]  # fmt: skip
-    return markdown_table(["machine", "value"], machine) + "\n" + table
+    return markdown_table(["machine", "value"], machine) + "\n" + "\n".join(tables)
 
 
 def conclusion(part):
@@ -406,7 +614,14 @@ def conclusion(part):
             f"{first['baseline_rule']}): " + "; ".join(clauses) + ".")  # fmt: skip
 
 
-def overview_markdown(summary, runs, comparisons):
+def regression_lines(versions):
+    """The summary's sentences on releases, from the versions table only."""
+    flagged = versions[versions["regression"]]
+    return [f"- **Regression**: {row['framework']} {row['newer_version']} trains at {ratio_text(row)} of "
+            f"{row['older_version']}, {group_title(row)} ({row['variant']})." for _, row in flagged.iterrows()]  # fmt: skip
+
+
+def overview_markdown(summary, runs, comparisons, versions):
     lines = [f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
              f"({', '.join(sorted(summary['stack'].unique()))}); "
              f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok.", ""]  # fmt: skip
@@ -415,6 +630,7 @@ def overview_markdown(summary, runs, comparisons):
         lines += [f"**Warning: {overlapping} runs overlapped another run on the same host; their timings are "
                   "not trustworthy.**", ""]  # fmt: skip
     lines += [conclusion(part) for _, part in comparison_groups(comparisons)]
+    lines += regression_lines(versions)
     return "\n".join(lines) + "\n"
 
 
@@ -428,6 +644,11 @@ def render_with_quarto(document, title):
                        cwd=document.parent, check=True)  # fmt: skip
 
 
+# Pandoc sizes the columns of a pipe table whose lines are longer than --columns by its dash counts (all equal
+# here), which squeezes long names into narrow cells; with a width no table reaches, every column fits its content.
+TABLE_LINE_WIDTH = "--columns=100000"
+
+
 def render_with_pandoc(document, title):
     import pypandoc
     import typst
@@ -436,10 +657,10 @@ def render_with_pandoc(document, title):
     markdown = expand_includes(document.read_text(), folder)
     metadata = [f"--metadata=title:{title}", f"--metadata=date:{datetime.date.today().isoformat()}"]
     pypandoc.convert_text(markdown, "html", format="markdown", outputfile=str(folder / "report.html"),
-                          extra_args=["--standalone", "--embed-resources", "--toc", f"--resource-path={folder}",
-                                      "--variable=maxwidth:72em", *metadata])  # fmt: skip
+                          extra_args=["--standalone", "--embed-resources", "--toc", "--toc-depth=2", f"--resource-path={folder}",
+                                      f"--css={folder / 'report.css'}", TABLE_LINE_WIDTH, *metadata])  # fmt: skip
     typst_source = pypandoc.convert_text(markdown, "typst", format="markdown",
-                                         extra_args=["--standalone", "--toc", *metadata])  # fmt: skip
+                                         extra_args=["--standalone", "--toc", "--toc-depth=2", TABLE_LINE_WIDTH, *metadata])  # fmt: skip
     (folder / "report.typ").write_text(typst_source)
     typst.compile(str(folder / "report.typ"), output=str(folder / "report.pdf"), root=str(folder))
 
@@ -448,31 +669,37 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", required=True)
     parser.add_argument("--document", required=True)
+    parser.add_argument("--style", required=True, help="the HTML's stylesheet (embedded)")
     parser.add_argument("--title", required=True)
     parser.add_argument("--html", required=True)
     parser.add_argument("--pdf", required=True)
     args = parser.parse_args()
-    tables = Path(args.tables)
-    runs, summary = pd.read_parquet(tables / "runs.parquet"), pd.read_parquet(tables / "summary.parquet")
-    epochs, ops = pd.read_parquet(tables / "epochs.parquet"), pd.read_parquet(tables / "ops.parquet")
-    searches, comparisons = pd.read_parquet(tables / "max_batch.parquet"), pd.read_parquet(tables / "comparisons.parquet")
+    tables = {name: pd.read_parquet(Path(args.tables) / f"{name}.parquet") for name in
+              ("runs", "summary", "epochs", "ops", "max_batch", "comparisons", "versions", "telemetry")}  # fmt: skip
+    runs, summary, epochs = tables["runs"], tables["summary"], tables["epochs"]
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
-    (build / "figures").mkdir(parents=True)
-    throughput_figure(summary, build / "figures" / "throughput.png")
-    epoch_time_figure(summary, epochs, build / "figures" / "epoch_time.png")
-    speedup_figure(comparisons, build / "figures" / "speedup.png")
-    pieces = {"overview.md": overview_markdown(summary, runs, comparisons), "summary.md": summary_markdown(summary),
-              "comparisons.md": comparisons_markdown(comparisons),
+    figures = build / "figures"
+    figures.mkdir(parents=True)
+    throughput_figure(summary, figures / "throughput.svg")
+    epoch_time_figure(summary, epochs, figures / "epoch_time.svg")
+    speedup_figure(tables["comparisons"], figures / "speedup.svg")
+    convergence_figure(summary, epochs, figures / "convergence.svg")
+    pieces = {"overview.md": overview_markdown(summary, runs, tables["comparisons"], tables["versions"]),
+              "summary.md": summary_markdown(summary), "comparisons.md": comparisons_markdown(tables["comparisons"]),
+              "batch_size.md": batch_size_markdown(summary, figures),
               "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
               "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
-              "ops.md": ops_markdown(ops, build / "figures"), "max_batch.md": max_batch_markdown(searches),
+              "resource_figures.md": resource_figures_markdown(summary, tables["telemetry"], figures),
+              "versions.md": versions_markdown(tables["versions"], figures),
+              "ops.md": ops_markdown(tables["ops"], figures), "max_batch.md": max_batch_markdown(tables["max_batch"]),
               "math_mode.md": math_mode_markdown(runs)}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)
     document = build / "report.qmd"
     shutil.copy(args.document, document)
+    shutil.copy(args.style, build / "report.css")
     if shutil.which("quarto"):
         print("rendering with Quarto")
         render_with_quarto(document, args.title)

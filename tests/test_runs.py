@@ -13,6 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, read_csv
 from dlbench.record import base_record, write_epochs_csv
+from dlbench.telemetry import TRACE_COLUMNS
 
 RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
 ENV_DESCRIPTION = {"env_file": "envs/torch-2.13-cpu.yaml", "env_file_sha256": "a" * 64, "deployment": "venv",
@@ -135,6 +136,7 @@ def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
     write_epochs_csv(path.with_name("epochs.csv"), [])
+    path.with_name("telemetry.csv").write_text(",".join(TRACE_COLUMNS) + "\n")
     return str(path)
 
 

@@ -103,7 +103,7 @@ def test_report_is_rendered_and_self_contained(workdir):
     html = (workdir / "results/report/report.html").read_text()
     assert (workdir / "results/report/report.pdf").read_bytes().startswith(b"%PDF")
     assert not re.search(r"""(src|href)=["']https?://""", html), "the HTML must not load anything from a CDN"
-    assert "data:image/png;base64" in html
+    assert "data:image/svg+xml" in html and "data:image/png" not in html
     for stack in TINY_CONFIG["stacks"]:
         assert stack in html
 

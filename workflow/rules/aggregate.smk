@@ -4,6 +4,7 @@ rule aggregate:
         script="scripts/aggregate.py",
         records=run_outputs("record.json"),
         epochs=run_outputs("epochs.csv"),
+        telemetry=run_outputs("telemetry.csv"),
         max_batch=max_batch_outputs(),
     output:
         runs="results/tables/runs.csv",
@@ -16,6 +17,10 @@ rule aggregate:
         max_batch_parquet="results/tables/max_batch.parquet",
         comparisons="results/tables/comparisons.csv",
         comparisons_parquet="results/tables/comparisons.parquet",
+        versions="results/tables/versions.csv",
+        versions_parquet="results/tables/versions.parquet",
+        telemetry="results/tables/telemetry.csv",
+        telemetry_parquet="results/tables/telemetry.parquet",
     log:
         "logs/aggregate.log",
     conda:

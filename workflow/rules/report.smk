@@ -8,6 +8,10 @@ rule report:
         epochs="results/tables/epochs.parquet",
         ops="results/tables/ops.parquet",
         max_batch="results/tables/max_batch.parquet",
+        comparisons="results/tables/comparisons.parquet",
+        versions="results/tables/versions.parquet",
+        telemetry="results/tables/telemetry.parquet",
+        style="report/report.css",
     output:
         html="results/report/report.html",
         pdf="results/report/report.pdf",
@@ -20,4 +24,4 @@ rule report:
         title=config["report"]["title"],
     shell:
         "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
-        " --title {params.title:q} --html {output.html} --pdf {output.pdf} > {log} 2>&1"
+        " --style {input.style} --title {params.title:q} --html {output.html} --pdf {output.pdf} > {log} 2>&1"

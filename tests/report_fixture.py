@@ -1,0 +1,110 @@
+"""Run records of a study large enough to exercise every figure and long table of the report, without training:
+six stacks (two releases of torch, one slower than the other on one experiment), two variants, two models, a batch
+sweep on CPU, a GPU panel with NVML telemetry and energy, and a panel whose every run ran out of memory (its
+failures table, with the whole error text, is longer than a page)."""
+
+import json
+
+from conftest import REPO
+from dlbench.record import EPOCH_COLUMNS, base_record, write_epochs_csv
+from dlbench.telemetry import TRACE_COLUMNS
+
+STACKS = {"mxnet-1.9": ("mxnet", "gluon", "1.9.1"), "torch-2.11": ("torch", "eager", "2.11.0"),
+          "torch-2.13": ("torch", "eager", "2.13.0"), "tensorflow-2.21": ("tensorflow", "tf.nn", "2.21.0"),
+          "keras-3-jax": ("keras", "jax", "3.15.0"), "keras-3-tensorflow": ("keras", "tensorflow", "3.15.0")}  # fmt: skip
+CPU_PANELS = [("digits", "mlp"), ("synthetic-32x32x3", "lenet")]
+BATCH_SIZES = [32, 64, 128]
+VARIANTS = ["eager", "graph"]
+GPU_STACKS = ["torch-2.11", "torch-2.13", "keras-3-jax"]
+OOM_PANEL = ("lenet", 128)
+OOM_ERROR = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB "
+             "of which 1.02 GiB is free. Of the allocated memory 76.40 GiB is allocated by PyTorch, and 1.10 GiB is "
+             "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+             "expandable_segments to avoid fragmentation.")  # fmt: skip
+REGRESSION = ("torch-2.13", "mlp", 64, "eager")  # 2.13 at 0.8x of 2.11 here, beyond noise
+REPEATS = 3
+ENV = {"env_file": "envs/fixture.yaml", "env_file_sha256": "a" * 64, "deployment": "venv"}
+
+
+def experiments():
+    """(experiment row, base images/s) of every fixture experiment; each base throughput is distinct."""
+    rows = []
+    for stack in STACKS:
+        for dataset, model in CPU_PANELS:
+            for batch in BATCH_SIZES:
+                for variant in VARIANTS:
+                    rows.append(row(stack, dataset, model, "cpu", batch, variant))
+    rows += [row(stack, "synthetic-32x32x3", "resnet20", "gpu", 128, "eager") for stack in GPU_STACKS]
+    speeds = {}
+    for index, experiment in enumerate(rows):
+        speed = 1000.0 + 137.0 * index
+        if (experiment["stack"], experiment["model"], experiment["batch_size"], experiment["variant"]) == REGRESSION:
+            older = dict(experiment, stack="torch-2.11", experiment_id=experiment["experiment_id"].replace("2.13", "2.11"))
+            speed = 0.8 * speeds[older["experiment_id"]]
+        speeds[experiment["experiment_id"]] = speed
+    return [(experiment, speeds[experiment["experiment_id"]]) for experiment in rows]
+
+
+def row(stack, dataset, model, device, batch, variant):
+    framework, backend, _ = STACKS[stack]
+    return {"experiment_id": f"{stack}_{dataset}_{model}_{device}_b{batch}_adam-lr0.001_e3_{variant}", "stack": stack,
+            "framework": framework, "backend": backend, "adapter": "fixture", "dataset": dataset, "model": model,
+            "device": device, "batch_size": batch, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9,
+            "weight_decay": 0.0, "epochs": 3, "variant": variant, "data_placement": "device", "seed": 1,
+            "target_accuracy": 0.9, "telemetry_hz": 10, "measure_input_share": True,
+            "math_mode": {"tf32": True, "autotune": True}, "min_steady_seconds": 1.0, "environment": {}}  # fmt: skip
+
+
+def trace(device, seconds):
+    """A telemetry trace at 10 Hz: build, three epochs with evaluations; GPU columns only on GPU."""
+    lines = [",".join(TRACE_COLUMNS)]
+    for tick in range(int(seconds * 10) + 1):
+        t = tick / 10
+        phase = "build" if t < 0.5 else f"epoch {min(3, int((t - 0.5) / (seconds - 0.5) * 3) + 1)}"
+        gpu = [95 - (t < 0.5) * 80, 40, 9000 + 10 * tick, 350 - (t < 0.5) * 250, 1980, 60] if device == "gpu" else [""] * 6
+        lines.append(",".join(str(value) for value in [t, phase, *gpu, 90 + tick % 7, 800 + tick]))
+    return "\n".join(lines) + "\n"
+
+
+def write_run(folder, experiment, speed, rep, start):
+    record = base_record(dict(experiment, rep=rep), dict(ENV, packages_sha256=experiment["stack"][0] * 64), REPO)
+    framework_version = STACKS[experiment["stack"]][2]
+    images = 1024
+    failed = (experiment["model"], experiment["batch_size"]) == OOM_PANEL
+    seconds = images / (speed * (1 + 0.004 * (rep - 2)))
+    epochs = [] if failed else [2.0 * seconds, seconds, seconds]
+    record.update(framework_version=framework_version, status="oom" if failed else "ok",
+                  provenance=dict(record["provenance"], started_at=f"2026-11-22T10:{start // 60:02d}:{start % 60:02d}+00:00",
+                                  finished_at=f"2026-11-22T10:{start // 60:02d}:{start % 60 + 0.9:04.1f}+00:00",
+                                  gpu="NVIDIA H100 80GB HBM3" if experiment["device"] == "gpu" else None))  # fmt: skip
+    if failed:
+        record["error"] = OOM_ERROR
+    else:
+        record.update(epoch_train_s=epochs, epoch_eval_s=[0.1] * 3, loss_curve=[1.5, 0.9, 0.6],
+                      train_images_per_s=images / seconds, inference_images_per_s=3600.0, final_test_accuracy=0.91,
+                      time_to_target_s=sum(epochs), input_share=0.01, input_share_interval=[0.0, 0.02],
+                      host_rss_peak_mb=800.0 + speed / 10, cpu_utilisation_mean=93.0, parameters=101_770,
+                      flops_per_image=203_530, engaged={"graph": experiment["variant"] == "graph", "tf32": True,
+                                                        "conv_autotune": True, "matmul_dtype": "float32",
+                                                        "layout": "NCHW"})  # fmt: skip
+        if experiment["device"] == "gpu":
+            record.update(gpu_utilisation_mean=95.0, gpu_utilisation_p95=99.0, gpu_memory_peak_mb=9500.0,
+                          allocator_peak_mb=8000.0, gpu_power_mean_w=350.0, gpu_energy_per_image_j=350.0 / speed,
+                          model_flops_utilisation=0.31, gpu_fields_reason=None)  # fmt: skip
+    path = folder / experiment["experiment_id"] / f"rep{rep}" / "record.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    rows = [dict(zip(EPOCH_COLUMNS, (epoch + 1, train_s, 0.1, 1.5 / (epoch + 1), 1.6 / (epoch + 1), 0.7 + 0.07 * epoch,
+                                     images, images / train_s))) for epoch, train_s in enumerate(epochs)]  # fmt: skip
+    write_epochs_csv(path.with_name("epochs.csv"), rows)
+    path.with_name("telemetry.csv").write_text(trace(experiment["device"], max(sum(epochs), 1.0)))
+    return str(path)
+
+
+def write_records(folder):
+    """Every fixture run's record, epochs and telemetry under folder; their record paths, runs back to back."""
+    paths = []
+    for index, (experiment, speed) in enumerate(experiments()):
+        for rep in range(1, REPEATS + 1):
+            paths.append(write_run(folder, experiment, speed, rep, start=index * REPEATS + rep - 1))
+    return paths

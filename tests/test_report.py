@@ -1,0 +1,141 @@
+"""The report as a reader gets it, rendered from the fixture study's records (tests/report_fixture.py): every figure
+drawn in vector form, the version study flagged, the PDF read page by page with poppler (every table row printed
+once, long tables continued under their header, no word printed over another or off the page), and the HTML
+loaded in headless Chromium with nothing fetched from the network."""
+
+import os
+import re
+import shutil
+import subprocess
+from itertools import combinations
+
+import pytest
+from conftest import REPO, read_csv
+from report_fixture import OOM_PANEL, REPEATS, write_records
+
+FIGURES = ["throughput", "batch_size", "epoch_time", "convergence", "speedup", "telemetry", "memory", "energy",
+           "versions"]  # fmt: skip
+WORD = re.compile(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>')
+PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.S)
+
+
+def debian_command(command, package):
+    """The path of a command from a Debian package, installed with apt-get where it is missing (CI runs as root)."""
+    if shutil.which(command) is None and shutil.which("apt-get") and os.geteuid() == 0:
+        environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=environment, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=environment,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+    path = shutil.which(command)
+    if path is None:
+        pytest.fail(f"the report tests need `{command}`: install Debian's {package} package (apt-get install {package})")
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, env_python):
+    root = tmp_path_factory.mktemp("report")
+    records = write_records(root / "runs")
+    tables, tools = root / "tables", str(env_python("tools"))
+    scripts = REPO / "scripts"
+    subprocess.run([tools, scripts / "aggregate.py", "--records", *records, "--out", tables], check=True,
+                   capture_output=True)  # fmt: skip
+    subprocess.run([tools, scripts / "aggregate_ops.py", "--out", tables / "ops.csv"], check=True, capture_output=True)
+    subprocess.run([tools, scripts / "render_report.py", "--tables", tables, "--document", REPO / "report/report.qmd",
+                    "--style", REPO / "report/report.css", "--title", "Fixture study", "--html", root / "report.html",
+                    "--pdf", root / "report.pdf"], check=True, capture_output=True)  # fmt: skip
+    return root
+
+
+@pytest.fixture(scope="module")
+def pdf_pages(report):
+    """[(width, height, [(x0, y0, x1, y1, word)])] per page of the PDF, from poppler's pdftotext."""
+    pdftotext = debian_command("pdftotext", "poppler-utils")
+    boxes = subprocess.run([pdftotext, "-bbox", report / "report.pdf", "-"], capture_output=True, text=True,
+                           check=True).stdout  # fmt: skip
+    return [(float(width), float(height), [(*map(float, word[:4]), word[4]) for word in WORD.findall(body)])
+            for width, height, body in PAGE.findall(boxes)]  # fmt: skip
+
+
+def document_markdown(report):
+    """The document as rendered: report.qmd with every generated piece included."""
+    build = report / "build"
+    return re.sub(r"\{\{<\s*include\s+(\S+)\s*>\}\}", lambda match: (build / match[1]).read_text(),
+                  (build / "report.qmd").read_text())  # fmt: skip
+
+
+def count(token, text):
+    return len(re.findall(rf"(?<![\w,.]){re.escape(token)}(?![\w,])", text))
+
+
+def test_every_figure_is_drawn_as_a_vector_image_and_embedded(report):
+    html = (report / "report.html").read_text()
+    for name in FIGURES:
+        svg = (report / "build/figures" / f"{name}.svg").read_text()
+        assert svg.startswith("<?xml") and "<path" in svg and "<image" not in svg, name  # vector, no raster inside
+        assert f"figures/{name}.svg" in (report / "build/report.typ").read_text()
+    assert html.count("data:image/svg+xml") == len(FIGURES) and "data:image/png" not in html
+
+
+def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report):
+    versions = read_csv(report / "tables/versions.csv")
+    assert {row["framework"] for row in versions} == {"torch"}  # the two keras stacks: one release, two backends
+    assert {(row["older_version"], row["newer_version"]) for row in versions} == {("2.11.0", "2.13.0")}
+    (flagged,) = [row for row in versions if row["regression"] == "True"]
+    assert (flagged["model"], flagged["batch_size"], flagged["variant"]) == ("mlp", "64", "eager")
+    assert float(flagged["ratio"]) == pytest.approx(0.8, rel=0.01) and float(flagged["ratio_ci95_high"]) < 1
+    assert {row["verdict"] for row in versions if row is not flagged} == {"faster"}
+    assert all(row["older_packages_sha256"].startswith("t") for row in versions)
+    overview = (report / "build/overview.md").read_text()
+    assert overview.count("**Regression**") == 1 and "torch 2.13.0 trains at 0.80x" in overview
+
+
+def test_telemetry_table_holds_each_finished_experiments_first_repeat(report):
+    telemetry = read_csv(report / "tables/telemetry.csv")
+    finished = {row["experiment_id"] for row in read_csv(report / "tables/summary.csv") if row["runs_ok"] != "0"}
+    assert {row["experiment_id"] for row in telemetry} == finished and {row["rep"] for row in telemetry} == {"1"}
+    for row in telemetry:
+        assert (row["power_w"] != "") == ("_gpu_" in row["experiment_id"])
+
+
+def test_the_pdf_prints_every_table_row_once_and_nothing_over_anything(report, pdf_pages):
+    assert 12 <= len(pdf_pages) <= 40, f"{len(pdf_pages)} pages"
+    markdown = document_markdown(report)
+    text = "\n".join(" ".join(word[4] for word in words) for _, _, words in pdf_pages)
+    text = re.sub(r"(?<=\w)- ", "-", text)  # a cell's line broken after a hyphen: one word again
+    summary = read_csv(report / "tables/summary.csv")
+    for row in summary:  # each experiment's throughput cell
+        token = f"{float(row['train_images_per_s_gmean']):,.0f}" if row["runs_ok"] != "0" else row["experiment_id"]
+        assert count(token, text) == count(token, markdown) >= 1, token
+    failed = [row["experiment_id"] for row in summary if (row["model"], int(row["batch_size"])) == OOM_PANEL]
+    assert len(failed) == 12
+    for experiment in failed:  # the failures table, longer than a page: one row per run
+        assert count(experiment, text) == count(experiment, markdown) == REPEATS, experiment
+    headed = [index for index, (_, _, words) in enumerate(pdf_pages) if ["experiment", "repeat", "status", "error"] in
+              [[word[4] for word in words if word[1] == y] for y in {word[1] for word in words}]]  # fmt: skip
+    assert len(headed) >= 2 and headed == list(range(headed[0], headed[0] + len(headed))), headed  # continued
+    for number, (width, height, words) in enumerate(pdf_pages, 1):
+        assert words, f"page {number} is empty"
+        off = [word[4] for word in words if word[0] < 0 or word[1] < 0 or word[2] > width or word[3] > height]
+        assert not off, f"page {number}: printed off the page: {off[:5]}"
+        over = [(a[4], b[4]) for a, b in combinations(words, 2)
+                if min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5]  # fmt: skip
+        assert not over, f"page {number}: words printed over each other: {over[:5]}"
+
+
+def test_the_html_renders_in_headless_chromium_and_loads_nothing_from_the_network(report, env_python):
+    html = (report / "report.html").read_text()
+    loads = re.findall(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//|@import""", html)
+    assert not loads, loads
+    assert "nav" in html and 'id="TOC"' in html and "system-ui" in html  # the sidebar contents and the style
+    chromium = debian_command("chromium", "chromium")
+    shot = report / "screenshot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--virtual-time-budget=10000", "--window-size=1400,1000", f"--screenshot={shot}",
+                    (report / "report.html").as_uri()], check=True, capture_output=True, timeout=300)  # fmt: skip
+    colours = subprocess.run([str(env_python("tools")), "-c", "import sys; from PIL import Image; "
+                              "image = Image.open(sys.argv[1]); print(image.size[0], image.size[1], "
+                              "len(image.convert('RGB').getcolors(1 << 24)))", shot],
+                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    width, height, distinct = map(int, colours)
+    assert (width, height) == (1400, 1000) and distinct > 50, "the screenshot is blank"
