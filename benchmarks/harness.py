@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 from dlbench import mathmode  # noqa: E402
-from dlbench.process import prepare_process  # noqa: E402
+from dlbench.process import prepare_process, thread_count  # noqa: E402
 
 LEARNING_RATE = 1e-3
 INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3), "resnet50": (256, 256, 3)}
@@ -50,7 +50,9 @@ def synthetic_arrays(shape, images, batch_size):
 
 
 def import_adapter(name, device, threads, environment):
-    """The adapter, imported as train.py imports it: after the process set-up, configured with the default math mode."""
+    """The adapter, imported as train.py imports it: after the process set-up, configured with the default math mode
+    and the thread policy `threads` ('framework' or a number, as config `cpu_threads`)."""
+    threads = thread_count(threads)
     prepare_process(environment, threads, mathmode.DEFAULT)
     adapter = importlib.import_module(f"dlbench.adapters.{name}")
     adapter.configure(device, threads, 0, mathmode.DEFAULT)

@@ -14,7 +14,6 @@ It builds (or reuses) each stack's CPU venv under .venvs and runs itself there w
 
 import argparse
 import math
-import os
 import statistics
 import time
 from pathlib import Path
@@ -85,7 +84,8 @@ def main():
     parser.add_argument("--stacks", nargs="+")
     parser.add_argument("--trials", type=int, default=20, help="pairs of epochs per process")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per stack")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", default="framework",
+                        help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number")
     parser.add_argument("--rate", type=float, default=10.0, help="telemetry sampling rate (Hz)")
     parser.add_argument("--model", choices=["lenet", "resnet20"], default="lenet")
     parser.add_argument("--batch-size", type=int, default=64)

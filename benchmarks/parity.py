@@ -27,7 +27,6 @@ Stacks without --python run in their env file's venv under .venvs (built if need
 import argparse
 import csv
 import importlib
-import os
 import statistics
 import subprocess
 from pathlib import Path
@@ -142,7 +141,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per process (the first compiles)")
     parser.add_argument("--trials", type=int, default=3, help="timed epochs per process")
     parser.add_argument("--rounds", type=int, default=2, help="fresh processes per side")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", default="framework",
+                        help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number")
     parser.add_argument("--csv", type=Path, help="also write the table here")
     parser.add_argument("--venv-root", type=Path, default=harness.REPO / ".venvs", help="where stack venvs are built")
     parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
@@ -161,7 +161,7 @@ def main():
     unknown = sorted((set(args.stacks or []) | set(existing)) - set(stacks))
     if unknown:
         parser.error(f"unknown stack(s) {', '.join(unknown)}; envs/stacks.yaml has {', '.join(stacks)}")
-    print(f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'{args.threads} threads'}); "
+    print(f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
           f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
           f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}")
     print(f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "

@@ -56,6 +56,7 @@ def flatten(record):
     row = {key: value for key, value in record.items() if not isinstance(value, (dict, list))}
     row.update({f"phase_{name}_s": seconds for name, seconds in record["phases_s"].items()})
     row.update({f"provenance_{key}": value for key, value in record["provenance"].items()})
+    row["provenance_threads"] = str(record["provenance"]["threads"])  # a number or "framework": one column type
     row["engaged"] = json.dumps(record["engaged"], sort_keys=True)
     for key in ("epoch_train_s", "epoch_eval_s", "loss_curve"):
         row[key] = json.dumps(record[key])

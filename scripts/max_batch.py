@@ -24,7 +24,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.process import prepare_process  # noqa: E402
+from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import provenance, utc_now  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def largest_fitting(fits, start, limit, resolution):
 def run_probe(search, batch_size, arguments):
     """One probe in a fresh process: its outcome as a dict with status ok | oom | error."""
     command = [sys.executable, __file__, "--probe", "--search", json.dumps(dict(search, batch_size=batch_size)),
-               "--dataset-dir", arguments.dataset_dir, "--threads", str(arguments.threads)]  # fmt: skip
+               "--dataset-dir", arguments.dataset_dir, "--threads", str(thread_policy(arguments.threads))]  # fmt: skip
     started = time.perf_counter()
     child = subprocess.run(command, capture_output=True, text=True)
     sys.stderr.write(child.stderr[-4000:])
@@ -110,7 +110,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--search", required=True, help="the search row as JSON (common.smk: max_batch_searches)")
     parser.add_argument("--dataset-dir", required=True)
-    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
     parser.add_argument("--env-description")
     parser.add_argument("--out")
     parser.add_argument("--probe", action="store_true", help="train one batch size in this process (internal)")
@@ -124,7 +124,7 @@ def main():
                                            "optimizer", "variant", "data_placement", "start", "limit",
                                            "resolution", "steps")}  # fmt: skip
     result.update(status="ok", error=None, probes=[], provenance=provenance(env_description, SCRIPTS.parent,
-                                                                             arguments.threads))  # fmt: skip
+                                                                             thread_policy(arguments.threads)))  # fmt: skip
 
     def fits(batch_size):
         outcome = run_probe(search, batch_size, arguments)

@@ -18,7 +18,7 @@ SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench import ops  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.process import prepare_process  # noqa: E402
+from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import provenance, utc_now  # noqa: E402
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -106,7 +106,7 @@ def main():
     parser.add_argument("--device", required=True, choices=["cpu", "gpu"])
     parser.add_argument("--options", required=True, help="JSON: adapter, environment, sizes, dtypes, samples")
     parser.add_argument("--env-description", required=True)
-    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     options = json.loads(args.options)
@@ -114,7 +114,7 @@ def main():
     env_description = json.loads(Path(args.env_description).read_text())
     record = {"stack": args.stack, "operator": args.operator, "device": args.device, "framework": None,
               "framework_version": None, "status": "ok", "error": None, "ceiling": None, "rows": [],
-              "provenance": provenance(env_description, SCRIPTS.parent, args.threads)}  # fmt: skip
+              "provenance": provenance(env_description, SCRIPTS.parent, thread_policy(args.threads))}  # fmt: skip
     try:
         run(args, options, record)
     except Exception as error:  # e.g. the framework fails to import: still a record, and the workflow goes on

@@ -20,7 +20,7 @@ sys.path.insert(0, str(SCRIPTS))
 from dlbench import data, peaks, specs  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.process import prepare_process  # noqa: E402
+from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import (EPOCH_COLUMNS, NO_GPU_REASON, base_record, cuda_libraries, peak_rss_mb, utc_now,  # noqa: E402
                             write_epochs_csv)
 from dlbench.telemetry import Sampler, load_nvml, summarise  # noqa: E402
@@ -192,7 +192,7 @@ def main():
     parser.add_argument("--experiment", required=True, help="the experiment row as JSON")
     parser.add_argument("--dataset-dir", required=True)
     parser.add_argument("--env-description", required=True)
-    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
     parser.add_argument("--record", required=True)
     parser.add_argument("--epochs-csv", required=True)
     parser.add_argument("--telemetry-csv", required=True)
@@ -200,7 +200,7 @@ def main():
     experiment = json.loads(args.experiment)
     env_description = json.loads(Path(args.env_description).read_text())
     record = base_record(experiment, env_description, SCRIPTS.parent)
-    record["provenance"]["threads"] = args.threads
+    record["provenance"]["threads"] = thread_policy(args.threads)
     epoch_rows = []
     prepare_process(experiment["environment"], args.threads, experiment["math_mode"])
     log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}")

@@ -63,11 +63,19 @@ def workdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mnist_workdir(tmp_path_factory):
-    """One experiment on an MNIST-format set that the workflow downloads from a local mirror."""
+def mirror(tmp_path_factory):
+    """A local HTTP mirror serving MNIST-format archives: (its URL, the files' registry entries)."""
     served = tmp_path_factory.mktemp("mirror")
     _, files = mnist_like(served / "mnist", train=128, test=32)
     server, url = serve(served)
+    yield url, files
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def mnist_workdir(tmp_path_factory, mirror):
+    """One experiment on an MNIST-format set that the workflow downloads from the local mirror."""
+    url, files = mirror
     root = tmp_path_factory.mktemp("mnist-workflow")
     copy_repository(root)
     registry = {"mnist": registry_entry("idx", (28, 28, 1), files, "http://127.0.0.1:9/unreachable/")}
@@ -76,10 +84,7 @@ def mnist_workdir(tmp_path_factory):
               "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT),
               "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}, "ops": {"stacks": []}}  # fmt: skip
     (root / "config.yaml").write_text(yaml.safe_dump(config))
-    try:
-        snakemake(root)
-    finally:
-        server.shutdown()
+    snakemake(root)
     return root
 
 
@@ -97,6 +102,26 @@ def test_a_fetched_again_archive_does_not_retrain(mnist_workdir):
     for archive in (mnist_workdir / "resources/archives/mnist").iterdir():
         archive.touch()
     assert planned_jobs(mnist_workdir) == {}
+
+
+def test_a_corrupted_archive_fails_loudly_then_is_fetched_again(mnist_workdir):
+    """Bit rot in a downloaded archive, found when the prepared data must be rebuilt: the preparation names the
+    archive and removes it, the run exits non-zero; the next run fetches it again and nothing finished is lost."""
+    archive = mnist_workdir / "resources/archives/mnist/train-images-idx3-ubyte.gz"
+    (record,) = (mnist_workdir / "results/runs").glob("*/rep1/record.json")
+    before = record.read_bytes()
+    corrupted = bytearray(archive.read_bytes())
+    corrupted[len(corrupted) // 2] ^= 0xFF
+    archive.write_bytes(bytes(corrupted))
+    (mnist_workdir / "results/data/mnist/arrays.npz").unlink()  # the prepared data must be made again
+    failed = subprocess.run([SNAKEMAKE, "--cores", "2"], cwd=mnist_workdir, capture_output=True, text=True)
+    assert failed.returncode != 0
+    log = (mnist_workdir / "logs/data/mnist.log").read_text()
+    assert "train-images-idx3-ubyte.gz: sha256" in log and "removed, rerun to fetch it again" in log
+    assert "logs/data/mnist.log" in failed.stdout + failed.stderr and not archive.exists()
+    snakemake(mnist_workdir)
+    assert "verified" in (mnist_workdir / "logs/download/mnist/train-images-idx3-ubyte.gz.log").read_text()
+    assert record.read_bytes() == before and planned_jobs(mnist_workdir) == {}
 
 
 def test_report_is_rendered_and_self_contained(workdir):

@@ -14,7 +14,7 @@ rule max_batch:
     params:
         python=lambda wildcards: env_python(search_of(wildcards)["env"]),
         search=lambda wildcards: json.dumps(search_of(wildcards), sort_keys=True),
-        framework_threads=min(workflow.cores, os.cpu_count()),
+        framework_threads=config["cpu_threads"],
     shell:
         "{params.python} scripts/max_batch.py --search {params.search:q} --dataset-dir $(dirname {input.meta})"
         " --env-description {input.env} --threads {params.framework_threads} --out {output.result} > {log} 2>&1"

@@ -14,7 +14,7 @@ rule ops_benchmark:
     params:
         python=lambda wildcards: env_python(ops_env(wildcards)),
         options=ops_options,
-        framework_threads=min(workflow.cores, os.cpu_count()),
+        framework_threads=config["cpu_threads"],
     shell:
         "{params.python} scripts/run_ops.py --stack {wildcards.stack} --operator {wildcards.operator}"
         " --device {wildcards.device} --options {params.options:q} --env-description {input.env}"

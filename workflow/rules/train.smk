@@ -17,7 +17,7 @@ rule train:
     params:
         python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
         experiment=run_parameters,
-        framework_threads=min(workflow.cores, os.cpu_count()),
+        framework_threads=config["cpu_threads"],
     shell:
         "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
         " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"

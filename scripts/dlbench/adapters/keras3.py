@@ -38,7 +38,21 @@ def backend_version():
 def configure(device, threads, seed, math_mode):
     keras.utils.set_random_seed(seed)
     return {"backend": keras.backend.backend(), "backend_version": backend_version(), "device_name": device,
-            **configure_backend(math_mode)}  # fmt: skip
+            **backend_threads(threads), **configure_backend(math_mode)}  # fmt: skip
+
+
+def backend_threads(threads):
+    """The backend's thread counts through its own adapter, read back. XLA (JAX) cannot be pinned at run time and
+    keeps its default, one thread per core, which is recorded as such."""
+    if keras.backend.backend() == "jax":
+        return {"xla_threads": "XLA default (one per core)"}
+    if keras.backend.backend() == "torch":
+        from . import pytorch
+
+        return pytorch.apply_threads(threads)
+    from . import tensorflow_raw
+
+    return tensorflow_raw.apply_threads(threads)
 
 
 def configure_backend(math_mode):

@@ -6,6 +6,7 @@ converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) resc
 1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
 """
 
+import ctypes
 import itertools
 
 import mxnet as mx
@@ -32,9 +33,10 @@ def configure(device, threads, seed, math_mode):
     mx.random.seed(seed)
     if device == "gpu" and mx.context.num_gpus() == 0:
         raise RuntimeError("device gpu requested but MXNet sees no GPU (is this the mxnet-cu112 env?)")
-    # MXNet reads OMP_NUM_THREADS and its math-mode variables (mathmode.environment) from the environment, set by
-    # the runner before the import: what is read back here is what MXNet read.
-    return {"omp_threads": threads, "device_name": str(context(device)),
+    # MXNet reads OMP_NUM_THREADS (where threads are pinned) and its math-mode variables (mathmode.environment)
+    # from the environment, set by the runner before the import: what is read back here is what MXNet read. Its
+    # OpenMP team size is read back in engaged(), once MXNet has set it.
+    return {"device_name": str(context(device)),
             "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
             "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1")}  # fmt: skip
 
@@ -263,7 +265,15 @@ def engaged(model):
             "hybridize": {"static_alloc": True, "static_shape": True} if variant.mode == "graph" else None,
             "cached_graph": getattr(network, "_cached_op", None) is not None, "dtype": np.dtype(dtype).name,
             "matmul_dtype": np.dtype(matmul_dtype).name, "layout": "NHWC" if variant.channels_last else "NCHW",
-            "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler")}  # fmt: skip
+            "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"), "omp_threads": omp_threads()}  # fmt: skip
+
+
+def omp_threads():
+    """The OpenMP team size MXNet set: OMP_NUM_THREADS where pinned, else its own rule (half the logical CPUs on
+    x86), read from the OpenMP runtime it loaded (None where it loaded none)."""
+    with open("/proc/self/maps") as maps:
+        runtimes = {line.split()[-1] for line in maps if "libgomp" in line or "libiomp" in line}
+    return ctypes.CDLL(sorted(runtimes)[0]).omp_get_max_threads() if runtimes else None
 
 
 def train_steps(model, batches):

@@ -25,12 +25,17 @@ def torch_device(device):
 
 
 def configure(device, threads, seed, math_mode):
-    torch.set_num_threads(threads)
     torch.manual_seed(seed)
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("device gpu requested but torch.cuda.is_available() is False in this env")
-    return {"intra_op_threads": torch.get_num_threads(), "device_name": str(torch_device(device)),
-            **apply_math_mode(math_mode)}  # fmt: skip
+    return {**apply_threads(threads), "device_name": str(torch_device(device)), **apply_math_mode(math_mode)}
+
+
+def apply_threads(threads):
+    """Pinned intra-op threads, or PyTorch's default (its physical cores); read back."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return {"intra_op_threads": torch.get_num_threads()}
 
 
 def apply_math_mode(math_mode):

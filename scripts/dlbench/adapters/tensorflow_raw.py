@@ -28,16 +28,22 @@ def device_name(device):
 
 
 def configure(device, threads, seed, math_mode):
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.random.set_seed(seed)
     if device == "gpu" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError("device gpu requested but TensorFlow sees no GPU (is this the CUDA env?)")
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
+    return {**apply_threads(threads), "device_name": device_name(device), **apply_math_mode(math_mode)}
+
+
+def apply_threads(threads):
+    """Pinned: intra-op N, inter-op 1. Otherwise TensorFlow's own choice, which it reports as 0 (one thread per
+    core); read back (also Keras on TensorFlow)."""
+    if threads is not None:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     return {"intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "device_name": device_name(device), **apply_math_mode(math_mode)}  # fmt: skip
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads()}
 
 
 def apply_math_mode(math_mode):
