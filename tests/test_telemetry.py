@@ -81,3 +81,15 @@ class Wheel:
 ])  # fmt: skip
 def test_cuda_and_cudnn_versions_come_from_the_envs_wheels(wheels, expected):
     assert record.cuda_libraries([Wheel(*wheel) for wheel in wheels]) == expected
+
+
+def test_cpu_utilisation_is_never_divided_by_a_boundary_samples_sliver_of_time():
+    """Marks sample on both sides of a boundary microseconds apart: no CPU figure there, and none above 100%."""
+    wall, cpu = iter([0.1, 0.100001, 0.100002, 0.2, 0.3]), iter([0.1, 0.1001, 0.1002, 0.19, 0.29])
+    sampler = telemetry.Sampler(rate_hz=10, clock=lambda: next(wall), cpu_clock=lambda: next(cpu))
+    sampler.cores, sampler.origin, sampler._last = 1, 0.0, (0.0, 0.0)
+    sampler.sample()  # 0.1 s of wall time, 0.1 s of CPU: 100%
+    sampler.mark("epoch 1")  # two samples 1 µs apart: 100 µs of CPU over 1 µs would read 10,000%
+    sampler.sample()  # 0.1 s after the last figure
+    sampler.sample()
+    assert [row[8] for row in sampler.rows] == [pytest.approx(100.0), None, None, pytest.approx(90.0), pytest.approx(100.0)]

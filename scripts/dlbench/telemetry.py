@@ -40,8 +40,8 @@ def load_nvml():
 class Sampler:
     """Samples at `rate_hz` in a daemon thread between start() and stop(); mark(phase) labels what follows."""
 
-    def __init__(self, rate_hz=10.0, nvml=None, gpu_index=0, clock=time.perf_counter):
-        self.period, self.nvml, self.clock = 1.0 / rate_hz, nvml, clock
+    def __init__(self, rate_hz=10.0, nvml=None, gpu_index=0, clock=time.perf_counter, cpu_clock=time.process_time):
+        self.period, self.nvml, self.clock, self.cpu_clock = 1.0 / rate_hz, nvml, clock, cpu_clock
         self.handle = nvml.nvmlDeviceGetHandleByIndex(gpu_index) if nvml else None
         self.rows, self.phase, self.cores = [], "start", os.cpu_count() or 1
         self._stop, self._lock = threading.Event(), threading.Lock()
@@ -49,7 +49,7 @@ class Sampler:
 
     def start(self):
         self.origin = self.clock()
-        self._last = (self.origin, time.process_time())
+        self._last = (self.origin, self.cpu_clock())
         self._thread.start()
         return self
 
@@ -85,10 +85,15 @@ class Sampler:
             self._sample()
 
     def _sample(self):
-        now, cpu = self.clock(), time.process_time()
+        """One row. CPU utilisation is the process's CPU time over the wall time since the last figure, over all
+        cores; a boundary sample right after another leaves it empty: CPU time divided by a few microseconds of
+        wall time read as several hundred percent."""
+        now, cpu = self.clock(), self.cpu_clock()
         wall, used = now - self._last[0], cpu - self._last[1]
-        self._last = (now, cpu)
-        cpu_util = 100.0 * used / (wall * self.cores) if wall > 0 else None
+        cpu_util = None
+        if wall >= self.period / 2:
+            cpu_util = min(100.0, 100.0 * used / (wall * self.cores))
+            self._last = (now, cpu)
         self.rows.append((now - self.origin, self.phase, *self.gpu_reading(), cpu_util, resident_mb()))
 
     def write_trace(self, path):
