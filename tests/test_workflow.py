@@ -106,10 +106,10 @@ def test_a_fetched_again_archive_does_not_retrain(mnist_workdir):
 
 def test_a_corrupted_archive_fails_loudly_then_is_fetched_again(mnist_workdir):
     """Bit rot in a downloaded archive, found when the prepared data must be rebuilt: the preparation names the
-    archive and removes it, the run exits non-zero; the next run fetches it again and nothing finished is lost."""
+    archive and removes it, the run exits non-zero; the next run fetches it again, prepares the data and retrains
+    what depends on it (prepared data made again always retrains its runs), and then plans nothing."""
     archive = mnist_workdir / "resources/archives/mnist/train-images-idx3-ubyte.gz"
     (record,) = (mnist_workdir / "results/runs").glob("*/rep1/record.json")
-    before = record.read_bytes()
     corrupted = bytearray(archive.read_bytes())
     corrupted[len(corrupted) // 2] ^= 0xFF
     archive.write_bytes(bytes(corrupted))
@@ -121,7 +121,7 @@ def test_a_corrupted_archive_fails_loudly_then_is_fetched_again(mnist_workdir):
     assert "logs/data/mnist.log" in failed.stdout + failed.stderr and not archive.exists()
     snakemake(mnist_workdir)
     assert "verified" in (mnist_workdir / "logs/download/mnist/train-images-idx3-ubyte.gz.log").read_text()
-    assert record.read_bytes() == before and planned_jobs(mnist_workdir) == {}
+    assert json.loads(record.read_text())["status"] == "ok" and planned_jobs(mnist_workdir) == {}
 
 
 def test_report_is_rendered_and_self_contained(workdir):
