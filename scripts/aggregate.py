@@ -137,10 +137,31 @@ COMPARISON_COLUMNS = [*GROUP, "stack", "variant", "experiment_id", "runs_ok", "b
                       "ratio_ci95_high", "p_value", "p_holm", "verdict"]  # fmt: skip
 
 
+def ok_throughputs(runs):
+    """experiment id -> the steady throughputs of its ok repeats."""
+    ok = runs[runs["status"] == "ok"]
+    return {name: group["train_images_per_s"].astype(float) for name, group in ok.groupby("experiment_id")}
+
+
+def ratio_against(values, reference, row, reference_row):
+    """(ratio, low, high, p) of one experiment's throughputs against another's: Welch's test on log throughput with
+    enough repeats on both sides, else only the ratio of their geometric means."""
+    if min(len(values), len(reference)) >= MIN_REPEATS:
+        return welch_log_ratio(values, reference)
+    return row["train_images_per_s_gmean"] / reference_row["train_images_per_s_gmean"], np.nan, np.nan, np.nan
+
+
+def with_verdicts(rows, columns):
+    """The table of rows, Holm-corrected across all of them, each with its verdict."""
+    table = pd.DataFrame(rows, columns=columns)
+    table["p_holm"] = holm(table["p_value"]).to_numpy() if len(table) else []
+    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
+    return table
+
+
 def comparisons(runs, summary, named_baseline):
     """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant)."""
-    ok = runs[runs["status"] == "ok"]
-    throughputs = {name: group["train_images_per_s"].astype(float) for name, group in ok.groupby("experiment_id")}
+    throughputs = ok_throughputs(runs)
     rows = []
     measured = summary[summary["train_images_per_s_gmean"].notna()]
     for key, part in measured.groupby(GROUP, dropna=False, sort=True):
@@ -149,20 +170,13 @@ def comparisons(runs, summary, named_baseline):
         baseline, rule = baseline_of(part, named_baseline)
         for _, row in part[part["experiment_id"] != baseline["experiment_id"]].iterrows():
             values, reference = throughputs[row["experiment_id"]], throughputs[baseline["experiment_id"]]
-            if min(len(values), len(reference)) >= MIN_REPEATS:
-                ratio, low, high, p_value = welch_log_ratio(values, reference)
-            else:
-                ratio, low, high, p_value = row["train_images_per_s_gmean"] / baseline["train_images_per_s_gmean"], \
-                    np.nan, np.nan, np.nan  # fmt: skip
+            ratio, low, high, p_value = ratio_against(values, reference, row, baseline)
             rows.append(dict(zip(GROUP, key), stack=row["stack"], variant=row["variant"],
                              experiment_id=row["experiment_id"], runs_ok=len(values), baseline_stack=baseline["stack"],
                              baseline_variant=baseline["variant"], baseline_experiment_id=baseline["experiment_id"],
                              baseline_runs_ok=len(reference), baseline_rule=rule, ratio=ratio, ratio_ci95_low=low,
                              ratio_ci95_high=high, p_value=p_value))  # fmt: skip
-    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
-    table["p_holm"] = holm(table["p_value"]).to_numpy() if len(table) else []
-    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
-    return table
+    return with_verdicts(rows, COMPARISON_COLUMNS)
 
 
 def verdict(row):
@@ -191,9 +205,8 @@ def version_pairs(runs, summary):
     """One row per pair of releases of one framework (consecutive releases, by version number) on otherwise
     identical experiments: newer over older throughput with Welch's interval and test, Holm-corrected across the
     table; first-epoch time ratio and accuracy difference beside it."""
-    ok = runs[runs["status"] == "ok"]
-    throughputs = {name: group["train_images_per_s"].astype(float) for name, group in ok.groupby("experiment_id")}
-    packages = ok.groupby("experiment_id")["provenance_packages_sha256"].first()
+    throughputs = ok_throughputs(runs)
+    packages = runs[runs["status"] == "ok"].groupby("experiment_id")["provenance_packages_sha256"].first()
     rows = []
     measured = summary[summary["train_images_per_s_gmean"].notna() & summary["framework_version"].notna()]
     for key, part in measured.groupby(VERSION_IDENTITY, dropna=False, sort=True):
@@ -202,9 +215,7 @@ def version_pairs(runs, summary):
             if older["release"] == newer["release"]:
                 continue  # two stacks of one release: a stack comparison, not a version one
             values, reference = throughputs[newer["experiment_id"]], throughputs[older["experiment_id"]]
-            ratio, low, high, p_value = welch_log_ratio(values, reference) if min(len(values), len(reference)) >= \
-                MIN_REPEATS else (newer["train_images_per_s_gmean"] / older["train_images_per_s_gmean"],
-                                  np.nan, np.nan, np.nan)  # fmt: skip
+            ratio, low, high, p_value = ratio_against(values, reference, newer, older)
             rows.append(dict(zip(VERSION_IDENTITY, key), older_stack=older["stack"],
                              older_version=older["framework_version"],
                              older_packages_sha256=packages.get(older["experiment_id"]), older_runs_ok=len(reference),
@@ -213,9 +224,7 @@ def version_pairs(runs, summary):
                              ratio=ratio, ratio_ci95_low=low, ratio_ci95_high=high, p_value=p_value,
                              first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
                              accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"]))  # fmt: skip
-    table = pd.DataFrame(rows, columns=VERSION_COLUMNS)
-    table["p_holm"] = holm(table["p_value"]).to_numpy() if len(table) else []
-    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
+    table = with_verdicts(rows, VERSION_COLUMNS)
     table["regression"] = table["verdict"] == "slower"
     return table
 

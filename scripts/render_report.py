@@ -46,6 +46,11 @@ def panel_titles(summary):
     return sorted(set(zip(*(summary[key] for key in PANEL))))
 
 
+def panel_title(panel):
+    dataset, model, batch, device = panel
+    return f"{model} on {dataset}, batch {batch}, {device}"
+
+
 def panel_rows(frame, panel):
     """The rows of frame that belong to one (dataset, model, batch size, device) panel."""
     return frame[(frame[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
@@ -73,8 +78,8 @@ def throughput_figure(summary, path):
     """Geometric-mean steady throughput per stack and variant, with its 95% interval (none below 3 repeats)."""
     panels = panel_titles(summary)
     figure, axes = figure_grid(len(panels))
-    for axis, (dataset, model, batch, device) in zip(axes, panels):
-        part = panel_rows(summary, (dataset, model, batch, device))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(summary, panel)
         part = part.sort_values("train_images_per_s_gmean")
         centre = part["train_images_per_s_gmean"].fillna(0)
         low = (centre - part["train_images_per_s_ci95_low"]).fillna(0)
@@ -84,7 +89,7 @@ def throughput_figure(summary, path):
             if pd.isna(value):
                 axis.text(0, y, " " + STATUS_LABEL.get(status.split(",")[0], "failed"), va="center", color="#C44E52")
         axis.set_xlim(left=0)
-        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("training images/s (steady epochs)")
     save(figure, path)
 
@@ -148,13 +153,13 @@ def epoch_time_figure(summary, epochs, path):
     finished = summary[summary["runs_ok"] > 0]
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
     figure, axes = figure_grid(len(panels))
-    for axis, (dataset, model, batch, device) in zip(axes, panels):
-        part = panel_rows(per_epoch, (dataset, model, batch, device))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(per_epoch, panel)
         for name, line in part.groupby(label(part)):
             axis.plot(line["epoch"], line["train_s"], marker="o", label=name)
         axis.set_yscale("log")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 1.25, 1.5 ticks
-        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("epoch")
         axis.set_ylabel("training seconds (median of repeats)")
         axis.legend(fontsize=7)
@@ -218,14 +223,14 @@ def convergence_figure(summary, epochs, path):
     panels = panel_titles(curves)
     figure, axes = figure_grid(2 * len(panels))
     axes = list(axes)
-    for index, (dataset, model, batch, device) in enumerate(panels):
-        part = panel_rows(curves, (dataset, model, batch, device))
+    for index, panel in enumerate(panels):
+        part = panel_rows(curves, panel)
         for axis, column, ylabel in ((axes[2 * index], "test_accuracy", "test accuracy"),
                                      (axes[2 * index + 1], "test_loss", "test loss")):  # fmt: skip
             for name, line in part.groupby(label(part)):
                 axis.plot(line["trained_s"], line[column], marker="o", markersize=3, label=name)
             axis.set_xscale("log")
-            axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+            axis.set_title(panel_title(panel), fontsize=10)
             axis.set_xlabel("training seconds (cumulative, log scale)")
             axis.set_ylabel(ylabel)
         axes[2 * index].legend(fontsize=6)
@@ -248,14 +253,13 @@ def telemetry_figure(summary, telemetry, path):
     axes = list(axes)
     for row, (panel, metrics) in enumerate(panels):
         part = panel_rows(traces, panel)
-        dataset, model, batch, device = panel
         for column, axis in enumerate(axes[row * columns:(row + 1) * columns]):
             if column >= len(metrics):
                 axis.set_visible(False)
                 continue
             for name, line in part.groupby(label(part)):
                 axis.plot(line["t_s"], line[metrics[column]], linewidth=1, label=name)
-            axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=8)
+            axis.set_title(panel_title(panel), fontsize=8)
             axis.set_xlabel("seconds since the process started", fontsize=8)
             axis.set_ylabel(TRACE_METRICS[metrics[column]], fontsize=8)
             axis.set_ylim(bottom=0)
@@ -281,8 +285,7 @@ def memory_figure(summary, path):
             positions = [y + (index - (len(peaks) - 1) / 2) * height for y in range(len(part))]
             axis.barh(positions, part[column].fillna(0), height=height, label=MEMORY_PEAKS[column])
         axis.set_yticks(range(len(part)), label(part))
-        dataset, model, batch, device = panel
-        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("peak MiB")
         axis.legend(fontsize=7)
     save(figure, path)
@@ -295,8 +298,7 @@ def energy_figure(measured, path):
     for axis, panel in zip(axes, panels):
         part = panel_rows(measured, panel).sort_values("gpu_energy_per_image_j_mean")
         axis.barh(label(part), part["gpu_energy_per_image_j_mean"], color="#55A868")
-        dataset, model, batch, device = panel
-        axis.set_title(f"{model} on {dataset}, batch {batch}, {device}", fontsize=10)
+        axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("joules per training image (mean of repeats)")
     save(figure, path)
 
@@ -442,7 +444,7 @@ def summary_markdown(summary):
     header = ["stack", "variant", "images/s", "95% interval", "CV", "steady epoch s", "first epoch s",
               "inference images/s", "accuracy", "runs ok"]  # fmt: skip
     sections = []
-    for (dataset, model, batch, device), part in summary.groupby(["dataset", "model", "batch_size", "device"]):
+    for panel, part in summary.groupby(PANEL):
         rows = []
         part = part.assign(variant_label=variant_labels(part))
         for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
@@ -451,7 +453,7 @@ def summary_markdown(summary):
                          cell(row, "train_images_per_s_cv", 1, percent), cell(row, "steady_epoch_s_median", 3),
                          cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_gmean"),
                          cell(row, "final_test_accuracy_mean", 3), f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
-        sections.append(f"### {model} on {dataset}, batch {batch}, {device}\n\n" + markdown_table(header, rows))
+        sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(header, rows))
     return "\n".join(sections)
 
 
@@ -493,8 +495,7 @@ def resources_markdown(summary, runs):
         part = part.assign(variant_label=variant_labels(part)).sort_values(["stack", "variant_label"])
         rows = [[row["stack"], row["variant_label"], cell(row, "input_share_mean", 1, percent),
                  *(cell(row, column, digits) for column, digits in shown)] for _, row in part.iterrows()]  # fmt: skip
-        dataset, model, batch, device = panel
-        sections.append(f"### {model} on {dataset}, batch {batch}, {device}\n\n" + markdown_table(titles, rows))
+        sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(titles, rows))
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
     return "\n".join(sections) + note
