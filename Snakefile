@@ -27,6 +27,18 @@ wildcard_constraints:
     operator="|".join(config["ops"]["operators"]) or "none",
 
 
+# On a cluster only the timed jobs are submitted; the rest needs the network or is light (config `slurm`).
+localrules:
+    all,
+    build_env,
+    describe_existing_env,
+    download_archive,
+    prepare_dataset,
+    aggregate,
+    aggregate_ops,
+    report,
+
+
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

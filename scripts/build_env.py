@@ -76,9 +76,12 @@ def build_venv(env_file, prefix):
     """Create the venv at prefix with the env file's pip requirements, unless a complete one is there."""
     prefix = Path(prefix).absolute()
     with locked(prefix.parent / f".{prefix.name}.lock"):
-        if (prefix / COMPLETE_MARKER).exists():
+        marker = prefix / COMPLETE_MARKER
+        if marker.exists() and marker.read_text().strip() == file_sha256(env_file):
             print(f"reusing {prefix}", flush=True)
             return prefix
+        if marker.exists():  # a fixed --prefix (the driver's .venv) outlives edits of its env file
+            print(f"{env_file} changed since {prefix} was built: rebuilding it", flush=True)
         pin = python_pin(env_file)
         # The pinned interpreter where PATH has it (python3.11), else this one: which Python runs this script
         # (and so the workflow's driver path) does not decide what the venv is made with.

@@ -88,6 +88,8 @@ def provenance(env_description, repo, threads):
     """Where and with what a run ran: machine, Python, env file and installed packages, workflow commit, times."""
     return {
         "host": platform.node(),
+        # The batch job this run ran in (Slurm sets it in every job's environment); None outside a scheduler.
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
         "threads": threads,

@@ -18,7 +18,7 @@ sys.path.insert(0, str(SCRIPTS))
 from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
 from dlbench.catalog import dataset_info  # noqa: E402
 from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
-from dlbench import data, plan  # noqa: E402
+from dlbench import data, plan, slurm  # noqa: E402
 
 
 def validate_config():
@@ -60,6 +60,26 @@ def gpu_present():
 
 def axis_values(axis):
     return plan.axis_values(config, axis)
+
+
+def needs_gpu():
+    return "gpu" in axis_values("device") + config["ops"]["devices"]
+
+
+def slurm_submission():
+    """Account and partitions of `--profile profiles/slurm`, checked before any job is submitted (dlbench/slurm.py);
+    empty where jobs are not submitted to Slurm."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return {"account": "", "partition": "", "gpu_partition": ""}
+    try:
+        return slurm.resolve(config["slurm"], os.environ, needs_gpu())
+    except slurm.SlurmSettingError as error:
+        raise WorkflowError(str(error))
+
+
+def slurm_partition(wildcards, device):
+    return SLURM["gpu_partition" if device == "gpu" else "partition"]
 
 
 def check_config():
@@ -108,7 +128,8 @@ def check_config():
                     f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
                     f"existing_envs: {{{stack}: /path/to/bin/python}}"
                 )
-    if "gpu" in axis_values("device") + config["ops"]["devices"] and not gpu_present():
+    # Where jobs run on other machines (a cluster), the GPU is theirs: the training job itself checks it.
+    if needs_gpu() and workflow.local_exec and not gpu_present():
         raise WorkflowError(
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
             "(`nvidia-smi -L` lists none). Allowed here: cpu"
@@ -200,6 +221,7 @@ def report_failures():
 
 check_config()
 set_aside_changed_data()
+SLURM = slurm_submission()
 EXISTING_ENVS = check_existing_envs()
 EXPERIMENTS = experiment_table()
 SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)

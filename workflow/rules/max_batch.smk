@@ -11,6 +11,10 @@ rule max_batch:
     threads: workflow.cores
     resources:
         gpu=lambda wildcards: int(search_of(wildcards)["device"] == "gpu"),
+        slurm_account=SLURM["account"],
+        slurm_partition=lambda wildcards: slurm_partition(
+            wildcards, search_of(wildcards)["device"]
+        ),
     params:
         python=lambda wildcards: env_python(search_of(wildcards)["env"]),
         search=lambda wildcards: json.dumps(search_of(wildcards), sort_keys=True),

@@ -11,6 +11,8 @@ rule ops_benchmark:
     threads: workflow.cores
     resources:
         gpu=lambda wildcards: int(wildcards.device == "gpu"),
+        slurm_account=SLURM["account"],
+        slurm_partition=lambda wildcards: slurm_partition(wildcards, wildcards.device),
     params:
         python=lambda wildcards: env_python(ops_env(wildcards)),
         options=ops_options,

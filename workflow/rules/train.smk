@@ -14,6 +14,10 @@ rule train:
     threads: workflow.cores
     resources:
         gpu=lambda wildcards: int(experiment_of(wildcards)["device"] == "gpu"),
+        slurm_account=SLURM["account"],
+        slurm_partition=lambda wildcards: slurm_partition(
+            wildcards, experiment_of(wildcards)["device"]
+        ),
     params:
         python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
         experiment=run_parameters,
