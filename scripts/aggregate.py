@@ -5,7 +5,9 @@ finished repeat, on at most TRACE_POINTS time bins); and max_batch (one row per 
 none ran).
 
 Failed runs (status error/oom) stay in the runs table and are counted in the summary; statistics use the runs with
-status ok. Every statistic is computed here, once; the report only prints them:
+status ok. An experiment is summarised per machine (`machine`: the GPU's name for GPU runs, and the CPU model), so
+runs from different cluster nodes are never pooled and comparisons stay within one machine. Every statistic is
+computed here, once; the report only prints them:
 
 - Throughputs and times are positive and their spread multiplicative, so their centre is the geometric mean and
   their 95% interval Student's t on the logarithms, back-transformed: never a zero or negative bound. Fewer than
@@ -32,9 +34,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-IDENTITY = ["experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
+# An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
+# CPUs) are never pooled, and only experiments on the same machine are compared.
+IDENTITY = ["experiment_id", "machine", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
             "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
-GROUP = ["dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement"]
+GROUP = ["machine", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs",
+         "data_placement"]  # fmt: skip
 MIN_REPEATS = 3  # for an interval, and for a comparison's test
 NOT_AFTER_HOLM = "not significant after Holm correction"  # its own interval excludes 1, the table's many tests not
 ALPHA = 0.05
@@ -137,10 +142,23 @@ COMPARISON_COLUMNS = [*GROUP, "stack", "variant", "experiment_id", "runs_ok", "b
                       "ratio_ci95_high", "p_value", "p_holm", "verdict"]  # fmt: skip
 
 
+def machines(runs):
+    """Per run, the machine it ran on: the CPU model, and for a GPU run the GPU's name first. A GPU run that failed
+    before naming its GPU takes the name that other runs on its host recorded."""
+    named = runs.dropna(subset=["provenance_gpu"])
+    gpu_of_host = named.groupby("provenance_host")["provenance_gpu"].first()
+    gpus = runs["provenance_gpu"].fillna(runs["provenance_host"].map(gpu_of_host)).where(runs["device"] == "gpu")
+    return [f"{gpu} / {cpu}" if isinstance(gpu, str) else cpu for gpu, cpu in zip(gpus, runs["provenance_cpu_model"])]
+
+
 def ok_throughputs(runs):
-    """experiment id -> the steady throughputs of its ok repeats."""
+    """(experiment id, machine) -> the steady throughputs of its ok repeats."""
     ok = runs[runs["status"] == "ok"]
-    return {name: group["train_images_per_s"].astype(float) for name, group in ok.groupby("experiment_id")}
+    return {key: group["train_images_per_s"].astype(float) for key, group in ok.groupby(["experiment_id", "machine"])}
+
+
+def on_machine(row):
+    return row["experiment_id"], row["machine"]
 
 
 def ratio_against(values, reference, row, reference_row):
@@ -169,7 +187,7 @@ def comparisons(runs, summary, named_baseline):
             continue
         baseline, rule = baseline_of(part, named_baseline)
         for _, row in part[part["experiment_id"] != baseline["experiment_id"]].iterrows():
-            values, reference = throughputs[row["experiment_id"]], throughputs[baseline["experiment_id"]]
+            values, reference = throughputs[on_machine(row)], throughputs[on_machine(baseline)]
             ratio, low, high, p_value = ratio_against(values, reference, row, baseline)
             rows.append(dict(zip(GROUP, key), stack=row["stack"], variant=row["variant"],
                              experiment_id=row["experiment_id"], runs_ok=len(values), baseline_stack=baseline["stack"],
@@ -206,7 +224,7 @@ def version_pairs(runs, summary):
     identical experiments: newer over older throughput with Welch's interval and test, Holm-corrected across the
     table; first-epoch time ratio and accuracy difference beside it."""
     throughputs = ok_throughputs(runs)
-    packages = runs[runs["status"] == "ok"].groupby("experiment_id")["provenance_packages_sha256"].first()
+    packages = runs[runs["status"] == "ok"].groupby(["experiment_id", "machine"])["provenance_packages_sha256"].first()
     rows = []
     measured = summary[summary["train_images_per_s_gmean"].notna() & summary["framework_version"].notna()]
     for key, part in measured.groupby(VERSION_IDENTITY, dropna=False, sort=True):
@@ -214,13 +232,13 @@ def version_pairs(runs, summary):
         for (_, older), (_, newer) in zip(part.iterrows(), part.iloc[1:].iterrows()):
             if older["release"] == newer["release"]:
                 continue  # two stacks of one release: a stack comparison, not a version one
-            values, reference = throughputs[newer["experiment_id"]], throughputs[older["experiment_id"]]
+            values, reference = throughputs[on_machine(newer)], throughputs[on_machine(older)]
             ratio, low, high, p_value = ratio_against(values, reference, newer, older)
             rows.append(dict(zip(VERSION_IDENTITY, key), older_stack=older["stack"],
                              older_version=older["framework_version"],
-                             older_packages_sha256=packages.get(older["experiment_id"]), older_runs_ok=len(reference),
+                             older_packages_sha256=packages.get(on_machine(older)), older_runs_ok=len(reference),
                              newer_stack=newer["stack"], newer_version=newer["framework_version"],
-                             newer_packages_sha256=packages.get(newer["experiment_id"]), newer_runs_ok=len(values),
+                             newer_packages_sha256=packages.get(on_machine(newer)), newer_runs_ok=len(values),
                              ratio=ratio, ratio_ci95_low=low, ratio_ci95_high=high, p_value=p_value,
                              first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
                              accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"]))  # fmt: skip
@@ -233,7 +251,7 @@ TRACE_POINTS = 400  # per run: enough for a figure, small enough for hours-long 
 TRACE_VALUES = ["gpu_util_pct", "gpu_memory_mb", "power_w", "cpu_util_pct", "rss_mb"]
 
 
-def trace_rows(record_path, record):
+def trace_rows(record_path, record, machine):
     """The run's telemetry trace averaged over at most TRACE_POINTS equal time bins (each bin keeps the phase it
     starts in)."""
     trace = pd.read_csv(Path(record_path).with_name("telemetry.csv"))
@@ -244,24 +262,29 @@ def trace_rows(record_path, record):
     binned = trace.groupby(bins).agg(t_s=("t_s", "first"), phase=("phase", "first"),
                                      **{name: (name, "mean") for name in TRACE_VALUES})  # fmt: skip
     binned.insert(0, "rep", record["rep"])
+    binned.insert(0, "machine", machine)
     binned.insert(0, "experiment_id", record["experiment_id"])
     return binned.reset_index(drop=True)
 
 
-def telemetry_table(records):
-    """Binned traces of the first finished repeat of every experiment."""
+def telemetry_table(records, machines):
+    """Binned traces of the first finished repeat of every experiment on each machine (records and their
+    machines in the same order)."""
     first = {}
-    for path, record in sorted(records, key=lambda item: item[1]["rep"]):
+    for (path, record), machine in sorted(zip(records, machines), key=lambda item: item[0][1]["rep"]):
         if record["status"] == "ok":
-            first.setdefault(record["experiment_id"], (path, record))
-    traces = [trace_rows(path, record) for path, record in first.values()]
-    columns = ["experiment_id", "rep", "t_s", "phase", *TRACE_VALUES]
+            first.setdefault((record["experiment_id"], machine), (path, record, machine))
+    traces = [trace_rows(*run) for run in first.values()]
+    columns = ["experiment_id", "machine", "rep", "t_s", "phase", *TRACE_VALUES]
     return pd.concat([trace for trace in traces if len(trace)] or [pd.DataFrame(columns=columns)], ignore_index=True)
 
 
-def epoch_rows(record_path, record):
+def epoch_rows(record_path, record, machine):
     epochs = pd.read_csv(Path(record_path).with_name("epochs.csv"))
+    # A run that finished no epoch leaves a header only, which reads as text: numbers in every table all the same.
+    epochs = epochs.astype({column: "int64" if column == "epoch" else "float64" for column in epochs.columns})
     epochs.insert(0, "rep", record["rep"])
+    epochs.insert(0, "machine", machine)
     epochs.insert(0, "experiment_id", record["experiment_id"])
     return epochs
 
@@ -304,10 +327,14 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     records = [(path, json.loads(Path(path).read_text())) for path in args.records]
-    runs = pd.DataFrame([flatten(record) for _, record in records]).sort_values(["experiment_id", "rep"])
+    runs = pd.DataFrame([flatten(record) for _, record in records])
+    runs.insert(1, "machine", machines(runs))
+    epochs = pd.concat([epoch_rows(path, record, machine) for (path, record), machine in zip(records, runs["machine"])],
+                       ignore_index=True)  # fmt: skip
+    telemetry = telemetry_table(records, runs["machine"])
+    runs = runs.sort_values(["experiment_id", "machine", "rep"])
     runs["overlapping_runs"] = overlapping_runs(runs)
     summary = runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
-    epochs = pd.concat([epoch_rows(path, record) for path, record in records], ignore_index=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_table(runs, out, "runs")
@@ -316,7 +343,7 @@ def main():
     write_table(comparisons(runs, summary, args.baseline), out, "comparisons")
     versions = version_pairs(runs, summary)
     write_table(versions, out, "versions")
-    write_table(telemetry_table(records), out, "telemetry")
+    write_table(telemetry, out, "telemetry")
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
     write_table(pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
                 out, "max_batch")  # fmt: skip

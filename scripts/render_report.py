@@ -38,8 +38,10 @@ def label(frame):
     return frame["stack"] + " · " + variant_labels(frame)
 
 
-PANEL = ["dataset", "model", "batch_size", "device"]
-GROUP = ["dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement"]
+# The machine is part of every panel and group: runs on different cluster nodes are never drawn or compared as one.
+PANEL = ["dataset", "model", "batch_size", "device", "machine"]
+GROUP = ["machine", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs",
+         "data_placement"]  # fmt: skip
 
 
 def panel_titles(summary):
@@ -47,23 +49,28 @@ def panel_titles(summary):
 
 
 def panel_title(panel):
-    dataset, model, batch, device = panel
-    return f"{model} on {dataset}, batch {batch}, {device}"
+    dataset, model, batch, device, machine = panel
+    return f"{model} on {dataset}, batch {batch}, {device} on {machine}"
 
 
 def panel_rows(frame, panel):
-    """The rows of frame that belong to one (dataset, model, batch size, device) panel."""
+    """The rows of frame that belong to one (dataset, model, batch size, device, machine) panel."""
     return frame[(frame[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
 
 
 def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
-    """A figure with `count` visible panels, at most max_columns a row."""
-    columns = min(count, max_columns)
-    rows = (count + columns - 1) // columns
+    """A figure with `count` visible panels, at most max_columns a row; with none (no run finished anything to
+    draw), one that says so, so that a study of failed runs still gets its report."""
+    columns = max(1, min(count, max_columns))
+    rows = max(1, (count + columns - 1) // columns)
     width, height = panel_size
     figure, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.5 + height * rows), squeeze=False)
     for extra in axes.flat[count:]:
         extra.set_visible(False)
+    if count == 0:
+        axes.flat[0].set_visible(True)
+        axes.flat[0].set_axis_off()
+        axes.flat[0].text(0.5, 0.5, "no finished run to draw", ha="center", va="center")
     return figure, axes.flat
 
 
@@ -98,7 +105,7 @@ def group_title(row):
     """An experiment group: what its members share (comparisons are made within one)."""
     placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
     return (f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {row['device']}, {row['optimizer']} "
-            f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}")  # fmt: skip
+            f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}")  # fmt: skip
 
 
 def comparison_groups(comparisons):
@@ -143,13 +150,10 @@ def speedup_figure(comparisons, path):
 
 
 def epoch_time_figure(summary, epochs, path):
-    merged = epochs.merge(summary[["experiment_id", "stack", "variant", "data_placement", "dataset", "model",
-                                   "batch_size", "device"]])  # fmt: skip
-    per_epoch = merged.groupby(["experiment_id", "epoch"], as_index=False).agg(
-        train_s=("train_s", "median"), stack=("stack", "first"), variant=("variant", "first"),
-        data_placement=("data_placement", "first"),
-        dataset=("dataset", "first"), model=("model", "first"), batch_size=("batch_size", "first"),
-        device=("device", "first"))  # fmt: skip
+    shown = ["stack", "variant", "data_placement", *PANEL]
+    merged = epochs.merge(summary[["experiment_id", *shown]])
+    per_epoch = merged.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
+        train_s=("train_s", "median"), **{column: (column, "first") for column in shown if column != "machine"})
     finished = summary[summary["runs_ok"] > 0]
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
     figure, axes = figure_grid(len(panels))
@@ -166,7 +170,7 @@ def epoch_time_figure(summary, epochs, path):
     save(figure, path)
 
 
-SWEEP = ["dataset", "model", "device", "optimizer", "learning_rate", "epochs", "stack", "variant", "data_placement"]
+SWEEP = ["machine", "dataset", "model", "device", "optimizer", "learning_rate", "epochs", "stack", "variant", "data_placement"]
 
 
 def batch_sweeps(summary):
@@ -178,11 +182,13 @@ def batch_sweeps(summary):
 
 def batch_size_figure(sweeps, path):
     """Steady throughput against batch size (log-log, 95% intervals), a line per stack, variant and optimiser, a
-    panel per dataset, model and device."""
-    panels = sorted(set(zip(sweeps["dataset"], sweeps["model"], sweeps["device"])))
+    panel per dataset, model, device and machine."""
+    where = ["dataset", "model", "device", "machine"]
+    panels = sorted(set(zip(*(sweeps[key] for key in where))))
     figure, axes = figure_grid(len(panels))
-    for axis, (dataset, model, device) in zip(axes, panels):
-        part = sweeps[(sweeps["dataset"] == dataset) & (sweeps["model"] == model) & (sweeps["device"] == device)]
+    for axis, panel in zip(axes, panels):
+        part = sweeps[(sweeps[where] == pd.Series(panel, index=where)).all(axis=1)]
+        dataset, model, device, machine = panel
         training = part["optimizer"] + " lr " + part["learning_rate"].map("{:g}".format) + ", " + \
             part["epochs"].astype(str) + " epochs"  # fmt: skip
         names = label(part) + ("" if training.nunique() == 1 else " · " + training)
@@ -196,7 +202,7 @@ def batch_size_figure(sweeps, path):
         axis.set_yscale("log")
         axis.set_xticks(sorted(part["batch_size"].unique()), [str(size) for size in sorted(part["batch_size"].unique())])
         axis.xaxis.set_minor_formatter(NullFormatter())
-        axis.set_title(f"{model} on {dataset}, {device}", fontsize=10)
+        axis.set_title(f"{model} on {dataset}, {device} on {machine}", fontsize=10)
         axis.set_xlabel("batch size")
         axis.set_ylabel("training images/s (steady)")
         axis.legend(fontsize=7)
@@ -215,9 +221,9 @@ def batch_size_markdown(summary, figures):
 def convergence_figure(summary, epochs, path):
     """Test accuracy and test loss after each epoch against the training time spent to reach it (evaluation
     excluded): repeats' mean accuracy and loss at their median cumulative time, a line per stack and variant."""
-    epochs = epochs.sort_values(["experiment_id", "rep", "epoch"])
-    epochs = epochs.assign(trained_s=epochs.groupby(["experiment_id", "rep"])["train_s"].cumsum())
-    curves = epochs.groupby(["experiment_id", "epoch"], as_index=False).agg(
+    epochs = epochs.sort_values(["experiment_id", "machine", "rep", "epoch"])
+    epochs = epochs.assign(trained_s=epochs.groupby(["experiment_id", "machine", "rep"])["train_s"].cumsum())
+    curves = epochs.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
         trained_s=("trained_s", "median"), test_accuracy=("test_accuracy", "mean"), test_loss=("test_loss", "mean"))
     curves = curves.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
     panels = panel_titles(curves)

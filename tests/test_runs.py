@@ -226,3 +226,35 @@ def test_comparisons_test_each_stack_against_the_baseline_and_call_noise_noise(t
     named = read_csv(aggregate(tmp_path / "named", env_python, records, "--baseline", "fast") / "comparisons.csv")
     assert {row["baseline_stack"] for row in named} == {"fast"}
     assert {row["stack"]: row["verdict"] for row in named}["slow"] == "slower"
+
+
+def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_python):
+    """One experiment run on two cluster nodes with different GPUs: two summary rows (one per machine), and each
+    stack compared only with stacks on its own machine. A GPU run that failed before naming its GPU belongs to
+    the machine its host's other runs named."""
+    records = []
+    for node, gpu, speed in (("node1", "NVIDIA H100 80GB HBM3", 2.0), ("node2", "NVIDIA A100-SXM4-80GB", 1.0)):
+        paths = group_of_runs(tmp_path / node, {"slow": [100.0 * speed, 101.0 * speed, 99.0 * speed],
+                                                "fast": [200.0 * speed, 202.0 * speed, 198.0 * speed]})  # fmt: skip
+        for rep, path in enumerate(paths):
+            record = json.loads(Path(path).read_text())
+            record["device"] = "gpu"
+            record["provenance"].update(host=node, gpu=gpu, cpu_model="Xeon", slurm_job_id=str(rep))
+            Path(path).write_text(json.dumps(record))
+        records += paths
+    failed = json.loads(Path(records[-1]).read_text())
+    failed.update(rep=4, status="error", error="RuntimeError: no CUDA device", train_images_per_s=None)
+    failed["provenance"]["gpu"] = None
+    path = Path(records[-1]).parents[1] / "rep4" / "record.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(failed))
+    for name in ("epochs.csv", "telemetry.csv"):
+        path.with_name(name).write_text(Path(records[-1]).with_name(name).read_text())
+    out = aggregate(tmp_path, env_python, records + [str(path)])
+    summary = read_csv(out / "summary.csv")
+    assert sorted((row["stack"], row["machine"], row["runs"]) for row in summary) == [
+        ("fast", "NVIDIA A100-SXM4-80GB / Xeon", "4"), ("fast", "NVIDIA H100 80GB HBM3 / Xeon", "3"),
+        ("slow", "NVIDIA A100-SXM4-80GB / Xeon", "3"), ("slow", "NVIDIA H100 80GB HBM3 / Xeon", "3")]  # fmt: skip
+    comparisons = read_csv(out / "comparisons.csv")
+    assert len(comparisons) == 2 and all(float(row["ratio"]) == pytest.approx(2.0, rel=0.01) for row in comparisons)
+    assert {row["machine"] for row in comparisons} == {"NVIDIA A100-SXM4-80GB / Xeon", "NVIDIA H100 80GB HBM3 / Xeon"}

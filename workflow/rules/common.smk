@@ -69,8 +69,9 @@ def needs_gpu():
 def slurm_submission():
     """Account and partitions of `--profile profiles/slurm`, checked before any job is submitted (dlbench/slurm.py);
     empty where jobs are not submitted to Slurm."""
-    plugin = workflow.executor_plugin
-    if plugin is None or plugin.name != "slurm":
+    if (
+        config["scheduler"] != "slurm" or workflow.remote_exec
+    ):  # remote: inside a submitted job
         return {"account": "", "partition": "", "gpu_partition": ""}
     try:
         return slurm.resolve(config["slurm"], os.environ, needs_gpu())
@@ -78,8 +79,19 @@ def slurm_submission():
         raise WorkflowError(str(error))
 
 
-def slurm_partition(wildcards, device):
+def slurm_partition(device):
     return SLURM["gpu_partition" if device == "gpu" else "partition"]
+
+
+def local_gpus(device):
+    """Snakemake's `gpu` resource: under --resources gpu=1 (profiles/default) GPU jobs run one at a time here. On
+    Slurm none: each job asks Slurm for its GPU itself (slurm_gres), as a workflow-wide gpu=1 would hold the whole
+    cluster to one GPU job at a time."""
+    return int(device == "gpu" and config["scheduler"] == "local")
+
+
+def slurm_gres(device):
+    return "gpu:1" if device == "gpu" and config["scheduler"] == "slurm" else ""
 
 
 def check_config():
@@ -128,11 +140,12 @@ def check_config():
                     f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
                     f"existing_envs: {{{stack}: /path/to/bin/python}}"
                 )
-    # Where jobs run on other machines (a cluster), the GPU is theirs: the training job itself checks it.
-    if needs_gpu() and workflow.local_exec and not gpu_present():
+    # On a cluster the GPUs are the compute nodes': a training job that finds none records the error.
+    if needs_gpu() and config["scheduler"] == "local" and not gpu_present():
         raise WorkflowError(
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
-            "(`nvidia-smi -L` lists none). Allowed here: cpu"
+            "(`nvidia-smi -L` lists none). Allowed here: cpu (on a Slurm cluster's login node, run with "
+            "--profile profiles/slurm)"
         )
 
 

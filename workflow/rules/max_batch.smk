@@ -10,10 +10,11 @@ rule max_batch:
     # Timed-job rules: all cores, and the GPU for GPU searches, so probes never share memory with another job.
     threads: workflow.cores
     resources:
-        gpu=lambda wildcards: int(search_of(wildcards)["device"] == "gpu"),
+        gpu=lambda wildcards: local_gpus(search_of(wildcards)["device"]),
+        gres=lambda wildcards: slurm_gres(search_of(wildcards)["device"]),
         slurm_account=SLURM["account"],
         slurm_partition=lambda wildcards: slurm_partition(
-            wildcards, search_of(wildcards)["device"]
+            search_of(wildcards)["device"]
         ),
     params:
         python=lambda wildcards: env_python(search_of(wildcards)["env"]),

@@ -10,9 +10,10 @@ rule ops_benchmark:
     # Timed like training: all cores, and the GPU for GPU jobs.
     threads: workflow.cores
     resources:
-        gpu=lambda wildcards: int(wildcards.device == "gpu"),
+        gpu=lambda wildcards: local_gpus(wildcards.device),
+        gres=lambda wildcards: slurm_gres(wildcards.device),
         slurm_account=SLURM["account"],
-        slurm_partition=lambda wildcards: slurm_partition(wildcards, wildcards.device),
+        slurm_partition=lambda wildcards: slurm_partition(wildcards.device),
     params:
         python=lambda wildcards: env_python(ops_env(wildcards)),
         options=ops_options,

@@ -13,10 +13,11 @@ rule train:
     # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
     threads: workflow.cores
     resources:
-        gpu=lambda wildcards: int(experiment_of(wildcards)["device"] == "gpu"),
+        gpu=lambda wildcards: local_gpus(experiment_of(wildcards)["device"]),
+        gres=lambda wildcards: slurm_gres(experiment_of(wildcards)["device"]),
         slurm_account=SLURM["account"],
         slurm_partition=lambda wildcards: slurm_partition(
-            wildcards, experiment_of(wildcards)["device"]
+            experiment_of(wildcards)["device"]
         ),
     params:
         python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),

@@ -1,0 +1,183 @@
+"""`--profile profiles/slurm` on a real Slurm: the one-node cluster of scripts/slurm_cluster.sh (munge, MariaDB +
+slurmdbd, slurmctld, slurmd with a GPU GRES). The tiny workflow runs with every training job a Slurm job, then GPU
+jobs are checked for what they ask Slurm for, then bad settings are refused before any submission. The account
+and partition rules themselves (dlbench/slurm.py) are tested first on recorded outputs of the Slurm commands."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
+from dlbench import slurm
+
+# --- the account and partition rules, on recorded outputs of sinfo, sacctmgr and scontrol ---
+
+SINFO = "cpu*|(null)\ngpu|gpu:h100:4\ngpu|gpu:h100:8\n"
+
+
+def recorded(sinfo=SINFO, associations="proj-a\nproj-b\n", default_account="proj-a\n", enforce="associations,limits"):
+    """A `run` that answers the Slurm client commands as a cluster would; None answers fail like a missing tool."""
+    answers = {"sinfo": sinfo, "scontrol": f"AccountingStorageEnforce = {enforce}\nClusterName = c\n"}
+
+    def run(argv):
+        if argv[0] == "sacctmgr":
+            answer = associations if "associations" in argv else default_account
+        else:
+            answer = answers[argv[0]]
+        if answer is None:
+            raise subprocess.CalledProcessError(1, argv, stderr="Slurm accounting storage is disabled")
+        return answer
+
+    return run
+
+
+def test_account_and_partition_default_to_the_cluster_s_own():
+    assert slurm.resolve({}, {}, needs_gpu=False, run=recorded(), user="u") == {
+        "account": "proj-a", "partition": "cpu", "gpu_partition": "cpu"}  # fmt: skip
+
+
+def test_config_beats_the_environment_which_beats_the_defaults():
+    settings = {"account": "proj-b", "partition": None, "gpu_partition": "gpu"}
+    resolved = slurm.resolve(settings, {"SBATCH_ACCOUNT": "proj-a", "SBATCH_PARTITION": "gpu"}, True, recorded(), "u")
+    assert resolved == {"account": "proj-b", "partition": "gpu", "gpu_partition": "gpu"}
+
+
+def test_an_account_the_user_does_not_have_is_refused_naming_the_setting():
+    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.account`.*'nosuch' is not an account of user u"):
+        slurm.resolve({"account": "nosuch"}, {}, False, recorded(), "u")
+
+
+def test_no_account_is_refused_only_where_the_cluster_requires_one():
+    without_default = recorded(associations="", default_account="")
+    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.account`: this cluster requires an account"):
+        slurm.resolve({}, {}, False, without_default, "u")
+    no_accounting = recorded(associations=None, default_account=None, enforce="none")
+    assert slurm.resolve({}, {}, False, no_accounting, "u")["account"] == ""
+
+
+def test_a_missing_or_unknown_partition_is_refused_listing_the_cluster_s():
+    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.partition`: this cluster has no default.*cpu, gpu"):
+        slurm.resolve({}, {}, False, recorded(sinfo="cpu|(null)\ngpu|gpu:2\n"), "u")
+    with pytest.raises(slurm.SlurmSettingError, match=r"no partition 'big'; this cluster has: cpu, gpu"):
+        slurm.resolve({"partition": "big"}, {}, False, recorded(), "u")
+
+
+def test_gpu_jobs_on_a_partition_without_gpus_are_refused_naming_the_gpu_partition():
+    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.gpu_partition`.*'cpu' has no node with a `gpu` GRES"
+                                                      r".*partitions with GPUs: gpu"):  # fmt: skip
+        slurm.resolve({}, {}, needs_gpu=True, run=recorded(), user="u")
+    assert slurm.resolve({"gpu_partition": "gpu"}, {}, True, recorded(), "u")["gpu_partition"] == "gpu"
+
+
+def test_an_unreachable_controller_says_so():
+    with pytest.raises(slurm.SlurmSettingError, match="cannot reach a controller"):
+        slurm.resolve({}, {}, False, recorded(sinfo=None), "u")
+
+
+# --- the real cluster ---
+
+TORCH = "torch-2.13"
+SLURM_OPTIONS = ["--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "5",
+                 "--seconds-between-status-checks", "5"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The one-node cluster, up (idempotent: reused when already running)."""
+    if os.geteuid() != 0:
+        pytest.skip("starting the Slurm daemons needs root (scripts/slurm_cluster.sh up)")
+    result = subprocess.run([str(REPO / "scripts" / "slurm_cluster.sh"), "up"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def sacct(*job_ids):
+    """{job id: {field: value}} of the given jobs from Slurm's accounting."""
+    fields = ["JobID", "JobName", "State", "Account", "Partition", "ReqTRES", "Submit", "Start", "End", "NodeList"]
+    output = subprocess.run(["sacct", "--allocations", "--noheader", "--parsable2", f"--format={','.join(fields)}",
+                             "--jobs", ",".join(job_ids)], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return {row[0]: dict(zip(fields, row)) for row in (line.split("|") for line in output.splitlines() if line)}
+
+
+def all_job_ids():
+    output = subprocess.run(["sacct", "--allocations", "--noheader", "--parsable2", "--format=JobID",
+                             "--starttime", "now-1days"], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return set(output.split())
+
+
+def workdir_with(root, config):
+    copy_repository(root)
+    base = {"stacks": [TORCH], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32],
+            "epochs": [2], "variants": ["eager"], "repeats": 2, "min_steady_seconds": 0.1,
+            "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0}, "ops": {"stacks": []},
+            "venv_root": str(VENV_ROOT)}  # fmt: skip
+    (root / "config.yaml").write_text(yaml.safe_dump({**base, **config}))
+    return root
+
+
+def snakemake(workdir, *options):
+    return subprocess.run([SNAKEMAKE, *SLURM_OPTIONS, *options], cwd=workdir, capture_output=True, text=True)
+
+
+def records(workdir):
+    return [json.loads(path.read_text()) for path in sorted(Path(workdir).glob("results/runs/*/rep*/record.json"))]
+
+
+@pytest.fixture(scope="module")
+def cpu_run(cluster, tmp_path_factory):
+    workdir = workdir_with(tmp_path_factory.mktemp("slurm-cpu"), {"stacks": [TORCH, "mxnet-1.9"]})
+    result = snakemake(workdir)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return workdir
+
+
+def test_every_training_job_ran_as_a_slurm_job_and_its_record_names_it(cpu_run):
+    runs = records(cpu_run)
+    assert len(runs) == 4 and all(run["status"] == "ok" for run in runs)
+    job_ids = [run["provenance"]["slurm_job_id"] for run in runs]
+    assert all(job_ids) and len(set(job_ids)) == 4
+    jobs = sacct(*job_ids)
+    for run in runs:
+        job = jobs[run["provenance"]["slurm_job_id"]]
+        assert job["State"] == "COMPLETED" and job["NodeList"] == run["provenance"]["host"]
+        assert job["Partition"] == "debug"  # the cluster's default partition
+
+
+def test_the_records_and_report_are_made_and_a_rerun_plans_nothing(cpu_run):
+    assert (cpu_run / "results" / "tables" / "runs.csv").exists()
+    assert (cpu_run / "results" / "report" / "report.pdf").stat().st_size > 0
+    before = all_job_ids()
+    result = snakemake(cpu_run, "--dry-run")
+    assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr
+    assert all_job_ids() == before
+
+
+def test_each_gpu_job_asks_for_exactly_one_gpu_and_snakemake_does_not_serialise_them(cluster, tmp_path_factory,
+                                                                                     env_python):  # fmt: skip
+    # The node's GPU is declared, not real: the runs find no CUDA device and record an error, as on a node whose
+    # GPU is missing. What is tested is what Slurm was asked for and when.
+    torch_python = env_python(STACKS[TORCH]["env"]["cpu"])
+    config = {"devices": ["gpu"], "existing_envs": {TORCH: str(torch_python)}, "expected_failures": ["error"]}
+    workdir = workdir_with(tmp_path_factory.mktemp("slurm-gpu"), config)
+    result = snakemake(workdir)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    runs = records(workdir)
+    assert len(runs) == 2 and all(run["device"] == "gpu" and run["status"] == "error" for run in runs)
+    assert (workdir / "results" / "report" / "report.pdf").exists()  # a study of failed runs still gets its report
+    jobs = sacct(*(run["provenance"]["slurm_job_id"] for run in runs))
+    assert all("gres/gpu=1" in job["ReqTRES"].split(",") for job in jobs.values())
+    first, second = sorted(jobs.values(), key=lambda job: job["Start"])
+    # Both were handed to Slurm before the first had finished: no workflow-wide gpu=1 limit held the second back.
+    assert second["Submit"] < first["End"]
+
+
+def test_an_unknown_account_is_refused_before_any_job_is_submitted(cluster, tmp_path):
+    workdir = workdir_with(tmp_path, {"slurm": {"account": "nosuch"}})
+    before = all_job_ids()
+    result = snakemake(workdir)
+    assert result.returncode != 0
+    assert "config error in `slurm.account`" in result.stderr and "'nosuch' is not an account" in result.stderr
+    assert all_job_ids() == before
