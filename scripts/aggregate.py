@@ -63,6 +63,7 @@ def flatten(record):
     row.update({f"provenance_{key}": value for key, value in record["provenance"].items()})
     row["provenance_threads"] = str(record["provenance"]["threads"])  # a number or "framework": one column type
     row["engaged"] = json.dumps(record["engaged"], sort_keys=True)
+    row["backend_version"] = record["engaged"].get("backend_version")  # where a stack has one (Keras: "jax 0.10.2")
     for key in ("epoch_train_s", "epoch_eval_s", "loss_curve"):
         row[key] = json.dumps(record[key])
     steady = record["epoch_train_s"][1:]
@@ -86,8 +87,9 @@ def log_interval(values):
 
 def summarise(group):
     ok = group[group["status"] == "ok"]
-    versions = group["framework_version"].dropna()
-    row = {"framework_version": versions.iloc[0] if len(versions) else None, "runs": len(group), "runs_ok": len(ok),
+    versions, backends = group["framework_version"].dropna(), group["backend_version"].dropna()
+    row = {"framework_version": versions.iloc[0] if len(versions) else None,
+           "backend_version": backends.iloc[0] if len(backends) else None, "runs": len(group), "runs_ok": len(ok),
            "statuses": ",".join(sorted(set(group["status"]))),
            "errors": " | ".join(sorted(set(group["error"].dropna())))}  # fmt: skip
     for column in STATISTICS:
@@ -212,6 +214,14 @@ def release(version):
     return tuple(int(number) for number in re.findall(r"\d+", str(version).split("+")[0]))
 
 
+def stack_release(row):
+    """(sortable release, name) of an experiment's stack: the framework's release, then its backend's where the
+    stack reports one, so that Keras 3.15 on JAX 0.9 and on JAX 0.10 are two releases of one stack."""
+    backend = row["backend_version"] if isinstance(row["backend_version"], str) else None
+    name = row["framework_version"] + (f" ({backend})" if backend else "")
+    return (release(row["framework_version"]), release(backend or "")), name
+
+
 VERSION_IDENTITY = ["framework", "backend", "variant", *GROUP]
 VERSION_COLUMNS = [*VERSION_IDENTITY, "older_stack", "older_version", "older_packages_sha256", "older_runs_ok",
                    "newer_stack", "newer_version", "newer_packages_sha256", "newer_runs_ok", "ratio",
@@ -228,16 +238,18 @@ def version_pairs(runs, summary):
     rows = []
     measured = summary[summary["train_images_per_s_gmean"].notna() & summary["framework_version"].notna()]
     for key, part in measured.groupby(VERSION_IDENTITY, dropna=False, sort=True):
-        part = part.assign(release=part["framework_version"].map(release)).sort_values("release")
+        releases = [stack_release(row) for _, row in part.iterrows()]
+        part = part.assign(release=[key for key, _ in releases], release_name=[name for _, name in releases])
+        part = part.sort_values("release")
         for (_, older), (_, newer) in zip(part.iterrows(), part.iloc[1:].iterrows()):
             if older["release"] == newer["release"]:
                 continue  # two stacks of one release: a stack comparison, not a version one
             values, reference = throughputs[on_machine(newer)], throughputs[on_machine(older)]
             ratio, low, high, p_value = ratio_against(values, reference, newer, older)
             rows.append(dict(zip(VERSION_IDENTITY, key), older_stack=older["stack"],
-                             older_version=older["framework_version"],
+                             older_version=older["release_name"],
                              older_packages_sha256=packages.get(on_machine(older)), older_runs_ok=len(reference),
-                             newer_stack=newer["stack"], newer_version=newer["framework_version"],
+                             newer_stack=newer["stack"], newer_version=newer["release_name"],
                              newer_packages_sha256=packages.get(on_machine(newer)), newer_runs_ok=len(values),
                              ratio=ratio, ratio_ci95_low=low, ratio_ci95_high=high, p_value=p_value,
                              first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],

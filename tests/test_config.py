@@ -100,3 +100,21 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
     assert "skipping variant 'xla' with device data for mxnet-1.9 on gpu: MXNet 1.9 has no XLA backend" in planned
     assert "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla/" not in planned
     assert "skipping variant 'xla' with device data for keras-3-tensorflow on gpu: fit on TensorFlow reads" in planned
+
+
+def test_the_versions_study_plans_each_framework_at_two_releases():
+    """config/versions.yaml: every framework at two releases, each release its own stack and env file, on the same
+    experiments (so the aggregation can pair them)."""
+    result = subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"], cwd=REPO,
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    study = yaml.safe_load((REPO / "config" / "versions.yaml").read_text())
+    stacks = yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+    releases = {}
+    for stack in study["stacks"]:
+        releases.setdefault((stacks[stack]["framework"], stacks[stack]["backend"]), set()).add(stacks[stack]["env"]["cpu"])
+    assert {framework for framework, _ in releases} == {"mxnet", "torch", "tensorflow", "keras"}
+    assert all(len(envs) == 2 for envs in releases.values())
+    planned = result.stdout + result.stderr
+    for stack in study["stacks"]:
+        assert f"results/runs/{stack}_digits_lenet_cpu_b64" in planned, stack

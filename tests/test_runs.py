@@ -258,3 +258,19 @@ def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_p
     comparisons = read_csv(out / "comparisons.csv")
     assert len(comparisons) == 2 and all(float(row["ratio"]) == pytest.approx(2.0, rel=0.01) for row in comparisons)
     assert {row["machine"] for row in comparisons} == {"NVIDIA A100-SXM4-80GB / Xeon", "NVIDIA H100 80GB HBM3 / Xeon"}
+
+
+def test_a_backend_release_pairs_one_stack_s_releases(tmp_path, env_python):
+    """Keras 3.15 on JAX 0.9 and on JAX 0.10: one framework release, two backend releases, so a version pair named
+    by both, newer JAX over older."""
+    records = group_of_runs(tmp_path, {"keras-3-jax-0.9": [100.0, 101.0, 99.0], "keras-3-jax": [80.0, 81.0, 79.0]})
+    for path in records:
+        record = json.loads(Path(path).read_text())
+        older = record["stack"].endswith("0.9")
+        record.update(framework="keras", backend="jax", framework_version="3.15.1")
+        record["engaged"]["backend_version"] = "jax 0.9.2" if older else "jax 0.10.2"
+        Path(path).write_text(json.dumps(record))
+    (pair,) = read_csv(aggregate(tmp_path, env_python, records) / "versions.csv")
+    assert (pair["older_stack"], pair["older_version"]) == ("keras-3-jax-0.9", "3.15.1 (jax 0.9.2)")
+    assert (pair["newer_stack"], pair["newer_version"]) == ("keras-3-jax", "3.15.1 (jax 0.10.2)")
+    assert pair["verdict"] == "slower" and pair["regression"] == "True"
