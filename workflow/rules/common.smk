@@ -69,9 +69,8 @@ def needs_gpu():
 def slurm_submission():
     """Account and partitions of `--profile profiles/slurm`, checked before any job is submitted (dlbench/slurm.py);
     empty where jobs are not submitted to Slurm."""
-    if (
-        config["scheduler"] != "slurm" or workflow.remote_exec
-    ):  # remote: inside a submitted job
+    # Remote execution: this is a job running inside Slurm, which submits nothing.
+    if config["scheduler"] != "slurm" or workflow.remote_exec:
         return {"account": "", "partition": "", "gpu_partition": ""}
     try:
         return slurm.resolve(config["slurm"], os.environ, needs_gpu())
