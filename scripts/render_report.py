@@ -53,9 +53,9 @@ def panel_title(panel):
     return f"{model} on {dataset}, batch {batch}, {device} on {machine}"
 
 
-def panel_rows(frame, panel):
-    """The rows of frame that belong to one (dataset, model, batch size, device, machine) panel."""
-    return frame[(frame[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
+def panel_rows(frame, panel, keys=PANEL):
+    """The rows of frame that belong to one panel: by default (dataset, model, batch size, device, machine)."""
+    return frame[(frame[keys] == pd.Series(panel, index=keys)).all(axis=1)]
 
 
 def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
@@ -170,7 +170,8 @@ def epoch_time_figure(summary, epochs, path):
     save(figure, path)
 
 
-SWEEP = ["machine", "dataset", "model", "device", "optimizer", "learning_rate", "epochs", "stack", "variant", "data_placement"]
+SWEEP = ["machine", "dataset", "model", "device", "optimizer", "learning_rate", "epochs", "stack", "variant",
+         "data_placement"]  # fmt: skip
 
 
 def batch_sweeps(summary):
@@ -187,7 +188,7 @@ def batch_size_figure(sweeps, path):
     panels = sorted(set(zip(*(sweeps[key] for key in where))))
     figure, axes = figure_grid(len(panels))
     for axis, panel in zip(axes, panels):
-        part = sweeps[(sweeps[where] == pd.Series(panel, index=where)).all(axis=1)]
+        part = panel_rows(sweeps, panel, where)
         dataset, model, device, machine = panel
         training = part["optimizer"] + " lr " + part["learning_rate"].map("{:g}".format) + ", " + \
             part["epochs"].astype(str) + " epochs"  # fmt: skip

@@ -6,7 +6,7 @@ a failed submission per job.
                    account in Slurm's accounting; none is an error only where the cluster enforces associations
     partition      config `slurm.partition`, else $SBATCH_PARTITION, else the cluster's default partition
     gpu_partition  config `slurm.gpu_partition`, else the partition; it must have nodes with a `gpu` GRES when any
-                   job needs a GPU (each such job asks Slurm for exactly one: `--gpus=1`)
+                   job needs a GPU (each such job asks Slurm for exactly one: `--gres=gpu:1`)
 
 `run(argv) -> stdout` runs a Slurm client command (raising CalledProcessError or OSError when it fails), so that
 the checks can be tested on a real cluster and on recorded outputs alike.
