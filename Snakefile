@@ -34,6 +34,7 @@ localrules:
     describe_existing_env,
     download_archive,
     prepare_dataset,
+    index_image_folder,
     aggregate,
     aggregate_ops,
     report,
@@ -55,7 +56,7 @@ rule all:
         "results/report/report.pdf",
         # Snakemake does not remake a missing input of up-to-date jobs: prepared data set aside as changed is
         # remade because the target asks for it.
-        expand("results/data/{dataset}/meta.json", dataset=axis_values("dataset")),
+        prepared_data(),
 
 
 onsuccess:

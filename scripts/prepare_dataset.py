@@ -2,7 +2,7 @@
 
     python scripts/prepare_dataset.py NAME OUT_FOLDER --options JSON [--archives FOLDER]
 
-OPTIONS holds the config sections `synthetic`, `synthetic_imagenet`, `imagenet` and, for a downloadable
+OPTIONS holds the config sections `synthetic`, `synthetic_imagenet`, `imagenet`, `image_folders` and, for a downloadable
 dataset, its registry `entry` (format, files with sha256). Archives are verified again before parsing; a
 corrupt one is deleted (so the next run fetches it anew) and named in the error.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dlbench.catalog import dataset_info  # noqa: E402
-from dlbench import data  # noqa: E402
+from dlbench.catalog import IMAGE_FOLDER_KINDS, dataset_info, image_folder_options  # noqa: E402
+from dlbench import data, image_folder  # noqa: E402
 from dlbench.data import channel_stats  # noqa: E402
 from dlbench.io import file_sha256  # noqa: E402
 
@@ -157,23 +157,17 @@ def imagenet_split(folder, resolution, max_per_class, classes):
     return np.stack(images), np.asarray(labels, dtype=np.int32)
 
 
-def imagenet_dataset(options):
+def image_folder_dataset(options):
+    """An image folder (ImageNet's layout) decoded into arrays at the configured resolution."""
     root = Path(options["path"])
-    splits = {name: root / name for name in ("train", "val")}
-    for name, folder in splits.items():
-        if not folder.is_dir():
-            raise DatasetError(f"{root}: no {name}/ folder; expected ILSVRC2012 as {name}/<wnid>/*.JPEG")
-    classes = sorted(path.name for path in splits["train"].iterdir() if path.is_dir())
-    if not classes:
-        raise DatasetError(f"{splits['train']}: no class folders; expected train/<wnid>/*.JPEG (e.g. n01440764/)")
-    missing = [wnid for wnid in classes if not (splits["val"] / wnid).is_dir()]
-    if missing:
-        raise DatasetError(f"{splits['val']}: no class folders for {', '.join(missing[:5])}; val/ must be sorted "
-                           "into the same <wnid>/ folders as train/")  # fmt: skip
+    try:
+        classes = image_folder.classes(root)
+    except image_folder.ImageFolderError as error:
+        raise DatasetError(str(error))
     size, limit = options["resolution"], options["max_images_per_class"]
-    train_x, train_y = imagenet_split(splits["train"], size, limit, classes)
-    test_x, test_y = imagenet_split(splits["val"], size, limit, classes)
-    source = {"kind": "imagenet", "path": str(root), "classes": classes, "max_images_per_class": limit}
+    train_x, train_y = imagenet_split(root / "train", size, limit, classes)
+    test_x, test_y = imagenet_split(root / "val", size, limit, classes)
+    source = {"kind": "image-folder", "path": str(root), "classes": classes, "max_images_per_class": limit}
     return train_x, train_y, test_x, test_y, source
 
 
@@ -207,7 +201,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name")
     parser.add_argument("folder")
-    parser.add_argument("--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, entry")
+    parser.add_argument("--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, image_folders, entry")
     parser.add_argument("--archives", help="folder of the verified downloads of this dataset")
     parser.add_argument("--seed", type=int, default=0, help="digits: seed of the train/test split")
     args = parser.parse_args()
@@ -225,8 +219,8 @@ def main():
         elif kind == "synthetic-imagenet":
             sizes = options["synthetic_imagenet"]
             arrays = synthetic(shape, classes, sizes["train_size"], sizes["test_size"], sizes["seed"])
-        elif kind == "imagenet":
-            arrays = imagenet_dataset(options["imagenet"])
+        elif kind in IMAGE_FOLDER_KINDS:
+            arrays = image_folder_dataset(image_folder_options(args.name, options)[0])
             classes = len(arrays[4]["classes"])
         else:
             arrays = digits(args.seed)

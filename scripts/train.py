@@ -9,6 +9,7 @@ Any exception still produces a record with status 'error'. Called by run_experim
 import argparse
 import importlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench import data, peaks, specs  # noqa: E402
+from dlbench.adapters import STREAM_INPUT_WORK  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
@@ -84,8 +86,8 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
 
     data.verify(dataset_dir)  # before the clock: hashing is not loading
     sampler.mark("data")
-    (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
-    staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, experiment)
+    opened = open_stream if experiment["data_placement"] == "stream" else open_arrays
+    staged, meta, order_of = opened(adapter, experiment, dataset_dir, record, sync)
     shape, classes = tuple(meta["shape"]), meta["classes"]
     spec = specs.model_spec(experiment["model"], classes)
     weights = specs.initial_weights(spec, shape, seed)
@@ -99,10 +101,9 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["engaged"].update(adapter.engaged(model))
     log(f"built {experiment['model']}: {record['parameters']} parameters, {record['flops_per_image']} FLOPs/image")
 
-    train_size, test_size = len(arrays["train_y"]), len(arrays["test_y"])
     trained_seconds = 0.0
     for epoch in range(experiment["epochs"]):
-        order = data.epoch_order(train_size, batch_size, seed, epoch)
+        order = order_of(epoch)
         sampler.mark(f"epoch {epoch + 1}")
         loss, train_s = timed(sync, adapter.train_epoch, model, staged, order, batch_size)
         sampler.mark(f"eval {epoch + 1}")
@@ -122,14 +123,14 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
             f"loss {float(loss):.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"
         )
 
-    images = len(order)
+    images = record["images_per_epoch"] = len(order)
     phases["first_epoch"] = record["epoch_train_s"][0]
     phases["steady_epochs"] = sum(record["epoch_train_s"][1:])
     record["first_epoch_images_per_s"] = images / record["epoch_train_s"][0]
-    window = steady_window(adapter, model, staged, train_size, experiment, record, sampler, sync)
+    window = steady_window(adapter, model, staged, order_of, experiment, record, sampler, sync)
     record["train_images_per_s"] = steady_throughput(images, [phases["first_epoch"], *window])
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
-    record["inference_images_per_s"] = test_size / statistics.median(steady_eval)
+    record["inference_images_per_s"] = meta["test_size"] / statistics.median(steady_eval)
     record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
     record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
     record["engaged"].update(adapter.engaged(model))  # read back after training: compiled graphs, XLA, breaks
@@ -138,10 +139,67 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
                                     device, record["provenance"]["gpu"]))  # fmt: skip
     if experiment["measure_input_share"] and window:
         measure_input_share(adapter, model, staged, order, batch_size, window, record, sampler, sync)
+    if experiment["data_placement"] == "stream":
+        measure_loader(adapter, staged, order_of, experiment, record, sampler, sync)
     record["status"] = "ok"
 
 
-def steady_window(adapter, model, staged, train_size, experiment, record, sampler, sync):
+def open_arrays(adapter, experiment, dataset_dir, record, sync):
+    """(staged, meta, order_of) of a prepared dataset: its arrays loaded (data_loading) and placed where the
+    experiment's data placement puts them (data_staging); order_of(epoch) is the epoch's example indices."""
+    phases = record["phases_s"]
+    (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
+    staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, experiment)
+
+    def order_of(epoch):
+        cap = experiment.get("images_per_epoch")
+        return data.epoch_order(meta["train_size"], experiment["batch_size"], experiment["seed"], epoch, cap)
+
+    return staged, meta, order_of
+
+
+def open_stream(adapter, experiment, dataset_dir, record, sync):
+    """(staged, meta, order_of) of a streamed image folder: the index read (data_loading) and the framework's
+    loaders made, their workers started where they start at once (data_staging); order_of(epoch) is the epoch's
+    items, each with its crop box and flip."""
+    phases, options = record["phases_s"], experiment["stream"]
+    meta, phases["data_loading"] = timed(sync, data.read_meta, dataset_dir)
+    workers = options["workers"] or len(os.sched_getaffinity(0))
+    staged, phases["data_staging"] = timed(sync, adapter.stream, meta, experiment, workers)
+    sizes = data.stream_files(meta, "train")[2]
+    record["stream"] = {"workers": workers, "loader": adapter.LOADER, "root": meta["root"],
+                        "train_images": meta["train_size"], "val_images": meta["test_size"],
+                        "skipped_images": len(meta["skipped"]), "skipped": meta["skipped"][:SKIPPED_LISTED]}  # fmt: skip
+    log(f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through "
+        f"{adapter.LOADER}, {workers} workers ({len(meta['skipped'])} files skipped at indexing)")  # fmt: skip
+
+    def order_of(epoch):
+        cap = experiment.get("images_per_epoch")
+        return data.stream_order(sizes, experiment["batch_size"], experiment["seed"], epoch, cap)
+
+    return staged, meta, order_of
+
+
+SKIPPED_LISTED = 20  # the record lists this many skipped files (all of them are in the index's meta.json)
+
+
+def measure_loader(adapter, staged, order_of, experiment, record, sampler, sync):
+    """The loader alone: `stream.loader_batches` batches of a fresh shuffle decoded, augmented and placed on the
+    device with the model removed, after training; and the input-bound share, training images/s over the
+    loader's (1: training runs as fast as its loader can feed it)."""
+    batch_size = experiment["batch_size"]
+    epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
+    order = order_of(epoch)[: experiment["stream"]["loader_batches"] * batch_size]
+    sampler.mark("loader alone")
+    seconds = timed(sync, adapter.loader_pass, staged, order, batch_size)[1]
+    record["loader_images_per_s"] = len(order) / seconds
+    if record["train_images_per_s"]:
+        record["input_bound_share"] = record["train_images_per_s"] / record["loader_images_per_s"]
+    log(f"loader alone: {len(order)} images in {seconds:.3f}s, {record['loader_images_per_s']:.0f} img/s; "
+        f"training ran at {record['input_bound_share'] or 0:.1%} of it")  # fmt: skip
+
+
+def steady_window(adapter, model, staged, order_of, experiment, record, sampler, sync):
     """The steady epochs' times: epochs 2..N, then, while they last less than min_steady_seconds together, more
     passes over the training set (fresh shuffles, no evaluation: after the last one, so no reported accuracy
     changes). Short epochs timed alone are noise; throughput is taken over the whole window."""
@@ -149,7 +207,7 @@ def steady_window(adapter, model, staged, train_size, experiment, record, sample
     while window and sum(window) < experiment["min_steady_seconds"]:
         epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
         sampler.mark(f"extra steady epoch {len(record['extra_steady_epochs_s']) + 1}")
-        order = data.epoch_order(train_size, batch_size, experiment["seed"], epoch)
+        order = order_of(epoch)
         record["extra_steady_epochs_s"].append(timed(sync, adapter.train_epoch, model, staged, order, batch_size)[1])
         window.append(record["extra_steady_epochs_s"][-1])
     record["steady_window_s"] = sum(window) if window else None
@@ -181,10 +239,11 @@ def measure_input_share(adapter, model, staged, order, batch_size, steady, recor
         sampler.mark(f"fixed-batch epoch {index + 1}")
         fixed.append(timed(sync, run, len(order) // batch_size)[1])
     share, interval = input_share(fixed, steady)
+    removed = STREAM_INPUT_WORK if staged.get("stream") else adapter.INPUT_WORK
     record.update(fixed_batch_epochs_s=fixed, fixed_batch_epoch_s=statistics.median(fixed), input_share=share,
-                  input_share_interval=interval, input_share_covers=adapter.INPUT_WORK)  # fmt: skip
+                  input_share_interval=interval, input_share_covers=removed)  # fmt: skip
     log(f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {fixed} s vs steady "
-        f"epochs {steady} s (removed: {adapter.INPUT_WORK})")  # fmt: skip
+        f"epochs {steady} s (removed: {removed})")  # fmt: skip
 
 
 def main():

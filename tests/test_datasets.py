@@ -12,7 +12,7 @@ from conftest import REPO
 FETCH, PREPARE = REPO / "scripts/fetch_archive.py", REPO / "scripts/prepare_dataset.py"
 OPTIONS = {"synthetic": {"classes": 10, "train_size": 8, "test_size": 4, "seed": 0},
            "synthetic_imagenet": {"train_size": 6, "test_size": 3, "seed": 0},
-           "imagenet": {"path": None, "resolution": 16, "max_images_per_class": None}}  # fmt: skip
+           "imagenet": {"path": None, "resolution": 16, "max_images_per_class": None}, "image_folders": {}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_imagenet_without_class_folders_is_refused(env_python, tmp_path):
     imagenet = {"path": str(tmp_path / "flat"), "resolution": 16, "max_images_per_class": None}
     code, output = prepare(env_python("tools"), "imagenet", tmp_path / "data", imagenet=imagenet)
     assert code != 0
-    assert f"{tmp_path / 'flat' / 'train'}: no class folders; expected train/<wnid>/*.JPEG" in output
+    assert f"{tmp_path / 'flat' / 'train'}: no class folders; expected train/<class>/*.JPEG" in output
 
 
 def test_synthetic_imagenet_shape(env_python, tmp_path):

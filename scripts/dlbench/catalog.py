@@ -1,8 +1,9 @@
 """Names the config may use for datasets, and what each dataset looks like. Standard library only (the driver imports it).
 
 Kinds: `download` (files in the registry, workflow/resources/datasets.yaml), `digits` (ships with scikit-learn),
-`synthetic` (synthetic-<H>x<W>x<C>), `synthetic-imagenet` (seeded 1000-class 256x256x3) and `imagenet` (a local
-ILSVRC2012 folder).
+`synthetic` (synthetic-<H>x<W>x<C>), `synthetic-imagenet` (seeded 1000-class 256x256x3), `imagenet` (a local
+ILSVRC2012 folder) and `image-folder` (any folder of ImageNet's layout named in config `image_folders`). Image
+folders are the datasets that can stream (data placement `stream`).
 """
 
 import re
@@ -12,6 +13,8 @@ DIGITS_SHAPE = (28, 28, 1)
 DIGITS_TRAIN_SIZE = 1437  # 80% of scikit-learn's 1,797 digits (the test split is rounded up: 360)
 IMAGENET_CLASSES = 1000
 SYNTHETIC_IMAGENET_SHAPE = (256, 256, 3)
+IMAGE_FOLDER_KINDS = ("imagenet", "image-folder")
+IMAGE_FOLDER_DEFAULTS = {"resolution": 224, "max_images_per_class": None}  # as the config schema's `image_folders`
 FIXED_NAMES = ("digits", "imagenet", "synthetic-imagenet", "synthetic-<H>x<W>x<C> (e.g. synthetic-28x28x1)")
 
 
@@ -32,6 +35,9 @@ def dataset_info(name, config, registry):
             raise ValueError("dataset 'imagenet' needs `imagenet.path`: a local ILSVRC2012 folder with train/ and val/")
         size = config["imagenet"]["resolution"]
         return {"kind": "imagenet", "shape": (size, size, 3), "classes": IMAGENET_CLASSES, "train_size": None}
+    if name in config["image_folders"]:
+        size = image_folder_options(name, config)[0]["resolution"]
+        return {"kind": "image-folder", "shape": (size, size, 3), "classes": IMAGENET_CLASSES, "train_size": None}
     match = SYNTHETIC.fullmatch(name)
     if match:
         shape = tuple(int(match[key]) for key in ("height", "width", "channels"))
@@ -39,5 +45,17 @@ def dataset_info(name, config, registry):
             raise ValueError(f"dataset {name!r}: height and width must be positive and channels 1 or 3")
         return {"kind": "synthetic", "shape": shape, "classes": config["synthetic"]["classes"],
                 "train_size": config["synthetic"]["train_size"]}  # fmt: skip
-    allowed = ", ".join([*sorted(registry), *FIXED_NAMES])
+    allowed = ", ".join([*sorted(registry), *sorted(config["image_folders"]), *FIXED_NAMES])
     raise ValueError(f"unknown dataset {name!r}; allowed: {allowed}")
+
+
+def image_folder_options(name, config):
+    """The config section of an image-folder dataset ({path, resolution, max_images_per_class}), and its key."""
+    if name == "imagenet":
+        return config["imagenet"], "imagenet"
+    return {**IMAGE_FOLDER_DEFAULTS, **config["image_folders"][name]}, f"image_folders.{name}"
+
+
+def is_image_folder(name, config):
+    """Whether a dataset is an image folder, the kind that can stream."""
+    return name == "imagenet" or name in config["image_folders"]

@@ -4,6 +4,15 @@ A prepared dataset is a folder with `arrays.npz` (train_x, test_x: uint8 NHWC; t
 `meta.json` (shape, classes, sizes, per-channel mean/std of the training split, source, and the fingerprint of
 arrays.npz written at preparation). Normalisation happens here, once, in NumPy, so every framework receives the
 same float32 values.
+
+A streamed dataset (data placement `stream`) is an image folder read by each framework's own loader. Its prepared
+folder holds only `meta.json`, with the index of the JPEGs that decoded at preparation (`train`, `val`: [relative
+path, label, width, height]) and those skipped. The transform is defined here once and applied by every loader with its own
+image ops: training takes a random-resized crop (scale, log aspect ratio and position drawn here, per example and
+epoch, from the seed: every framework crops the same boxes) resized to the model's input and a horizontal flip;
+evaluation resizes the shorter side to input/0.875 and takes the centre crop. The index holds each image's size,
+so every box is computed here; the loaders hand over uint8 NHWC batches, made float and normalised with the
+ImageNet channel statistics on the training device.
 """
 
 import json
@@ -50,7 +59,13 @@ def changed(folder, always_hash):
 
 
 def verify(folder):
-    """Refuse prepared data that changed since preparation, naming the file and how to rebuild it."""
+    """Refuse prepared data that changed since preparation, naming the file and how to rebuild it (a streamed
+    folder: refuse it when its image folder is gone)."""
+    meta = read_meta(folder)
+    if is_stream(meta):
+        if not Path(meta["root"]).is_dir():
+            raise PreparedDataError(f"the image folder {meta['root']} indexed in {Path(folder) / 'meta.json'} is gone")
+        return
     problem = changed(folder, always_hash=True)
     if problem:
         raise PreparedDataError(f"{problem}: it is corrupted or was changed. The next `snakemake` run sets it aside "
@@ -99,10 +114,67 @@ def host_batches(images, labels, order, batch_size):
         yield images[order[batch]], labels[order[batch]]
 
 
-def epoch_order(num_examples, batch_size, seed, epoch):
-    """The shuffled example indices of one epoch, whole batches only (every step has the same shape)."""
-    steps = num_examples // batch_size
+def epoch_order(num_examples, batch_size, seed, epoch, cap=None):
+    """The shuffled example indices of one epoch, whole batches only (every step has the same shape); with `cap`
+    (config `images_per_epoch`), at most that many: each epoch a fresh shuffle's first whole batches."""
+    steps = min(num_examples, cap or num_examples) // batch_size
     if steps == 0:
-        raise ValueError(f"batch size {batch_size} is larger than the training set ({num_examples} examples)")
+        raise ValueError(f"batch size {batch_size} is larger than the training set ({num_examples} examples) or "
+                         f"than images_per_epoch ({cap})")  # fmt: skip
     rng = np.random.default_rng([seed, epoch])
     return rng.permutation(num_examples)[: steps * batch_size].astype(np.int64)
+
+
+# Streamed image folders (data placement `stream`).
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # per channel, of images in [0, 1]
+SCALE_RANGE, RATIO_RANGE = (0.08, 1.0), (3 / 4, 4 / 3)  # the random-resized crop's area share and aspect ratio
+EVAL_CROP_FRACTION = 0.875  # evaluation: the shorter side resized to input / 0.875, then the centre crop (256 -> 224)
+LOADER_TIMEOUT_S = 600  # a loader worker silent this long (a stuck filesystem) fails the run instead of hanging it
+TRAIN_ITEM = [("index", np.int64), ("left", np.int64), ("top", np.int64), ("width", np.int64), ("height", np.int64),
+              ("flip", np.bool_)]  # fmt: skip
+EVAL_ITEM = [("index", np.int64), ("width", np.int64), ("height", np.int64), ("left", np.int64), ("top", np.int64)]
+
+
+def is_stream(meta):
+    return meta.get("kind") == "stream"
+
+
+def stream_files(meta, split):
+    """(absolute paths, int32 labels, int64 (width, height) per image) of a streamed split, in index order."""
+    root, entries = Path(meta["root"]), meta[split]
+    return ([str(root / entry[0]) for entry in entries], np.asarray([entry[1] for entry in entries], np.int32),
+            np.asarray([entry[2:4] for entry in entries], np.int64).reshape(-1, 2))  # fmt: skip
+
+
+def stream_order(sizes, batch_size, seed, epoch, cap=None):
+    """One training epoch of a streamed split: epoch_order's examples, each with its random-resized crop box in the
+    original image (an area share of SCALE_RANGE at an aspect ratio of RATIO_RANGE, clipped to the image, at a
+    uniform position) and its flip, as a structured array of TRAIN_ITEM. Drawn here from the seed, so every
+    framework's loader crops the same boxes and only decodes, crops and resizes."""
+    indices = epoch_order(len(sizes), batch_size, seed, epoch, cap)
+    rng = np.random.default_rng([seed, epoch, 1])
+    width, height = sizes[indices, 0], sizes[indices, 1]
+    area = rng.uniform(*SCALE_RANGE, len(indices)) * width * height
+    ratio = np.exp(rng.uniform(*np.log(RATIO_RANGE), len(indices)))
+    order = np.empty(len(indices), dtype=TRAIN_ITEM)
+    order["index"] = indices
+    order["width"] = np.clip(np.floor(np.sqrt(area * ratio)), 1, width)
+    order["height"] = np.clip(np.floor(np.sqrt(area / ratio)), 1, height)
+    order["left"] = np.floor(rng.uniform(size=len(indices)) * (width - order["width"]))
+    order["top"] = np.floor(rng.uniform(size=len(indices)) * (height - order["height"]))
+    order["flip"] = rng.uniform(size=len(indices)) < 0.5
+    return order
+
+
+def eval_order(sizes, size):
+    """The evaluation items of a streamed split, in index order, as a structured array of EVAL_ITEM: each image
+    resized to width x height (shorter side size / EVAL_CROP_FRACTION, aspect ratio kept) and the top-left
+    corner of its centre crop of size x size."""
+    short = np.floor(size / EVAL_CROP_FRACTION)
+    scale = short / sizes.min(axis=1)
+    order = np.empty(len(sizes), dtype=EVAL_ITEM)
+    order["index"] = np.arange(len(sizes))
+    order["width"] = np.maximum(short, np.floor(sizes[:, 0] * scale))
+    order["height"] = np.maximum(short, np.floor(sizes[:, 1] * scale))
+    order["left"], order["top"] = (order["width"] - size) // 2, (order["height"] - size) // 2
+    return order

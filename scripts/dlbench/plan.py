@@ -7,7 +7,7 @@ import itertools
 import json
 from pathlib import Path
 
-from .catalog import dataset_info
+from .catalog import dataset_info, is_image_folder
 from .variants import unsupported_reason
 
 AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant",
@@ -54,20 +54,27 @@ def experiment_id(row):
             f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}")  # fmt: skip
 
 
+def prepared_meta(dataset, data_placement):
+    """The meta.json of a dataset prepared for a placement: arrays (results/data), or a streamed image folder's
+    index (results/stream)."""
+    return f"results/{'stream' if data_placement == 'stream' else 'data'}/{dataset}/meta.json"
+
+
 def train_sizes(config, registry):
     """{dataset: training examples}: the prepared data's own count where it exists, else what the config implies
     (None where only preparing the data can tell, e.g. a local ImageNet)."""
     sizes = {}
     for dataset in axis_values(config, "dataset"):
-        meta = Path("results/data") / dataset / "meta.json"
-        known = json.loads(meta.read_text())["train_size"] if meta.exists() else None
+        metas = [Path(prepared_meta(dataset, placement)) for placement in ("device", "stream")]
+        known = next((json.loads(meta.read_text())["train_size"] for meta in metas if meta.exists()), None)
         sizes[dataset] = known or dataset_info(dataset, config, registry)["train_size"]
     return sizes
 
 
 def experiment_table(config, stacks, train_sizes=None):
     """({id: row}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
-    sorted set of (stack, variant, device, data placement, reason) left out because the stack cannot run them;
+    sorted set of ("variant", stack, variant, device, data placement, reason) left out because the stack cannot run
+    them, and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
     with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
     as (stack, dataset, batch size, reason)."""
     table, skipped = {}, set()
@@ -78,6 +85,9 @@ def experiment_table(config, stacks, train_sizes=None):
         reason = unsupported_reason(stack, *what)
         if reason:
             skipped.add(("variant", row["stack"], *what, reason))
+            continue
+        if row["data_placement"] == "stream" and not is_image_folder(row["dataset"], config):
+            skipped.add(("stream", row["dataset"], "only image folders stream (`imagenet`, `image_folders`)"))
             continue
         if any(matches(row, exclusion) for exclusion in config["exclude"]):
             continue
@@ -92,6 +102,10 @@ def experiment_table(config, stacks, train_sizes=None):
                    target_accuracy=config["target_accuracy"], telemetry_hz=config["telemetry_hz"],
                    measure_input_share=config["measure_input_share"], math_mode=config["math_mode"],
                    min_steady_seconds=config["min_steady_seconds"])  # fmt: skip
+        if config["images_per_epoch"]:
+            row["images_per_epoch"] = config["images_per_epoch"]
+        if row["data_placement"] == "stream":
+            row["stream"] = config["stream"]
         row["experiment_id"] = experiment_id(row)
         table[row["experiment_id"]] = row
     return table, sorted(skipped, key=str)
@@ -102,6 +116,9 @@ def skipped_message(entry):
     if entry[0] == "variant":
         _, stack, variant, device, placement, reason = entry
         return f"skipping variant {variant!r} with {placement} data for {stack} on {device}: {reason}"
+    if entry[0] == "stream":
+        _, dataset, reason = entry
+        return f"skipping data placement 'stream' on {dataset}: {reason}"
     _, dataset, batch_size, _, reason = entry
     return f"skipping batch size {batch_size} on {dataset}: {reason}"
 
@@ -123,6 +140,8 @@ def max_batch_searches(config, experiments):
     searches = {}
     for row in experiments.values():
         if options["stacks"] and row["stack"] not in options["stacks"]:
+            continue
+        if row["data_placement"] == "stream":  # batches reach the device one at a time, as with host data
             continue
         search = {key: row[key] for key in SEARCH_KEYS if key not in ("batch_size", "epochs")}
         search.update({key: options[key] for key in ("start", "limit", "resolution", "steps")}, seed=config["seed"],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .io import write_text_atomic
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
     "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "data_placement", "rep", "seed",
@@ -136,6 +136,10 @@ def base_record(experiment, env_description, repo):
         input_share=None,
         input_share_interval=None,
         input_share_covers=None,
+        images_per_epoch=None,
+        stream=None,
+        loader_images_per_s=None,
+        input_bound_share=None,
         host_rss_peak_mb=None,
         cpu_utilisation_mean=None,
         telemetry_hz=experiment.get("telemetry_hz"),

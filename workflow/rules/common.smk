@@ -16,7 +16,8 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
-from dlbench.catalog import dataset_info  # noqa: E402
+from dlbench.catalog import dataset_info, image_folder_options, is_image_folder  # noqa: E402
+from dlbench.image_folder import ImageFolderError, classes as image_folder_classes  # noqa: E402
 from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
 from dlbench import data, plan, slurm  # noqa: E402
 
@@ -93,6 +94,15 @@ def slurm_gres(device):
     return "gpu:1" if device == "gpu" and config["scheduler"] == "slurm" else ""
 
 
+def check_image_folder(dataset):
+    """Refuse an image folder whose layout is wrong before anything runs, naming its config key."""
+    options, key = image_folder_options(dataset, config)
+    try:
+        image_folder_classes(options["path"])
+    except ImageFolderError as error:
+        raise WorkflowError(f"config error in `{key}.path`: {error}")
+
+
 def check_config():
     """Refuse bad config before any job runs, naming the key and what is allowed."""
     for stack in axis_values("stack"):
@@ -107,6 +117,8 @@ def check_config():
                 info = dataset_info(dataset, config, REGISTRY)
             except ValueError as error:
                 raise WorkflowError(f"config error in `datasets`: {error}")
+            if is_image_folder(dataset, config):
+                check_image_folder(dataset)
             for model in grid["model"]:
                 try:
                     layer_shapes(model_spec(model, info["classes"]), info["shape"])
@@ -114,6 +126,12 @@ def check_config():
                     raise WorkflowError(
                         f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
                     )
+    cap, largest = config["images_per_epoch"], max(axis_values("batch_size"))
+    if cap is not None and cap < largest:
+        raise WorkflowError(
+            f"config error in `images_per_epoch`: {cap} is below batch size {largest}; an epoch is whole "
+            f"batches, so make it at least {largest} (or null: whole epochs)"
+        )
     for stack in config["max_batch"]["stacks"]:
         if stack not in axis_values("stack"):
             refuse("max_batch.stacks", stack, axis_values("stack"))
@@ -308,11 +326,21 @@ def run_parameters(wildcards):
     return json.dumps(row, sort_keys=True)
 
 
+def prepared_meta(row):
+    """The meta.json of the prepared data a row trains on: arrays, or a streamed folder's index."""
+    return plan.prepared_meta(row["dataset"], row["data_placement"])
+
+
+def prepared_data():
+    """Every prepared dataset the planned experiments read."""
+    return sorted({prepared_meta(row) for row in EXPERIMENTS.values()})
+
+
 def train_inputs(wildcards):
     row = experiment_of(wildcards)
     return {
         "env": env_description(row["env"]),
-        "meta": f"results/data/{row['dataset']}/meta.json",
+        "meta": prepared_meta(row),
         "scripts": ["scripts/train.py", "scripts/run_experiment.py"]
         + library_files(
             "specs.py",
@@ -416,7 +444,8 @@ def ops_outputs():
 def dataset_options(wildcards):
     """The config sections prepare_dataset.py reads, plus the registry entry of a downloadable dataset."""
     options = {
-        key: config[key] for key in ("synthetic", "synthetic_imagenet", "imagenet")
+        key: config[key]
+        for key in ("synthetic", "synthetic_imagenet", "imagenet", "image_folders")
     }
     options["entry"] = REGISTRY.get(wildcards.dataset)
     return json.dumps(options, sort_keys=True)

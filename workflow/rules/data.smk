@@ -40,3 +40,24 @@ rule prepare_dataset:
     shell:
         "{params.python} {input.script} {wildcards.dataset} results/data/{wildcards.dataset}"
         " --options {params.options:q} --archives {params.archive_dir} > {log} 2>&1"
+
+
+# A streamed image folder is read in place: preparing it indexes the JPEGs that decode (threads: one decode each).
+rule index_image_folder:
+    input:
+        env=env_description("tools"),
+        script="scripts/index_image_folder.py",
+        library=library_files("catalog.py", "data.py", "image_folder.py", "io.py"),
+    output:
+        meta="results/stream/{dataset}/meta.json",
+    log:
+        "logs/data/{dataset}-stream.log",
+    conda:
+        "../../envs/tools.yaml"
+    threads: workflow.cores
+    params:
+        python=env_python("tools"),
+        options=dataset_options,
+    shell:
+        "{params.python} {input.script} {wildcards.dataset} {output.meta}"
+        " --options {params.options:q} --workers {threads} > {log} 2>&1"

@@ -44,8 +44,9 @@ Only the adapter imports its framework; everything else is in the shared library
 calls those frameworks' adapters for their math-mode switches and CUDA versions rather than copying them.
 """
 
-# What a fixed-batch epoch leaves out where the adapter runs its own step loop.
+# What a fixed-batch epoch leaves out where the adapter runs its own step loop, and with streamed data.
 GATHER_AND_PLACE = "gathering every batch and placing it on the device"
+STREAM_INPUT_WORK = "the loader's reading, decoding and augmenting of every batch, and placing it on the device"
 
 # Adam's betas, RMSprop's decay and both epsilons, the same in every framework (each has its own defaults).
 OPTIMIZER_DEFAULTS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}

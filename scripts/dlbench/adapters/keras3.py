@@ -7,7 +7,9 @@ weights load unchanged; padding is "same" where that equals the spec's symmetric
 (ZeroPadding2D) where it does not (stride 2 on even sizes).
 
 Input: fit and predict read each epoch's batches, in the order every framework trains in, through the backend's
-own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
+own fast path for in-memory data (`feed`), which is part of what is measured. Streamed image folders go through
+tf.data on either backend (the pipeline of tensorflow_raw.image_dataset; Keras' documented input for JAX too),
+and the model takes uint8 images, made float and normalised by its first layers, on the device. Given arrays, fit would shuffle in
 its own order, and on JAX it converts a JAX array back to NumPy every epoch (keras/src/trainers/data_adapters/
 array_slicing.py), undoing device staging.
 """
@@ -23,6 +25,7 @@ if keras.backend.backend() == "tensorflow":
     INPUT_WORK = "gathering every batch in tf.data (its copy to the device stays in both epochs: a lower bound)"
 else:
     INPUT_WORK = GATHER_AND_PLACE
+LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), through fit"
 
 
 def version():
@@ -92,6 +95,27 @@ def stage(arrays, experiment):
     if experiment["data_placement"] == "host":
         return arrays
     return {key: keras.ops.convert_to_tensor(value) for key, value in arrays.items()}
+
+
+def stream(meta, experiment, workers):
+    """Data placement stream: tf.data over the image folder, made per epoch from its items (tensorflow_raw)."""
+    from . import tensorflow_raw
+
+    _, test_labels, test_sizes = data.stream_files(meta, "val")
+    test_items = data.eval_order(test_sizes, meta["shape"][0])
+
+    def dataset(split, items, batch_size):
+        return tensorflow_raw.image_dataset(meta, split, items, batch_size, workers)
+
+    return {"stream": True, "dataset": dataset, "test": dataset("val", test_items, experiment["batch_size"]),
+            "test_y": test_labels}  # fmt: skip
+
+
+def normalisation_layers(inputs):
+    """Streamed uint8 images as normalised floats, by the model's first layers (so on the device)."""
+    scaled = keras.layers.Rescaling(1 / 255)(inputs)
+    variance = [std**2 for std in data.IMAGENET_STD]
+    return keras.layers.Normalization(mean=list(data.IMAGENET_MEAN), variance=variance)(scaled)
 
 
 def zero_pad_channels(pad):
@@ -180,8 +204,10 @@ def build(spec, input_shape, weights, experiment):
         raise ValueError("keras adapter runs eager, graph and xla, not compile")
     compute = variants.compute_dtype(variant, experiment["device"])
     keras.config.set_dtype_policy(f"mixed_{compute}" if variant.mixed_precision else "float32")
-    inputs, leaves = keras.Input(shape=input_shape), []
-    network = keras.Model(inputs, apply(spec, input_shape, inputs, leaves))
+    streamed = experiment["data_placement"] == "stream"
+    inputs, leaves = keras.Input(shape=input_shape, dtype="uint8" if streamed else None), []
+    x = normalisation_layers(inputs) if streamed else inputs
+    network = keras.Model(inputs, apply(spec, input_shape, x, leaves))
     for keras_layer, params in zip(leaves, weights):
         if params:
             keras_layer.set_weights(params)
@@ -242,13 +268,41 @@ def fit_loss(model, batches):
     return model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][-1]
 
 
+def train_batches(staged, order, batch_size):
+    """fit's input for the batches of `order`."""
+    if staged.get("stream"):
+        return staged["dataset"]("train", order, batch_size)
+    return feed((staged["train_x"], staged["train_y"]), index_batches(order, batch_size))
+
+
 def train_epoch(model, staged, order, batch_size):
-    return fit_loss(model, feed((staged["train_x"], staged["train_y"]), index_batches(order, batch_size)))
+    return fit_loss(model, train_batches(staged, order, batch_size))
+
+
+def first_batch(staged, order, batch_size):
+    """The first batch of `order` as the backend's tensors (streamed: through the loader, read back)."""
+    if staged.get("stream"):
+        return tuple(np.asarray(part) for part in next(iter(train_batches(staged, order[:batch_size], batch_size))))
+    return tuple(take(staged[key], order[:batch_size]) for key in ("train_x", "train_y"))
+
+
+def loader_batches(staged, order, batch_size):
+    """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
+    for images, labels in staged["test"] if order is None else train_batches(staged, order, batch_size):
+        yield np.asarray(images), np.asarray(labels)
+
+
+def loader_pass(staged, order, batch_size):
+    """The training batches of `order` placed on the device as fit places them, the model removed (the loader's
+    own throughput); the last one read back, so that every copy has finished."""
+    for images, labels in train_batches(staged, order, batch_size):
+        placed = keras.ops.convert_to_tensor(np.asarray(images)), keras.ops.convert_to_tensor(np.asarray(labels))
+    keras.ops.convert_to_numpy(placed[0][:1, :1, :1])
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
     """fit over the first batch, gathered (and, on JAX, placed on the device) before any timing, `steps` times."""
-    images, labels = (take(staged[key], order[:batch_size]) for key in ("train_x", "train_y"))
+    images, labels = first_batch(staged, order, batch_size)
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
@@ -260,8 +314,10 @@ def fixed_batch_steps(model, staged, order, batch_size):
 def evaluate(model, staged, batch_size):
     """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
     JAX a generator of slices, so that device-staged data stays on the device."""
-    images, count = staged["test_x"], len(staged["test_y"])
-    if keras.backend.backend() == "tensorflow":
+    images, count = staged.get("test_x"), len(staged["test_y"])
+    if staged.get("stream"):
+        predicted = model.predict(staged["test"], verbose=0)
+    elif keras.backend.backend() == "tensorflow":
         predicted = model.predict(images, batch_size=batch_size, verbose=0)
     else:
         predicted = model.predict(((images[start : start + batch_size],) for start in range(0, count, batch_size)),

@@ -19,6 +19,7 @@ from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "mxnet"
 INPUT_WORK = GATHER_AND_PLACE
+LOADER = "gluon.data.DataLoader (worker processes, mx.image decode and crop with OpenCV, pinned memory on GPU)"
 
 
 def version():
@@ -63,8 +64,82 @@ def stage(arrays, experiment):
             "test_y": labels("test_y"), "ctx": ctx, "on_host": on_host}  # fmt: skip
 
 
+class ImageFolderStream(gluon.data.Dataset):
+    """A streamed split, decoded and transformed in the DataLoader's workers with mx.image (OpenCV), as Gluon's
+    ImageFolderDataset and transforms do. Items are rows of data.stream_order (training: crop box and flip) or
+    data.eval_order (evaluation: resized size and crop corner)."""
+
+    def __init__(self, files, labels, size, train):
+        self.files, self.labels, self.size, self.train = files, labels, size, train
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, item):
+        image = mx.image.imread(self.files[item[0]])  # RGB, HWC uint8
+        if self.train:
+            _, left, top, width, height, flip = item
+            image = mx.image.fixed_crop(image, left, top, width, height, size=(self.size, self.size), interp=1)
+            image = mx.nd.flip(image, axis=1) if flip else image
+        else:
+            _, width, height, left, top = item
+            image = mx.image.fixed_crop(mx.image.imresize(image, width, height, interp=1), left, top, self.size,
+                                        self.size)  # fmt: skip
+        return image, int(self.labels[item[0]])
+
+
+class EpochBatches:
+    """The DataLoader's batch sampler: batches of an epoch's items, set before each epoch (the workers persist)."""
+
+    def __init__(self, items, batch_size, whole_batches):
+        self.items, self.batch_size, self.whole_batches = items, batch_size, whole_batches
+
+    def __iter__(self):
+        items, step = self.items.tolist(), self.batch_size
+        starts = range(0, len(items) - step + 1 if self.whole_batches else len(items), step)
+        return iter([items[start : start + step] for start in starts])
+
+    def __len__(self):
+        return len(self.items) // self.batch_size if self.whole_batches else -(-len(self.items) // self.batch_size)
+
+
+def stream(meta, experiment, workers):
+    """Data placement stream: a Gluon DataLoader per split over the image folder, `workers` worker processes,
+    pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the context."""
+    ctx, size, batch_size = context(experiment["device"]), meta["shape"][0], experiment["batch_size"]
+
+    def loader(split, train, sampler):
+        files, labels, _ = data.stream_files(meta, split)
+        return gluon.data.DataLoader(ImageFolderStream(files, labels, size, train), batch_sampler=sampler,
+                                     num_workers=workers, pin_memory=experiment["device"] == "gpu",
+                                     timeout=data.LOADER_TIMEOUT_S)  # fmt: skip
+
+    train_batches = EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
+    _, test_labels, test_sizes = data.stream_files(meta, "val")
+    test = EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
+    return {"stream": True, "ctx": ctx, "train_batches": train_batches, "train": loader("train", True, train_batches),
+            "test": loader("val", False, test), "test_y": test_labels,
+            "channels_last": variants.parse(experiment["variant"]).channels_last,
+            "mean": mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255,
+            "std": mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255}  # fmt: skip
+
+
+def streamed_batches(staged, loader):
+    """A loader's uint8 NHWC batches on the context as normalised float32 in the network's layout."""
+    for images, labels in loader:
+        images = images.as_in_context(staged["ctx"]).astype("float32")
+        images = mx.nd.broadcast_div(mx.nd.broadcast_sub(images, staged["mean"]), staged["std"])
+        if not staged["channels_last"]:
+            images = mx.nd.transpose(images, axes=(0, 3, 1, 2))
+        yield images, labels.as_in_context(staged["ctx"]).astype("float32")
+
+
 def batches(staged, order, batch_size):
     """(images, labels) on the training context for each batch of `order`, gathered where the data lives."""
+    if staged.get("stream"):
+        staged["train_batches"].items = order
+        yield from streamed_batches(staged, staged["train"])
+        return
     ctx = staged["ctx"]
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
@@ -76,6 +151,9 @@ def batches(staged, order, batch_size):
 
 
 def test_batches(staged, batch_size):
+    if staged.get("stream"):
+        yield from streamed_batches(staged, staged["test"])
+        return
     count = staged["test_y"].shape[0]
     for start in range(0, count, batch_size):
         images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
@@ -304,6 +382,20 @@ def fixed_batch_steps(model, staged, order, batch_size):
     return lambda steps: train_steps(model, itertools.repeat(first, steps))
 
 
+def loader_batches(staged, order, batch_size):
+    """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
+    if order is not None:
+        staged["train_batches"].items = order
+    for images, labels in staged["train" if order is not None else "test"]:
+        yield images.asnumpy(), labels.asnumpy()
+
+
+def loader_pass(staged, order, batch_size):
+    """The training batches of `order` placed on the context, the model removed (the loader's own throughput)."""
+    for _ in batches(staged, order, batch_size):
+        pass
+
+
 def evaluate(model, staged, batch_size):
     network, loss_fn = model["network"], model["loss"]
     loss_sum = mx.nd.zeros((1,), ctx=model["ctx"])
@@ -312,7 +404,7 @@ def evaluate(model, staged, batch_size):
         logits = network(images)
         loss_sum += loss_fn(logits, labels).sum()
         correct += (logits.argmax(axis=1) == labels).sum()
-    count = staged["test_y"].shape[0]
+    count = len(staged["test_y"])
     return loss_sum.asscalar() / count, correct.asscalar() / count
 
 

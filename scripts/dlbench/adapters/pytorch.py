@@ -14,6 +14,7 @@ from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "torch"
 INPUT_WORK = GATHER_AND_PLACE
+LOADER = "torch.utils.data.DataLoader (persistent worker processes, Pillow decode and crop, pinned memory on GPU)"
 
 
 def version():
@@ -71,6 +72,73 @@ def stage(arrays, experiment):
             "test_y": labels("test_y"), "device": target, "on_host": experiment["data_placement"] == "host"}  # fmt: skip
 
 
+class ImageFolderStream(torch.utils.data.Dataset):
+    """A streamed split, decoded and transformed in the DataLoader's workers with Pillow, as torchvision's
+    ImageFolder and transforms do. Items are rows of data.stream_order (training: crop box and flip) or
+    data.eval_order (evaluation: resized size and crop corner)."""
+
+    def __init__(self, files, labels, size, train):
+        self.files, self.labels, self.size, self.train = files, labels, size, train
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, item):
+        from PIL import Image
+
+        with Image.open(self.files[item[0]]) as image:
+            image = image.convert("RGB")
+            if self.train:
+                _, left, top, width, height, flip = item
+                image = image.resize((self.size, self.size), Image.BILINEAR, box=(left, top, left + width, top + height))
+                image = image.transpose(Image.FLIP_LEFT_RIGHT) if flip else image
+            else:
+                _, width, height, left, top = item
+                image = image.resize((width, height), Image.BILINEAR).crop((left, top, left + self.size, top + self.size))
+            return torch.from_numpy(np.asarray(image).copy()), int(self.labels[item[0]])
+
+
+class EpochSampler(torch.utils.data.Sampler):
+    """Hands an epoch's items to the persistent workers: set before each epoch, as DistributedSampler.set_epoch is."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items.tolist())
+
+    def __len__(self):
+        return len(self.items)
+
+
+def stream(meta, experiment, workers):
+    """Data placement stream: a DataLoader per split over the image folder, `workers` persistent worker processes,
+    pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the device."""
+    target, size = torch_device(experiment["device"]), meta["shape"][0]
+
+    def loader(split, train, sampler, **options):
+        files, labels, _ = data.stream_files(meta, split)
+        return torch.utils.data.DataLoader(ImageFolderStream(files, labels, size, train), experiment["batch_size"],
+                                           sampler=sampler, num_workers=workers, pin_memory=target.type == "cuda",
+                                           persistent_workers=True, timeout=data.LOADER_TIMEOUT_S, **options)  # fmt: skip
+
+    train_sampler = EpochSampler(np.empty(0, dtype=data.TRAIN_ITEM))
+    test_files, test_labels, test_sizes = data.stream_files(meta, "val")
+    return {"stream": True, "device": target, "train_sampler": train_sampler,
+            "train": loader("train", True, train_sampler, drop_last=True),
+            "test": loader("val", False, EpochSampler(data.eval_order(test_sizes, size))), "test_y": test_labels,
+            "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
+            "std": torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255}  # fmt: skip
+
+
+def streamed_batches(staged, loader, layout):
+    """A loader's uint8 NHWC batches on the device as normalised float NCHW (the copy is a quarter of float's)."""
+    for images, labels in loader:
+        images = images.to(staged["device"], non_blocking=True).permute(0, 3, 1, 2).float()
+        images = ((images - staged["mean"]) / staged["std"]).contiguous(memory_format=layout)
+        yield images, labels.to(staged["device"], non_blocking=True)
+
+
 def to_device(array, device):
     """A host batch on the training device as DataLoader(pin_memory=True) hands it over on a GPU: copied into
     page-locked memory, so the copy to the device is asynchronous (non_blocking) and overlaps the previous step.
@@ -83,6 +151,10 @@ def to_device(array, device):
 
 def batches(staged, order, batch_size, layout):
     """(images, labels) on the training device for each batch of `order`, gathered where the data lives."""
+    if staged.get("stream"):
+        staged["train_sampler"].items = order
+        yield from streamed_batches(staged, staged["train"], layout)
+        return
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
             yield to_device(images, staged["device"]).contiguous(memory_format=layout), to_device(labels, staged["device"])
@@ -93,6 +165,9 @@ def batches(staged, order, batch_size, layout):
 
 
 def test_batches(staged, batch_size, layout):
+    if staged.get("stream"):
+        yield from streamed_batches(staged, staged["test"], layout)
+        return
     for start in range(0, len(staged["test_y"]), batch_size):
         images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
         if staged["on_host"]:
@@ -293,6 +368,20 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     first = next(batches(staged, order, batch_size, model["memory_format"]))
     return lambda steps: train_steps(model, itertools.repeat(first, steps))
+
+
+def loader_batches(staged, order, batch_size):
+    """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
+    if order is not None:
+        staged["train_sampler"].items = order
+    for images, labels in staged["train" if order is not None else "test"]:
+        yield images.numpy(), labels.numpy()
+
+
+def loader_pass(staged, order, batch_size):
+    """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
+    for _ in batches(staged, order, batch_size, torch.contiguous_format):
+        pass
 
 
 def evaluate(model, staged, batch_size):

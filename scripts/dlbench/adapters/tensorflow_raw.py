@@ -17,6 +17,7 @@ from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "tensorflow"
 INPUT_WORK = GATHER_AND_PLACE
+LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch)"
 
 
 def version():
@@ -62,6 +63,53 @@ def stage(arrays, experiment):
     with tf.device(device_name(experiment["device"])):
         staged = {key: tf.identity(tf.constant(value)) for key, value in arrays.items()}
     return dict(staged, device=device_name(experiment["device"]), on_host=False)
+
+
+def image_dataset(meta, split, items, batch_size, workers):
+    """A streamed split as tf.data, the pipeline of TensorFlow's own ImageNet models: per item (a row of
+    data.stream_order or data.eval_order) read the file, decode it (training: only the crop box, decode_and_crop_jpeg),
+    resize bilinearly with antialiasing, flip; in `workers` parallel calls on a private pool of as many threads;
+    uint8 NHWC batches with int32 labels, prefetched. Also the loader of Keras on TensorFlow and on JAX."""
+    files, labels, _ = data.stream_files(meta, split)
+    files, labels, size, train = tf.constant(files), tf.constant(labels), meta["shape"][0], "flip" in items.dtype.names
+
+    def load(item):
+        box = {name: tf.cast(item[name], tf.int32) for name in ("left", "top", "width", "height")}
+        contents = tf.io.read_file(tf.gather(files, item["index"]))
+        if train:
+            window = tf.stack([box["top"], box["left"], box["height"], box["width"]])
+            image = tf.image.resize(tf.image.decode_and_crop_jpeg(contents, window, channels=3), [size, size],
+                                    antialias=True)  # fmt: skip
+            image = tf.cond(item["flip"], lambda: tf.image.flip_left_right(image), lambda: image)
+        else:
+            image = tf.image.resize(tf.io.decode_jpeg(contents, channels=3), [box["height"], box["width"]],
+                                    antialias=True)  # fmt: skip
+            image = tf.image.crop_to_bounding_box(image, box["top"], box["left"], size, size)
+        return tf.saturate_cast(tf.round(image), tf.uint8), tf.gather(labels, item["index"])
+
+    dataset = tf.data.Dataset.from_tensor_slices({name: items[name] for name in items.dtype.names})
+    dataset = dataset.map(load, num_parallel_calls=workers).batch(batch_size, drop_remainder=train)
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = workers
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+
+def stream(meta, experiment, workers):
+    """Data placement stream: tf.data over the image folder (image_dataset), made per epoch from its items; uint8
+    batches made float and normalised inside the compiled step, on the device (normalised)."""
+    _, test_labels, test_sizes = data.stream_files(meta, "val")
+    test_items = data.eval_order(test_sizes, meta["shape"][0])
+    return {"stream": True, "meta": meta, "workers": workers, "device": device_name(experiment["device"]),
+            "test": image_dataset(meta, "val", test_items, experiment["batch_size"], workers), "test_y": test_labels}  # fmt: skip
+
+
+def normalised(images):
+    """Streamed uint8 batches as float32 normalised with the ImageNet statistics; other batches as they are."""
+    if images.dtype != tf.uint8:
+        return images
+    return (tf.cast(images, tf.float32) - [255 * mean for mean in data.IMAGENET_MEAN]) / [
+        255 * std for std in data.IMAGENET_STD
+    ]
 
 
 def spatial_padding(padding):
@@ -244,7 +292,7 @@ def build(spec, input_shape, weights, experiment):
 
     def train_on(images, labels):
         with tf.GradientTape() as tape:
-            logits = network(images, training=True)
+            logits = network(normalised(images), training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
             scaled = loss * loss_scale.scale if loss_scale else loss
         gradients = tape.gradient(scaled, variables)
@@ -258,7 +306,7 @@ def build(spec, input_shape, weights, experiment):
         train_on(tf.gather(images, batch), tf.gather(labels, batch))
 
     def predict(images):
-        return network(images, training=False)
+        return network(normalised(images), training=False)
 
     steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}
     if variant.mode != "eager":
@@ -292,6 +340,10 @@ def engaged(model):
 def batch_calls(model, staged, order, batch_size):
     """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
     in NumPy before it for host data (the step's inputs are then copied to the device)."""
+    if staged.get("stream"):
+        for images, labels in image_dataset(staged["meta"], "train", order, batch_size, staged["workers"]):
+            yield model["train_on"], (images, labels)
+        return
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
             yield model["train_on"], (tf.constant(images), tf.constant(labels))
@@ -317,20 +369,49 @@ def train_epoch(model, staged, order, batch_size):
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    first = order[:batch_size]
+    if staged.get("stream"):
+        images, labels = next(iter(image_dataset(staged["meta"], "train", order[:batch_size], batch_size,
+                                                 staged["workers"])))  # fmt: skip
+    else:
+        images, labels = tf.gather(staged["train_x"], order[:batch_size]), tf.gather(staged["train_y"], order[:batch_size])
     with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
-        images, labels = tf.identity(tf.gather(staged["train_x"], first)), tf.identity(tf.gather(staged["train_y"], first))
+        images, labels = tf.identity(images), tf.identity(labels)
     return lambda steps: train_steps(model, itertools.repeat((model["train_on"], (images, labels)), steps))
+
+
+def loader_batches(staged, order, batch_size):
+    """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
+    if order is None:
+        dataset = staged["test"]
+    else:
+        dataset = image_dataset(staged["meta"], "train", order, batch_size, staged["workers"])
+    for images, labels in dataset:
+        yield images.numpy(), labels.numpy()
+
+
+def loader_pass(staged, order, batch_size):
+    """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
+    with tf.device(staged["device"]):
+        for images, labels in image_dataset(staged["meta"], "train", order, batch_size, staged["workers"]):
+            tf.identity(images), tf.identity(labels)
+
+
+def test_batches(staged, batch_size):
+    """(images, labels) of the test split in order, where the data lives (host batches are copied by the step)."""
+    if staged.get("stream"):
+        yield from staged["test"]
+        return
+    count = len(staged["test_y"])
+    for start in range(0, count, batch_size):
+        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
+        yield (tf.constant(images), tf.constant(labels)) if staged["on_host"] else (images, labels)
 
 
 def evaluate(model, staged, batch_size):
     with tf.device(staged["device"]):
         loss_sum, correct = tf.zeros(()), tf.zeros((), tf.int32)
-        count = int(staged["test_y"].shape[0])
-        for start in range(0, count, batch_size):
-            images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-            if staged["on_host"]:
-                images, labels = tf.constant(images), tf.constant(labels)
+        count = len(staged["test_y"])
+        for images, labels in test_batches(staged, batch_size):
             logits = model["predict"](images)
             loss_sum += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
             correct += tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == labels, tf.int32))
