@@ -51,7 +51,7 @@ STATISTICS = {
 }
 
 
-RESOURCES = ["input_share", "host_rss_peak_mb", "cpu_utilisation_mean", "gpu_utilisation_mean", "gpu_utilisation_p95",
+RESOURCES = ["input_share", "loader_images_per_s", "input_bound_share", "host_rss_peak_mb", "cpu_utilisation_mean", "gpu_utilisation_mean", "gpu_utilisation_p95",
              "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_power_mean_w", "gpu_energy_per_image_j",
              "train_flops_per_s", "model_flops_utilisation"]  # fmt: skip
 
@@ -59,6 +59,8 @@ RESOURCES = ["input_share", "host_rss_peak_mb", "cpu_utilisation_mean", "gpu_uti
 def flatten(record):
     """One runs-table row: nested sections become prefixed columns, lists become JSON text."""
     row = {key: value for key, value in record.items() if not isinstance(value, (dict, list))}
+    stream = record["stream"] or {}
+    row.update({f"stream_{key}": stream.get(key) for key in ("workers", "loader", "skipped_images")})
     row.update({f"phase_{name}_s": seconds for name, seconds in record["phases_s"].items()})
     row.update({f"provenance_{key}": value for key, value in record["provenance"].items()})
     row["provenance_threads"] = str(record["provenance"]["threads"])  # a number or "framework": one column type
@@ -70,6 +72,23 @@ def flatten(record):
     row["first_epoch_s"] = record["epoch_train_s"][0] if record["epoch_train_s"] else None
     row["steady_epoch_s"] = sum(steady) / len(steady) if steady else None
     return row
+
+
+# Streamed data: training is input-bound where it runs at INPUT_BOUND_SHARE or more of its loader's own rate (the
+# loader sets the pace), or where input work compute does not hide takes INPUT_BOUND_EPOCH_SHARE or more of a steady
+# epoch (the loader shares the cores with compute); partly input-bound from PARTLY_INPUT_BOUND of the epoch.
+INPUT_BOUND_SHARE, INPUT_BOUND_EPOCH_SHARE, PARTLY_INPUT_BOUND = 0.9, 0.5, 0.1
+
+
+def input_bound(loader_share, input_share):
+    """The verdict on a streamed experiment's input pipeline ('' without streamed data or its measurements)."""
+    if pd.isna(loader_share):
+        return ""
+    if loader_share >= INPUT_BOUND_SHARE or (not pd.isna(input_share) and input_share >= INPUT_BOUND_EPOCH_SHARE):
+        return "input-bound"
+    if not pd.isna(input_share) and input_share >= PARTLY_INPUT_BOUND:
+        return "partly input-bound"
+    return "compute-bound"
 
 
 def log_interval(values):
@@ -103,6 +122,9 @@ def summarise(group):
         f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"  # fmt: skip
     for column in RESOURCES:
         row[f"{column}_mean"] = ok[column].astype(float).mean()
+    loaders = group[["stream_loader", "stream_workers"]].dropna()
+    row["stream_loader"], row["stream_workers"] = loaders.iloc[0] if len(loaders) else (None, None)
+    row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])
     row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
     row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()
     return pd.Series(row)

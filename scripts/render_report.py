@@ -508,6 +508,26 @@ def resources_markdown(summary, runs):
     return "\n".join(sections) + note
 
 
+def input_pipeline_markdown(summary):
+    """Streamed experiments: the loader alone beside training, and whether training is input-bound."""
+    streamed = summary[summary["data_placement"] == "stream"]
+    if streamed.empty:
+        return ("No experiment streamed its data (data placement `stream`: an image folder read by each framework's "
+                "own loader; see the README's input pipelines).\n")  # fmt: skip
+    header = ["stack", "variant", "loader", "workers", "loader alone img/s", "training img/s",
+              "training / loader", "input share", "GPU %", "verdict"]  # fmt: skip
+    sections = []
+    for panel in panel_titles(streamed):
+        part = panel_rows(streamed, panel).assign(variant_label=lambda frame: variant_labels(frame))
+        rows = [[row["stack"], row["variant_label"], str(row["stream_loader"]).split(" (")[0],
+                 number(row["stream_workers"]), cell(row, "loader_images_per_s_mean"),
+                 cell(row, "train_images_per_s_gmean"), cell(row, "input_bound_share_mean", 2),
+                 cell(row, "input_share_mean", 1, percent), cell(row, "gpu_utilisation_mean_mean"),
+                 row["input_bound"] or "–"] for _, row in part.sort_values(["stack", "variant_label"]).iterrows()]  # fmt: skip
+        sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(header, rows))
+    return "\n".join(sections)
+
+
 ENGAGEMENT_CHECKS = {"graph": "graph", "xla": "XLA", "xla_compiled": "XLA HLO built", "cached_graph": "cached graph",
                      "compiled_graphs": "compiled graphs", "graph_breaks": "graph breaks",
                      "loss_scaling": "loss scaling"}  # fmt: skip
@@ -702,7 +722,7 @@ def main():
               "resource_figures.md": resource_figures_markdown(summary, tables["telemetry"], figures),
               "versions.md": versions_markdown(tables["versions"], figures),
               "ops.md": ops_markdown(tables["ops"], figures), "max_batch.md": max_batch_markdown(tables["max_batch"]),
-              "math_mode.md": math_mode_markdown(runs)}  # fmt: skip
+              "math_mode.md": math_mode_markdown(runs), "input_pipeline.md": input_pipeline_markdown(summary)}  # fmt: skip
     for name, text in pieces.items():
         (build / name).write_text(text)
     document = build / "report.qmd"
