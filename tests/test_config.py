@@ -63,6 +63,20 @@ def test_imagenet_without_its_folder_is_refused():
     assert "config error in `datasets`: dataset 'imagenet' needs `imagenet.path`" in result.stdout + result.stderr
 
 
+def test_an_image_folder_with_a_wrong_layout_is_refused_before_any_job(tmp_path):
+    (tmp_path / "flowers" / "train" / "daisy").mkdir(parents=True)
+    code, output = dry_run_with(tmp_path, {"datasets": ["flowers"], "data_placements": ["stream"],
+                                           "image_folders": {"flowers": {"path": str(tmp_path / "flowers")}}})  # fmt: skip
+    assert code != 0
+    assert f"config error in `image_folders.flowers.path`: {tmp_path / 'flowers'}: no val/ folder (found: train)" in output
+
+
+def test_an_epoch_cap_below_a_batch_is_refused(tmp_path):
+    code, output = dry_run_with(tmp_path, {"images_per_epoch": 32})
+    assert code != 0
+    assert "config error in `images_per_epoch`: 32 is below batch size 64" in output
+
+
 def test_excluding_everything_is_refused():
     result = dry_run("exclude=[{model: [mlp, lenet]}]")
     assert "every experiment is excluded" in result.stdout + result.stderr

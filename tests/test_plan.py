@@ -15,7 +15,8 @@ AXIS_DEFAULTS = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "mod
                  "variants": ["eager", "graph"], "data_placements": ["device"]}  # fmt: skip
 CONFIG = dict(AXIS_DEFAULTS, grids=[], exclude=[], existing_envs={}, momentum=0.9, weight_decay=0.0, target_accuracy=None,
               telemetry_hz=10, measure_input_share=True, min_steady_seconds=1.0, math_mode={"tf32": True, "autotune": True}, repeats=2,
-              synthetic={"classes": 4, "train_size": 256, "test_size": 8}, synthetic_imagenet={"train_size": 10})  # fmt: skip
+              synthetic={"classes": 4, "train_size": 256, "test_size": 8}, synthetic_imagenet={"train_size": 10},
+              image_folders={}, images_per_epoch=None, stream={"workers": None, "loader_batches": 20})  # fmt: skip
 
 
 def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, monkeypatch):
@@ -28,6 +29,27 @@ def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, mo
                         "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is "
                         "torch.compile (variant compile)"]  # fmt: skip
     assert len(plan.runs(CONFIG, table)) == 2
+
+
+def test_only_image_folders_stream_and_a_streamed_row_carries_its_loader_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = dict(CONFIG, datasets=["synthetic-8x8x1", "flowers"], data_placements=["device", "stream"],
+                  batch_sizes=[32], variants=["eager"], image_folders={"flowers": {"path": "/data/flowers"}},
+                  images_per_epoch=64)  # fmt: skip
+    table, skipped = plan.experiment_table(config, STACKS, {})
+    assert sorted(table) == ["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager",
+                             "torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager_stream-data",
+                             "torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]  # fmt: skip
+    assert [plan.skipped_message(entry) for entry in skipped] == [
+        "skipping data placement 'stream' on synthetic-8x8x1: only image folders stream (`imagenet`, `image_folders`)"]
+    streamed = table["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager_stream-data"]
+    assert streamed["stream"] == config["stream"] and streamed["images_per_epoch"] == 64
+    assert plan.prepared_meta("flowers", "stream") == "results/stream/flowers/meta.json"
+    assert plan.prepared_meta("flowers", "host") == "results/data/flowers/meta.json"
+    searches = plan.max_batch_searches(dict(config, max_batch={"enabled": True, "stacks": [], "start": 1, "limit": 2,
+                                                               "resolution": 1, "steps": 1}, seed=0), table)  # fmt: skip
+    assert not any(search["search_id"].endswith("_stream-data") for search in searches.values())
+    assert "stream" not in table["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager"]
 
 
 def test_the_prepared_size_wins_over_the_configured_one(tmp_path, monkeypatch):

@@ -16,10 +16,9 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
-from dlbench.catalog import dataset_info, image_folder_options, is_image_folder  # noqa: E402
-from dlbench.image_folder import ImageFolderError, classes as image_folder_classes  # noqa: E402
+from dlbench.catalog import dataset_info, is_image_folder  # noqa: E402
 from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
-from dlbench import data, plan, slurm  # noqa: E402
+from dlbench import catalog, data, image_folder, plan, slurm  # noqa: E402
 
 
 def validate_config():
@@ -96,10 +95,10 @@ def slurm_gres(device):
 
 def check_image_folder(dataset):
     """Refuse an image folder whose layout is wrong before anything runs, naming its config key."""
-    options, key = image_folder_options(dataset, config)
+    options, key = catalog.image_folder_options(dataset, config)
     try:
-        image_folder_classes(options["path"])
-    except ImageFolderError as error:
+        image_folder.classes(options["path"])
+    except image_folder.ImageFolderError as error:
         raise WorkflowError(f"config error in `{key}.path`: {error}")
 
 
