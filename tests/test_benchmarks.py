@@ -1,6 +1,6 @@
 """The benchmarks' code paths on CPU with tiny inputs (their figures are benchmarks, printed, never asserted):
-the parity benchmark's every default stack, precision and model against the hand-written scripts, and the
-telemetry cost."""
+the parity benchmark's every default stack, precision and model against the hand-written scripts, the telemetry
+cost, and every default stack's loader for streamed image folders at two worker counts."""
 
 import subprocess
 import sys
@@ -59,3 +59,16 @@ def test_the_telemetry_cost_benchmark_runs(tmp_path):
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all 1 pairs" in result.stdout
+
+
+def test_the_loader_benchmark_measures_every_stack_and_worker_count(tmp_path):
+    table = tmp_path / "loaders.csv"
+    command = [sys.executable, str(REPO / "benchmarks" / "loaders.py"), "--images", "16", "--batch-size", "8",
+               "--resolution", "32", "--sides", "40", "80", "--trials", "1", "--workers", "1", "2",
+               "--venv-root", str(VENV_ROOT), "--csv", str(table)]  # fmt: skip
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = read_csv(table)
+    assert {(row["stack"], row["workers"]) for row in rows} == {(stack, workers) for stack in STACKS
+                                                               for workers in ("1", "2")}  # fmt: skip
+    assert all(float(row["images_per_s"]) > 0 and not row["reason"] for row in rows), rows

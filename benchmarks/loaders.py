@@ -1,0 +1,151 @@
+"""Loader throughput: images/s of each stack's own loader for streamed image folders (data placement `stream`) with
+the model removed, per worker count, so that the README can state what decode rate a core gives.
+
+Each measurement is train.py's loader-alone pass (adapter.loader_pass): an epoch's items (random-resized crop to
+--resolution, flip) read, decoded, augmented, batched and placed on the device, in the stack's own interpreter, its
+loader made once (workers started once, as training's persistent workers are); one untimed pass, then the median
+of --trials passes, each over --images images of a fresh shuffle. Without --folder the images are generated
+(scripts/make_image_folder.py in the tools env): smooth JPEGs with sides drawn from --sides, 500x375 on average
+like ImageNet's. Run from the repository root with the driver:
+
+    .venv/bin/python benchmarks/loaders.py                                   # this machine, 1 and 2 workers
+    .venv/bin/python benchmarks/loaders.py --folder /data/ILSVRC2012 --images 4096 --workers 1 4 8 16 --device gpu
+
+Stacks without --python run in their env file's venv under .venvs (built if needed).
+"""
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import harness
+
+COLUMNS = ["stack", "version", "loader", "workers", "images_per_s", "images_per_s_per_worker", "reason"]
+
+
+def measure(args):
+    """Inside a stack's interpreter: {images_per_s, loader, framework_version} of its loader with args.workers."""
+    from dlbench import data
+    from dlbench.clock import timed
+
+    adapter = harness.import_adapter(args.inside, args.device, args.threads, {})
+    meta = data.read_meta(Path(args.index).parent)
+    experiment = {"device": args.device, "batch_size": args.batch_size, "variant": args.variant,
+                  "data_placement": "stream"}  # fmt: skip
+    staged = adapter.stream(meta, experiment, args.workers)
+    sizes = data.stream_files(meta, "train")[2]
+
+    def one_pass(epoch):
+        order = data.stream_order(sizes, args.batch_size, 0, epoch)[: args.images]
+        return len(order) / timed(lambda: adapter.sync(args.device), adapter.loader_pass, staged, order,
+                                  args.batch_size)[1]  # fmt: skip
+
+    one_pass(0)
+    rates = [one_pass(epoch) for epoch in range(1, args.trials + 1)]
+    return {"images_per_s": statistics.median(rates), "loader": adapter.LOADER, "framework_version": adapter.version()}
+
+
+def tools_python(venv_root):
+    from build_env import build_venv, venv_prefix
+
+    env_file = harness.REPO / "envs" / "tools.yaml"
+    return build_venv(env_file, venv_prefix(venv_root, env_file)) / "bin" / "python"
+
+
+def prepare_index(args, work):
+    """The meta.json of the folder to read (generated unless --folder), indexed as the workflow indexes it."""
+    python, folder = tools_python(args.venv_root), args.folder
+    if folder is None:
+        folder = work / "images"
+        per_class = -(-args.images // args.classes)
+        subprocess.run([str(python), str(harness.REPO / "scripts" / "make_image_folder.py"), str(folder),
+                        "--classes", str(args.classes), "--train", str(per_class), "--val", "1",
+                        "--sides", *map(str, args.sides)], check=True)  # fmt: skip
+    options = {"imagenet": {"path": None}, "image_folders": {"bench": {"path": str(folder),
+               "resolution": args.resolution, "max_images_per_class": None}}}  # fmt: skip
+    subprocess.run([str(python), str(harness.REPO / "scripts" / "index_image_folder.py"), "bench",
+                    str(work / "index" / "meta.json"), "--options", json.dumps(options)], check=True)  # fmt: skip
+    return work / "index" / "meta.json"
+
+
+def base_variant(entry):
+    """The variant the stack's loader is measured under (the loader does not depend on it, but MXNet's layout does)."""
+    return next((variant for variant in ("graph", "xla") if variant in entry["variants"]), entry["variants"][0])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stacks", nargs="+", help="default: the default config's stacks")
+    parser.add_argument("--python", nargs="+", default=[], metavar="STACK=PATH",
+                        help="run STACK in this existing interpreter (validated like config existing_envs)")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="worker counts to measure")
+    parser.add_argument("--folder", type=Path, help="an image folder in ImageNet's layout (default: generated)")
+    parser.add_argument("--images", type=int, default=256, help="images per timed pass (and generated)")
+    parser.add_argument("--classes", type=int, default=8, help="classes of the generated folder")
+    parser.add_argument("--sides", type=int, nargs=2, default=(375, 625), help="generated images' side range, px")
+    parser.add_argument("--resolution", type=int, default=224, help="the crop's side, the model's input")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--trials", type=int, default=3, help="timed passes per measurement")
+    parser.add_argument("--threads", default="1", help="the framework's CPU threads in the main process")
+    parser.add_argument("--csv", type=Path, help="also write the table here")
+    parser.add_argument("--venv-root", type=Path, default=harness.REPO / ".venvs", help="where stack venvs are built")
+    parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
+    parser.add_argument("--index", help="(internal)")
+    parser.add_argument("--variant", help="(internal)")
+    args = parser.parse_args()
+    if args.inside:
+        args.workers = args.workers[0]
+        print(json.dumps(measure(args)))
+        return
+    import yaml
+
+    existing = dict(item.split("=", 1) for item in args.python)
+    stacks = harness.stacks()
+    chosen = args.stacks or yaml.safe_load((harness.REPO / "config.yaml").read_text())["stacks"]
+    unknown = sorted((set(chosen) | set(existing)) - set(stacks))
+    if unknown:
+        parser.error(f"unknown stack(s) {', '.join(unknown)}; envs/stacks.yaml has {', '.join(stacks)}")
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        index = prepare_index(args, Path(work))
+        meta = json.loads(index.read_text())
+        print(f"device {args.device}; {meta['root']}: {meta['train_size']} images, crops to {args.resolution}x"
+              f"{args.resolution}, batch {args.batch_size}; median of {args.trials} passes of {args.images} images "
+              f"after one untimed pass")  # fmt: skip
+        print(f"{'stack':<20} {'workers':>7} {'img/s':>9} {'img/s per worker':>16}  loader")
+        for stack in chosen:
+            entry = stacks[stack]
+            python, problem = harness.interpreter(stack, entry, args.device, existing, args.venv_root)
+            for workers in args.workers:
+                row = {"stack": stack, "workers": workers}
+                try:
+                    if problem:
+                        raise RuntimeError(problem)
+                    options = ["--inside", entry["adapter"], "--index", str(index), "--variant", base_variant(entry),
+                               "--workers", str(workers), "--device", args.device, "--threads", args.threads,
+                               "--images", str(args.images), "--batch-size", str(args.batch_size),
+                               "--trials", str(args.trials)]  # fmt: skip
+                    result = harness.run_inside(python, entry["environment"], __file__, options)
+                    row.update(version=result["framework_version"], loader=result["loader"].split(" (")[0],
+                               images_per_s=result["images_per_s"],
+                               images_per_s_per_worker=result["images_per_s"] / workers)  # fmt: skip
+                    print(f"{stack:<20} {workers:>7} {row['images_per_s']:>9,.0f} "
+                          f"{row['images_per_s_per_worker']:>16,.0f}  {row['loader']}", flush=True)  # fmt: skip
+                except RuntimeError as error:
+                    row["reason"] = f"failed: {error}"
+                    print(f"{stack:<20} {workers:>7} not run: {row['reason']}", flush=True)
+                rows.append(row)
+    if args.csv:
+        with open(args.csv, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
