@@ -5,8 +5,8 @@ Each measurement is train.py's loader-alone pass (adapter.loader_pass): an epoch
 --resolution, flip) read, decoded, augmented, batched and placed on the device, in the stack's own interpreter, its
 loader made once (workers started once, as training's persistent workers are); one untimed pass, then the median
 of --trials passes, each over --images images of a fresh shuffle. Without --folder the images are generated
-(scripts/make_image_folder.py in the tools env): smooth JPEGs with sides drawn from --sides, 500x375 on average
-like ImageNet's. Run from the repository root with the driver:
+(scripts/make_image_folder.py in the tools env): JPEGs of ImageNet's size and bytes per pixel (sides drawn from
+--sides, 450x450 on average; --noise gives them photo-like detail, about 0.6 bytes per pixel). Run from the repository root with the driver:
 
     .venv/bin/python benchmarks/loaders.py                                   # this machine, 1 and 2 workers
     .venv/bin/python benchmarks/loaders.py --folder /data/ILSVRC2012 --images 4096 --workers 1 4 8 16 --device gpu
@@ -64,7 +64,7 @@ def prepare_index(args, work):
         per_class = -(-args.images // args.classes)
         subprocess.run([str(python), str(harness.REPO / "scripts" / "make_image_folder.py"), str(folder),
                         "--classes", str(args.classes), "--train", str(per_class), "--val", "1",
-                        "--sides", *map(str, args.sides)], check=True)  # fmt: skip
+                        "--sides", *map(str, args.sides), "--noise", str(args.noise)], check=True)  # fmt: skip
     options = {"imagenet": {"path": None}, "image_folders": {"bench": {"path": str(folder),
                "resolution": args.resolution, "max_images_per_class": None}}}  # fmt: skip
     subprocess.run([str(python), str(harness.REPO / "scripts" / "index_image_folder.py"), "bench",
@@ -87,7 +87,8 @@ def main():
     parser.add_argument("--folder", type=Path, help="an image folder in ImageNet's layout (default: generated)")
     parser.add_argument("--images", type=int, default=256, help="images per timed pass (and generated)")
     parser.add_argument("--classes", type=int, default=8, help="classes of the generated folder")
-    parser.add_argument("--sides", type=int, nargs=2, default=(375, 625), help="generated images' side range, px")
+    parser.add_argument("--sides", type=int, nargs=2, default=(350, 550), help="generated images' side range, px")
+    parser.add_argument("--noise", type=float, default=12, help="generated images' pixel noise (ImageNet-like bytes)")
     parser.add_argument("--resolution", type=int, default=224, help="the crop's side, the model's input")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--trials", type=int, default=3, help="timed passes per measurement")
@@ -114,6 +115,9 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         index = prepare_index(args, Path(work))
         meta = json.loads(index.read_text())
+        kib = statistics.mean((Path(meta["root"]) / entry[0]).stat().st_size / 1024 for entry in meta["train"])
+        pixels = statistics.mean(entry[2] * entry[3] for entry in meta["train"])
+        print(f"{meta['root']}: JPEGs of {kib:.0f} KiB and {pixels / 1e3:.0f} kilopixels on average")
         print(f"device {args.device}; {meta['root']}: {meta['train_size']} images, crops to {args.resolution}x"
               f"{args.resolution}, batch {args.batch_size}; median of {args.trials} passes of {args.images} images "
               f"after one untimed pass")  # fmt: skip

@@ -1,9 +1,10 @@
 """One training run (one experiment, one repeat) in a fresh process, inside its stack's environment.
 
 Phases are timed separately with the device synchronised around every clock read (dlbench/clock.py):
-imports, data loading (host) and staging (device), build (model, optimiser, hybridize/trace setup),
-the first epoch (includes lazy compilation), steady epochs (2..N). Evaluation is timed outside training.
-Any exception still produces a record with status 'error'. Called by run_experiment.py.
+imports, data loading (host) and staging (device; streamed data: the index read and the loaders made), build
+(model, optimiser, hybridize/trace setup), the first epoch (includes lazy compilation), steady epochs (2..N).
+Evaluation is timed outside training; so are, after it, the input-share epochs and, for streamed data, the loader
+alone. Any exception still produces a record with status 'error'. Called by run_experiment.py.
 """
 
 import argparse

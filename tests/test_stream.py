@@ -36,7 +36,8 @@ def index(env_python, root, out, name="tiny", max_per_class=None):
 
 @pytest.fixture(scope="module")
 def folder(env_python, tmp_path_factory):
-    """A generated image folder with a truncated JPEG and a PNG among its training images, and its index."""
+    """A generated image folder with a truncated JPEG, a PNG and a CMYK JPEG among its training images, and its
+    index."""
     root = tmp_path_factory.mktemp("stream")
     make_folder(env_python, root / "images", "--classes", str(CLASSES), "--train", str(TRAIN), "--val", str(VAL),
                 "--sides", "24", "64", "--bad")  # fmt: skip
@@ -49,7 +50,8 @@ def test_indexing_names_and_skips_the_files_no_loader_could_read(folder):
     meta = data.read_meta(folder["index"])
     assert data.is_stream(meta) and meta["train_size"] == CLASSES * TRAIN and meta["test_size"] == CLASSES * VAL
     assert {entry["path"]: entry["reason"].split(" (")[0] for entry in meta["skipped"]} == {
-        "train/n00000000/truncated.JPEG": "undecodable", "train/n00000001/png_content.JPEG": "not a JPEG"}
+        "train/n00000000/truncated.JPEG": "undecodable", "train/n00000001/png_content.JPEG": "not a JPEG",
+        "train/n00000002/cmyk.JPEG": "a CMYK JPEG, which not every framework's decoder reads"}
     assert f"skipping {folder['images'] / 'train/n00000000/truncated.JPEG'}: undecodable" in folder["output"]
     assert sorted({entry[1] for entry in meta["train"]}) == [0, 1, 2]
     assert all(24 <= side <= 64 for entry in meta["train"] for side in entry[2:4])
@@ -159,7 +161,7 @@ def test_a_streamed_run_finishes_with_its_loader_figures_in_the_record(env_pytho
     jsonschema.validate(record, RECORD_SCHEMA)
     assert record["status"] == "ok", output[-3000:]
     assert record["images_per_epoch"] == 16 and [row["images"] for row in read_csv(tmp_path / "epochs.csv")] == ["16"] * 2
-    assert record["stream"]["workers"] == 2 and record["stream"]["skipped_images"] == 2
+    assert record["stream"]["workers"] == 2 and record["stream"]["skipped_images"] == 3
     assert record["stream"]["loader"].startswith(("torch.utils.data.DataLoader", "tf.data", "gluon.data.DataLoader"))
     assert record["loader_images_per_s"] > 0 and record["input_bound_share"] > 0
     assert record["input_share_covers"].startswith("the loader's reading, decoding")

@@ -14,6 +14,7 @@ from . import data
 
 SPLITS = ("train", "val")
 JPEG_SUFFIXES = (".jpeg", ".jpg")
+DECODED_MODES = ("RGB", "L")  # colour and greyscale; ImageNet's few CMYK JPEGs are left out
 
 
 class ImageFolderError(Exception):
@@ -54,6 +55,8 @@ def decode_problem(path, size=64):
         with Image.open(path) as image:
             if image.format != "JPEG":
                 return f"not a JPEG ({image.format} content)", None
+            if image.mode not in DECODED_MODES:
+                return f"a {image.mode} JPEG, which not every framework's decoder reads", None
             full = image.size
             image.draft("RGB", (size, size))
             image.load()

@@ -8,6 +8,15 @@ Each module imports its framework at import time (timed as the `imports` phase) 
                                               tensors on the training device, batches gathered there; `host`,
                                               NumPy arrays, each batch gathered in NumPy and handed over per step;
                                               in the layout the variant runs in
+    stream(meta, experiment, workers)         data placement `stream` instead of stage: the framework's own loader
+                                              over a streamed image folder (data.py) with `workers` workers;
+                                              train_epoch, fixed_batch_steps and evaluate take it as staged data,
+                                              the `order` of train_epoch then being data.stream_order's items
+    LOADER                                    that loader, in words (the record's stream.loader)
+    loader_pass(staged, order, batch_size)    the streamed batches of `order` placed on the device, no model (the
+                                              loader's own throughput)
+    loader_batches(staged, order, batch_size) the loader's host batches (uint8 NHWC, labels) of `order`, or of
+                                              the evaluation split for None (tests compare them across frameworks)
     build(spec, input_shape, weights, experiment) -> model
                                               model from the neutral spec with the neutral initial weights,
                                               optimiser and loss, in the requested variant (dlbench/variants.py);

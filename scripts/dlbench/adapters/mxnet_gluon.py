@@ -79,6 +79,9 @@ class ImageFolderStream(gluon.data.Dataset):
         image = mx.image.imread(self.files[item[0]])  # RGB, HWC uint8
         if self.train:
             _, left, top, width, height, flip = item
+            # OpenCV turns a JPEG by its EXIF orientation (Pillow, which sized the box, does not): keep the box inside.
+            left, top = min(left, image.shape[1] - 1), min(top, image.shape[0] - 1)
+            width, height = min(width, image.shape[1] - left), min(height, image.shape[0] - top)
             image = mx.image.fixed_crop(image, left, top, width, height, size=(self.size, self.size), interp=1)
             image = mx.nd.flip(image, axis=1) if flip else image
         else:

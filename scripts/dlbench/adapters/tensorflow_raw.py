@@ -94,6 +94,13 @@ def image_dataset(meta, split, items, batch_size, workers):
     return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
+def host_iterator(dataset):
+    """An iterator over a tf.data pipeline that runs on the host, even where the caller's scope is the GPU (the
+    steps' tf.device): the loader's batches are then copied to the device by the step."""
+    with tf.device("/CPU:0"):
+        return iter(dataset)
+
+
 def stream(meta, experiment, workers):
     """Data placement stream: tf.data over the image folder (image_dataset), made per epoch from its items; uint8
     batches made float and normalised inside the compiled step, on the device (normalised)."""
@@ -341,7 +348,8 @@ def batch_calls(model, staged, order, batch_size):
     """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
     in NumPy before it for host data (the step's inputs are then copied to the device)."""
     if staged.get("stream"):
-        for images, labels in image_dataset(staged["meta"], "train", order, batch_size, staged["workers"]):
+        for images, labels in host_iterator(image_dataset(staged["meta"], "train", order, batch_size,
+                                                          staged["workers"])):  # fmt: skip
             yield model["train_on"], (images, labels)
         return
     if staged["on_host"]:
@@ -391,15 +399,15 @@ def loader_batches(staged, order, batch_size):
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
-    with tf.device(staged["device"]):
-        for images, labels in image_dataset(staged["meta"], "train", order, batch_size, staged["workers"]):
+    for images, labels in host_iterator(image_dataset(staged["meta"], "train", order, batch_size, staged["workers"])):
+        with tf.device(staged["device"]):
             tf.identity(images), tf.identity(labels)
 
 
 def test_batches(staged, batch_size):
     """(images, labels) of the test split in order, where the data lives (host batches are copied by the step)."""
     if staged.get("stream"):
-        yield from staged["test"]
+        yield from host_iterator(staged["test"])
         return
     count = len(staged["test_y"])
     for start in range(0, count, batch_size):
