@@ -116,6 +116,30 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
     assert "skipping variant 'xla' with device data for keras-3-tensorflow on gpu: fit on TensorFlow reads" in planned
 
 
+def test_the_imagenet_study_plans_streamed_runs_of_every_stack(tmp_path, env_python):
+    """config/imagenet.yaml on a generated folder, with a stand-in nvidia-smi: the index is planned, never arrays."""
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "GPU 0: Stand-in (UUID: GPU-0)"\n')
+    fake.chmod(0o755)
+    subprocess.run([str(env_python("tools")), "scripts/make_image_folder.py", str(tmp_path / "ilsvrc")], cwd=REPO,
+                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    environment = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
+    result = subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/imagenet.yaml", "--config",
+                             f"imagenet={{path: {tmp_path / 'ilsvrc'}}}"], cwd=REPO, capture_output=True, text=True,
+                            env=environment)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = result.stdout + result.stderr
+    for expected in ("torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_eager-amp_stream-data",
+                     "torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-amp_stream-data",
+                     "mxnet-1.9_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data",
+                     "tensorflow-2.21_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
+                     "keras-3-jax_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
+                     "keras-3-tensorflow_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data"):  # fmt: skip
+        assert f"results/runs/{expected}/rep3/record.json" in planned, expected
+    assert "results/stream/imagenet/meta.json" in planned and "results/data/imagenet" not in planned
+
+
 def test_the_versions_study_plans_each_framework_at_two_releases():
     """config/versions.yaml: every framework at two releases, each release its own stack and env file, on the same
     experiments (so the aggregation can pair them)."""
