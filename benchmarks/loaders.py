@@ -6,7 +6,8 @@ Each measurement is train.py's loader-alone pass (adapter.loader_pass): an epoch
 loader made once (workers started once, as training's persistent workers are); one untimed pass, then the median
 of --trials passes, each over --images images of a fresh shuffle. Without --folder the images are generated
 (scripts/make_image_folder.py in the tools env): JPEGs of ImageNet's size and bytes per pixel (sides drawn from
---sides, 450x450 on average; --noise gives them photo-like detail, about 0.6 bytes per pixel). Run from the repository root with the driver:
+--sides, 450x450 on average; --noise gives them photo-like detail, about 0.6 bytes per pixel). Run from the
+repository root with the driver:
 
     .venv/bin/python benchmarks/loaders.py                                   # this machine, 1 and 2 workers
     .venv/bin/python benchmarks/loaders.py --folder /data/ILSVRC2012 --images 4096 --workers 1 4 8 16 --device gpu

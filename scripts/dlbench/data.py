@@ -7,12 +7,12 @@ same float32 values.
 
 A streamed dataset (data placement `stream`) is an image folder read by each framework's own loader. Its prepared
 folder holds only `meta.json`, with the index of the JPEGs that decoded at preparation (`train`, `val`: [relative
-path, label, width, height]) and those skipped. The transform is defined here once and applied by every loader with its own
-image ops: training takes a random-resized crop (scale, log aspect ratio and position drawn here, per example and
-epoch, from the seed: every framework crops the same boxes) resized to the model's input and a horizontal flip;
-evaluation resizes the shorter side to input/0.875 and takes the centre crop. The index holds each image's size,
-so every box is computed here; the loaders hand over uint8 NHWC batches, made float and normalised with the
-ImageNet channel statistics on the training device.
+path, label, width, height]) and those skipped. The transform is defined here once and applied by every loader
+with its own image ops: training takes a random-resized crop (area share, aspect ratio and position drawn here
+per example and epoch from the seed, so every framework crops the same boxes) resized to the model's input, and
+a horizontal flip; evaluation resizes the shorter side to input/0.875 and takes the centre crop. The index holds
+each image's size, so every box is computed here; the loaders hand over uint8 NHWC batches, made float and
+normalised with the ImageNet channel statistics on the training device.
 """
 
 import json
@@ -140,10 +140,12 @@ def is_stream(meta):
 
 
 def stream_files(meta, split):
-    """(absolute paths, int32 labels, int64 (width, height) per image) of a streamed split, in index order."""
+    """(absolute paths, int32 labels, int64 (width, height) per image) of a streamed split, in index order. The
+    paths are one NumPy string array, not a list of objects: forked loader workers reading a list would touch
+    every object's reference count and copy the pages of all of them (a million paths for ImageNet)."""
     root, entries = Path(meta["root"]), meta[split]
-    return ([str(root / entry[0]) for entry in entries], np.asarray([entry[1] for entry in entries], np.int32),
-            np.asarray([entry[2:4] for entry in entries], np.int64).reshape(-1, 2))  # fmt: skip
+    return (np.asarray([str(root / entry[0]) for entry in entries]), np.asarray([entry[1] for entry in entries],
+            np.int32), np.asarray([entry[2:4] for entry in entries], np.int64).reshape(-1, 2))  # fmt: skip
 
 
 def stream_order(sizes, batch_size, seed, epoch, cap=None):

@@ -7,11 +7,11 @@ weights load unchanged; padding is "same" where that equals the spec's symmetric
 (ZeroPadding2D) where it does not (stride 2 on even sizes).
 
 Input: fit and predict read each epoch's batches, in the order every framework trains in, through the backend's
-own fast path for in-memory data (`feed`), which is part of what is measured. Streamed image folders go through
-tf.data on either backend (the pipeline of tensorflow_raw.image_dataset; Keras' documented input for JAX too),
-and the model takes uint8 images, made float and normalised by its first layers, on the device. Given arrays, fit would shuffle in
+own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
 its own order, and on JAX it converts a JAX array back to NumPy every epoch (keras/src/trainers/data_adapters/
-array_slicing.py), undoing device staging.
+array_slicing.py), undoing device staging. Streamed image folders go through tf.data on either backend (the
+pipeline of tensorflow_raw.image_dataset; Keras' documented input for JAX too), and the model then takes uint8
+images, made float and normalised by its first layers, on the device.
 """
 
 import keras
@@ -313,7 +313,7 @@ def fixed_batch_steps(model, staged, order, batch_size):
 
 def evaluate(model, staged, batch_size):
     """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
-    JAX a generator of slices, so that device-staged data stays on the device."""
+    JAX a generator of slices, so that device-staged data stays on the device; streamed, the evaluation loader."""
     images, count = staged.get("test_x"), len(staged["test_y"])
     if staged.get("stream"):
         predicted = model.predict(staged["test"], verbose=0)
