@@ -1,7 +1,8 @@
 """Run records of a study large enough to exercise every figure and long table of the report, without training:
 six stacks (two releases of torch, one slower than the other on one experiment), two variants, two models, a batch
-sweep on CPU, a GPU panel with NVML telemetry and energy, and a panel whose every run ran out of memory (its
-failures table, with the whole error text, is longer than a page)."""
+sweep on CPU, a GPU panel with NVML telemetry and energy, a GPU panel of streamed runs (one input-bound, one
+compute-bound, one partly), and a panel whose every run ran out of memory (its failures table, with the whole error
+text, is longer than a page)."""
 
 import json
 
@@ -16,6 +17,8 @@ CPU_PANELS = [("digits", "mlp"), ("synthetic-32x32x3", "lenet")]
 BATCH_SIZES = [32, 64, 128]
 VARIANTS = ["eager", "graph"]
 GPU_STACKS = ["torch-2.11", "torch-2.13", "keras-3-jax"]
+# Streamed GPU runs: (loader images/s over training's, input share) -> input-bound, compute-bound, partly input-bound
+STREAMED = {"torch-2.11": (1.02, 0.05), "torch-2.13": (3.0, 0.01), "keras-3-jax": (1.6, 0.3)}
 OOM_PANEL = ("lenet", 128)
 OOM_ERROR = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB "
              "of which 1.02 GiB is free. Of the allocated memory 76.40 GiB is allocated by PyTorch, and 1.10 GiB is "
@@ -35,6 +38,7 @@ def experiments():
                 for variant in VARIANTS:
                     rows.append(row(stack, dataset, model, "cpu", batch, variant))
     rows += [row(stack, "synthetic-32x32x3", "resnet20", "gpu", 128, "eager") for stack in GPU_STACKS]
+    rows += [streamed(row(stack, "imagenet", "resnet50", "gpu", 128, "eager")) for stack in STREAMED]
     speeds = {}
     for index, experiment in enumerate(rows):
         speed = 1000.0 + 137.0 * index
@@ -43,6 +47,10 @@ def experiments():
             speed = 0.8 * speeds[older["experiment_id"]]
         speeds[experiment["experiment_id"]] = speed
     return [(experiment, speeds[experiment["experiment_id"]]) for experiment in rows]
+
+
+def streamed(experiment):
+    return dict(experiment, data_placement="stream", experiment_id=f"{experiment['experiment_id']}_stream-data")
 
 
 def row(stack, dataset, model, device, batch, variant):
@@ -87,6 +95,12 @@ def write_run(folder, experiment, speed, rep, start):
                       flops_per_image=203_530, engaged={"graph": experiment["variant"] == "graph", "tf32": True,
                                                         "conv_autotune": True, "matmul_dtype": "float32",
                                                         "layout": "NCHW"})  # fmt: skip
+        if experiment["data_placement"] == "stream":
+            headroom, share = STREAMED[experiment["stack"]]
+            record.update(loader_images_per_s=headroom * images / seconds, input_bound_share=1 / headroom,
+                          input_share=share, images_per_epoch=images,
+                          stream={"workers": 16, "loader": "the fixture's loader (16 workers)", "root": "/data/ilsvrc",
+                                  "train_images": 1281167, "val_images": 50000, "skipped_images": 23, "skipped": []})  # fmt: skip
         if experiment["device"] == "gpu":
             record.update(gpu_utilisation_mean=95.0, gpu_utilisation_p95=99.0, gpu_memory_peak_mb=9500.0,
                           allocator_peak_mb=8000.0, gpu_power_mean_w=350.0, gpu_energy_per_image_j=350.0 / speed,

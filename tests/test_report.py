@@ -90,6 +90,17 @@ def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report)
     assert overview.count("**Regression**") == 1 and "torch 2.13.0 trains at 0.80x" in overview
 
 
+def test_streamed_runs_get_their_input_pipeline_verdict_in_the_table_and_the_report(report):
+    verdicts = {row["stack"]: row["input_bound"] for row in read_csv(report / "tables/summary.csv")
+                if row["data_placement"] == "stream"}  # fmt: skip
+    assert verdicts == {"torch-2.11": "input-bound", "torch-2.13": "compute-bound", "keras-3-jax": "partly input-bound"}
+    table = (report / "build/input_pipeline.md").read_text()
+    assert "### resnet50 on imagenet, batch 128, gpu on NVIDIA H100 80GB HBM3 / " in table, table[:300]
+    for stack, verdict in verdicts.items():
+        (line,) = [line for line in table.splitlines() if line.startswith(f"| {stack} |")]
+        assert line.endswith(f"| {verdict} |") and "| the fixture's loader | 16 |" in line and "| 95 |" in line, line
+
+
 def test_telemetry_table_holds_each_finished_experiments_first_repeat(report):
     telemetry = read_csv(report / "tables/telemetry.csv")
     finished = {row["experiment_id"] for row in read_csv(report / "tables/summary.csv") if row["runs_ok"] != "0"}

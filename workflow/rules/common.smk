@@ -450,6 +450,17 @@ def dataset_options(wildcards):
     return json.dumps(options, sort_keys=True)
 
 
+def image_folder_section(wildcards):
+    """The one config section an image folder's index depends on (a change elsewhere re-indexes nothing)."""
+    options, key = catalog.image_folder_options(wildcards.dataset, config)
+    sections = {"imagenet": {"path": None}, "image_folders": {}}
+    if key == "imagenet":
+        sections["imagenet"] = options
+    else:
+        sections["image_folders"][wildcards.dataset] = options
+    return json.dumps(sections, sort_keys=True)
+
+
 def archives(wildcards):
     """The verified downloads a dataset is prepared from (ancient: fetching again must not retrain)."""
     entry = REGISTRY.get(wildcards.dataset)

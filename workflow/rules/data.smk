@@ -57,7 +57,7 @@ rule index_image_folder:
     threads: workflow.cores
     params:
         python=env_python("tools"),
-        options=dataset_options,
+        options=image_folder_section,
     shell:
         "{params.python} {input.script} {wildcards.dataset} {output.meta}"
         " --options {params.options:q} --workers {threads} > {log} 2>&1"
