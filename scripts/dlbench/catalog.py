@@ -35,7 +35,7 @@ def dataset_info(name, config, registry):
             raise ValueError("dataset 'imagenet' needs `imagenet.path`: a local ILSVRC2012 folder with train/ and val/")
         size = config["imagenet"]["resolution"]
         return {"kind": "imagenet", "shape": (size, size, 3), "classes": IMAGENET_CLASSES, "train_size": None}
-    if name in config["image_folders"]:
+    if name in config.get("image_folders", {}):  # optional where a script is given some sections only
         size = image_folder_options(name, config)[0]["resolution"]
         return {"kind": "image-folder", "shape": (size, size, 3), "classes": IMAGENET_CLASSES, "train_size": None}
     match = SYNTHETIC.fullmatch(name)
@@ -45,7 +45,7 @@ def dataset_info(name, config, registry):
             raise ValueError(f"dataset {name!r}: height and width must be positive and channels 1 or 3")
         return {"kind": "synthetic", "shape": shape, "classes": config["synthetic"]["classes"],
                 "train_size": config["synthetic"]["train_size"]}  # fmt: skip
-    allowed = ", ".join([*sorted(registry), *sorted(config["image_folders"]), *FIXED_NAMES])
+    allowed = ", ".join([*sorted(registry), *sorted(config.get("image_folders", {})), *FIXED_NAMES])
     raise ValueError(f"unknown dataset {name!r}; allowed: {allowed}")
 
 
@@ -58,4 +58,4 @@ def image_folder_options(name, config):
 
 def is_image_folder(name, config):
     """Whether a dataset is an image folder, the kind that can stream."""
-    return name == "imagenet" or name in config["image_folders"]
+    return name == "imagenet" or name in config.get("image_folders", {})

@@ -119,8 +119,9 @@ def epoch_order(num_examples, batch_size, seed, epoch, cap=None):
     (config `images_per_epoch`), at most that many: each epoch a fresh shuffle's first whole batches."""
     steps = min(num_examples, cap or num_examples) // batch_size
     if steps == 0:
-        raise ValueError(f"batch size {batch_size} is larger than the training set ({num_examples} examples) or "
-                         f"than images_per_epoch ({cap})")  # fmt: skip
+        capped = cap is not None and cap < num_examples
+        limit = f"images_per_epoch ({cap})" if capped else f"the training set ({num_examples} examples)"
+        raise ValueError(f"batch size {batch_size} is larger than {limit}")
     rng = np.random.default_rng([seed, epoch])
     return rng.permutation(num_examples)[: steps * batch_size].astype(np.int64)
 
