@@ -39,6 +39,28 @@ def interpreter(name, entry, device, existing, venv_root):
     return build_venv(env_file, venv_prefix(venv_root, env_file)) / "bin" / "python", None
 
 
+def chosen_stacks(parser, args, default):
+    """(stacks.yaml entries, {stack: existing interpreter} from --python, the stacks to run: --stacks or `default`),
+    refusing through the parser any stack that envs/stacks.yaml does not have."""
+    existing = dict(item.split("=", 1) for item in args.python)
+    entries = stacks()
+    chosen = args.stacks or default(entries)
+    unknown = sorted((set(chosen) | set(existing)) - set(entries))
+    if unknown:
+        parser.error(f"unknown stack(s) {', '.join(unknown)}; envs/stacks.yaml has {', '.join(entries)}")
+    return entries, existing, chosen
+
+
+def write_csv(path, rows, columns):
+    """A benchmark's table of rows (dicts) as CSV, for --csv."""
+    import csv
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def synthetic_arrays(shape, images, batch_size):
     import numpy as np
 

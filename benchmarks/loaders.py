@@ -16,7 +16,6 @@ Stacks without --python run in their env file's venv under .venvs (built if need
 """
 
 import argparse
-import csv
 import json
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import harness
+from dlbench.variants import compiled_variant
 
 COLUMNS = ["stack", "version", "loader", "workers", "images_per_s", "images_per_s_per_worker", "reason"]
 
@@ -73,9 +73,11 @@ def prepare_index(args, work):
     return work / "index" / "meta.json"
 
 
-def base_variant(entry):
-    """The variant the stack's loader is measured under (the loader does not depend on it, but MXNet's layout does)."""
-    return next((variant for variant in ("graph", "xla") if variant in entry["variants"]), entry["variants"][0])
+def default_config_stacks(stacks):
+    """The default config's stacks (the version study's earlier releases run the same loaders)."""
+    import yaml
+
+    return yaml.safe_load((harness.REPO / "config.yaml").read_text())["stacks"]
 
 
 def main():
@@ -104,14 +106,7 @@ def main():
         args.workers = args.workers[0]
         print(json.dumps(measure(args)))
         return
-    import yaml
-
-    existing = dict(item.split("=", 1) for item in args.python)
-    stacks = harness.stacks()
-    chosen = args.stacks or yaml.safe_load((harness.REPO / "config.yaml").read_text())["stacks"]
-    unknown = sorted((set(chosen) | set(existing)) - set(stacks))
-    if unknown:
-        parser.error(f"unknown stack(s) {', '.join(unknown)}; envs/stacks.yaml has {', '.join(stacks)}")
+    stacks, existing, chosen = harness.chosen_stacks(parser, args, default=default_config_stacks)
     rows = []
     with tempfile.TemporaryDirectory() as work:
         index = prepare_index(args, Path(work))
@@ -131,7 +126,7 @@ def main():
                 try:
                     if problem:
                         raise RuntimeError(problem)
-                    options = ["--inside", entry["adapter"], "--index", str(index), "--variant", base_variant(entry),
+                    options = ["--inside", entry["adapter"], "--index", str(index), "--variant", compiled_variant(entry),
                                "--workers", str(workers), "--device", args.device, "--threads", args.threads,
                                "--images", str(args.images), "--batch-size", str(args.batch_size),
                                "--trials", str(args.trials)]  # fmt: skip
@@ -146,10 +141,7 @@ def main():
                     print(f"{stack:<20} {workers:>7} not run: {row['reason']}", flush=True)
                 rows.append(row)
     if args.csv:
-        with open(args.csv, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
+        harness.write_csv(args.csv, rows, COLUMNS)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ Stacks without --python run in their env file's venv under .venvs (built if need
 """
 
 import argparse
-import csv
 import importlib
 import statistics
 import subprocess
@@ -156,18 +155,14 @@ def main():
 
         print(json.dumps(measure(args)))
         return
-    existing = dict(item.split("=", 1) for item in args.python)
-    stacks = harness.stacks()
-    unknown = sorted((set(args.stacks or []) | set(existing)) - set(stacks))
-    if unknown:
-        parser.error(f"unknown stack(s) {', '.join(unknown)}; envs/stacks.yaml has {', '.join(stacks)}")
+    stacks, existing, chosen = harness.chosen_stacks(parser, args, default=list)
     print(f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
           f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
           f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}")
     print(f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "
           f"{'ratio':>6}")  # fmt: skip
     rows = []
-    for stack in args.stacks or stacks:
+    for stack in chosen:
         entry = stacks[stack]
         python, problem = harness.interpreter(stack, entry, args.device, existing, args.venv_root)
         for model in args.models:
@@ -185,10 +180,7 @@ def main():
                 print_row(row)
                 rows.append(row)
     if args.csv:
-        with open(args.csv, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
+        harness.write_csv(args.csv, rows, COLUMNS)
 
 
 if __name__ == "__main__":

@@ -88,13 +88,18 @@ def test_unsupported_variant_is_skipped_with_a_reason():
     assert "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is torch.compile" in result.stderr
 
 
-def test_the_seeds_study_plans_every_grid(tmp_path):
-    """config/seeds.yaml (a GPU study) plans its grids here with a stand-in nvidia-smi that lists one GPU."""
+def stand_in_gpu(tmp_path):
+    """The environment of a run whose PATH has a stand-in nvidia-smi that lists one GPU (GPU studies plan here)."""
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
     fake.write_text('#!/bin/sh\necho "GPU 0: Stand-in (UUID: GPU-0)"\n')
     fake.chmod(0o755)
-    environment = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
+    return {"PATH": f"{fake.parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
+
+
+def test_the_seeds_study_plans_every_grid(tmp_path):
+    """config/seeds.yaml (a GPU study) plans its grids here with a stand-in nvidia-smi that lists one GPU."""
+    environment = stand_in_gpu(tmp_path)
     result = subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/seeds.yaml"], cwd=REPO,
                             capture_output=True, text=True, env=environment)  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -118,13 +123,9 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
 
 def test_the_imagenet_study_plans_streamed_runs_of_every_stack(tmp_path, env_python):
     """config/imagenet.yaml on a generated folder, with a stand-in nvidia-smi: the index is planned, never arrays."""
-    fake = tmp_path / "bin" / "nvidia-smi"
-    fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\necho "GPU 0: Stand-in (UUID: GPU-0)"\n')
-    fake.chmod(0o755)
     subprocess.run([str(env_python("tools")), "scripts/make_image_folder.py", str(tmp_path / "ilsvrc")], cwd=REPO,
                    check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-    environment = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
+    environment = stand_in_gpu(tmp_path)
     result = subprocess.run([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/imagenet.yaml", "--config",
                              f"imagenet={{path: {tmp_path / 'ilsvrc'}}}"], cwd=REPO, capture_output=True, text=True,
                             env=environment)  # fmt: skip

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository, read_csv
 from dlbench import data
+from dlbench.variants import compiled_variant
 from test_runs import RECORD_SCHEMA, experiment, runner_command
 
 RESOLUTION, BATCH = 32, 8
@@ -132,16 +133,11 @@ def test_every_loader_crops_the_same_boxes_with_the_same_labels(loader_probes, f
             assert difference.max() < 6, f"{stack} {split}: per-image mean difference {difference.max():.1f} levels"
 
 
-def usual_variant(entry):
-    """graph where the stack has it, else xla (Keras on JAX), else its first (PyTorch: eager)."""
-    return next((variant for variant in ("graph", "xla") if variant in entry["variants"]), entry["variants"][0])
-
-
 def streamed_row(stack, **changes):
     entry = STACKS[stack]
     row = {"stack": stack, "framework": entry["framework"], "backend": entry["backend"], "adapter": entry["adapter"],
            "environment": entry["environment"], "dataset": "tiny", "model": "lenet", "batch_size": BATCH, "epochs": 2,
-           "variant": usual_variant(entry), "data_placement": "stream", "images_per_epoch": 16,
+           "variant": compiled_variant(entry), "data_placement": "stream", "images_per_epoch": 16,
            "stream": {"workers": 2, "loader_batches": 2}}  # fmt: skip
     return experiment(**(row | changes))
 

@@ -57,3 +57,9 @@ def unsupported_reason(stack, variant, device, data_placement="device"):
     if variant not in stack["variants"]:
         return "its adapter does not implement it"
     return None
+
+
+def compiled_variant(entry):
+    """A stack's compiled variant without modifiers: graph where it has one, else xla (Keras on JAX), else its
+    first (PyTorch: eager, as its users run it)."""
+    return next((variant for variant in ("graph", "xla") if variant in entry["variants"]), entry["variants"][0])

@@ -10,7 +10,7 @@ Input: fit and predict read each epoch's batches, in the order every framework t
 own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
 its own order, and on JAX it converts a JAX array back to NumPy every epoch (keras/src/trainers/data_adapters/
 array_slicing.py), undoing device staging. Streamed image folders go through tf.data on either backend (the
-pipeline of tensorflow_raw.image_dataset; Keras' documented input for JAX too), and the model then takes uint8
+pipeline of tensorflow_raw.image_pipeline; Keras' documented input for JAX too), and the model then takes uint8
 images, made float and normalised by its first layers, on the device.
 """
 
@@ -103,11 +103,8 @@ def stream(meta, experiment, workers):
 
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
-
-    def dataset(split, items, batch_size):
-        return tensorflow_raw.image_dataset(meta, split, items, batch_size, workers)
-
-    return {"stream": True, "dataset": dataset, "test": dataset("val", test_items, experiment["batch_size"]),
+    test = tensorflow_raw.image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
+    return {"stream": True, "train": tensorflow_raw.image_pipeline(meta, "train", workers), "test": test,
             "test_y": test_labels}  # fmt: skip
 
 
@@ -271,7 +268,7 @@ def fit_loss(model, batches):
 def train_batches(staged, order, batch_size):
     """fit's input for the batches of `order`."""
     if staged.get("stream"):
-        return staged["dataset"]("train", order, batch_size)
+        return staged["train"](order, batch_size)
     return feed((staged["train_x"], staged["train_y"]), index_batches(order, batch_size))
 
 

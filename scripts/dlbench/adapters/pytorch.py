@@ -123,7 +123,7 @@ def stream(meta, experiment, workers):
                                            persistent_workers=True, timeout=data.LOADER_TIMEOUT_S, **options)  # fmt: skip
 
     train_sampler = EpochSampler(np.empty(0, dtype=data.TRAIN_ITEM))
-    test_files, test_labels, test_sizes = data.stream_files(meta, "val")
+    _, test_labels, test_sizes = data.stream_files(meta, "val")
     return {"stream": True, "device": target, "train_sampler": train_sampler,
             "train": loader("train", True, train_sampler, drop_last=True),
             "test": loader("val", False, EpochSampler(data.eval_order(test_sizes, size))), "test_y": test_labels,

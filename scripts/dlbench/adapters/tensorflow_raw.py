@@ -65,33 +65,39 @@ def stage(arrays, experiment):
     return dict(staged, device=device_name(experiment["device"]), on_host=False)
 
 
-def image_dataset(meta, split, items, batch_size, workers):
-    """A streamed split as tf.data, the pipeline of TensorFlow's own ImageNet models: per item (a row of
-    data.stream_order or data.eval_order) read the file, decode it (training: only the crop box, decode_and_crop_jpeg),
-    resize bilinearly with antialiasing, flip; in `workers` parallel calls on a private pool of as many threads;
-    uint8 NHWC batches with int32 labels, prefetched. Also the loader of Keras on TensorFlow and on JAX."""
+def image_pipeline(meta, split, workers):
+    """dataset(items, batch_size): a streamed split as tf.data, the pipeline of TensorFlow's own ImageNet models. Per
+    item (a row of data.stream_order or data.eval_order) read the file, decode it (training: only the crop box,
+    decode_and_crop_jpeg), resize bilinearly with antialiasing, flip; in `workers` parallel calls on a private pool
+    of as many threads; uint8 NHWC batches with int32 labels, prefetched. The split's paths and labels become
+    tensors once, here, not in every epoch's timing. Also the loader of Keras on TensorFlow and on JAX."""
     files, labels, _ = data.stream_files(meta, split)
-    files, labels, size, train = tf.constant(files), tf.constant(labels), meta["shape"][0], "flip" in items.dtype.names
+    files, labels, size = tf.constant(files), tf.constant(labels), meta["shape"][0]
 
-    def load(item):
-        box = {name: tf.cast(item[name], tf.int32) for name in ("left", "top", "width", "height")}
-        contents = tf.io.read_file(tf.gather(files, item["index"]))
-        if train:
-            window = tf.stack([box["top"], box["left"], box["height"], box["width"]])
-            image = tf.image.resize(tf.image.decode_and_crop_jpeg(contents, window, channels=3), [size, size],
-                                    antialias=True)  # fmt: skip
-            image = tf.cond(item["flip"], lambda: tf.image.flip_left_right(image), lambda: image)
-        else:
-            image = tf.image.resize(tf.io.decode_jpeg(contents, channels=3), [box["height"], box["width"]],
-                                    antialias=True)  # fmt: skip
-            image = tf.image.crop_to_bounding_box(image, box["top"], box["left"], size, size)
-        return tf.saturate_cast(tf.round(image), tf.uint8), tf.gather(labels, item["index"])
+    def dataset(items, batch_size):
+        train = "flip" in items.dtype.names
 
-    dataset = tf.data.Dataset.from_tensor_slices({name: items[name] for name in items.dtype.names})
-    dataset = dataset.map(load, num_parallel_calls=workers).batch(batch_size, drop_remainder=train)
-    options = tf.data.Options()
-    options.threading.private_threadpool_size = workers
-    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+        def load(item):
+            box = {name: tf.cast(item[name], tf.int32) for name in ("left", "top", "width", "height")}
+            contents = tf.io.read_file(tf.gather(files, item["index"]))
+            if train:
+                window = tf.stack([box["top"], box["left"], box["height"], box["width"]])
+                image = tf.image.resize(tf.image.decode_and_crop_jpeg(contents, window, channels=3), [size, size],
+                                        antialias=True)  # fmt: skip
+                image = tf.cond(item["flip"], lambda: tf.image.flip_left_right(image), lambda: image)
+            else:
+                image = tf.image.resize(tf.io.decode_jpeg(contents, channels=3), [box["height"], box["width"]],
+                                        antialias=True)  # fmt: skip
+                image = tf.image.crop_to_bounding_box(image, box["top"], box["left"], size, size)
+            return tf.saturate_cast(tf.round(image), tf.uint8), tf.gather(labels, item["index"])
+
+        pipeline = tf.data.Dataset.from_tensor_slices({name: items[name] for name in items.dtype.names})
+        pipeline = pipeline.map(load, num_parallel_calls=workers).batch(batch_size, drop_remainder=train)
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = workers
+        return pipeline.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+    return dataset
 
 
 def host_iterator(dataset):
@@ -102,12 +108,13 @@ def host_iterator(dataset):
 
 
 def stream(meta, experiment, workers):
-    """Data placement stream: tf.data over the image folder (image_dataset), made per epoch from its items; uint8
+    """Data placement stream: tf.data over the image folder (image_pipeline), made per epoch from its items; uint8
     batches made float and normalised inside the compiled step, on the device (normalised)."""
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
-    return {"stream": True, "meta": meta, "workers": workers, "device": device_name(experiment["device"]),
-            "test": image_dataset(meta, "val", test_items, experiment["batch_size"], workers), "test_y": test_labels}  # fmt: skip
+    test = image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
+    return {"stream": True, "train": image_pipeline(meta, "train", workers), "test": test, "test_y": test_labels,
+            "device": device_name(experiment["device"])}  # fmt: skip
 
 
 def normalised(images):
@@ -348,8 +355,7 @@ def batch_calls(model, staged, order, batch_size):
     """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
     in NumPy before it for host data (the step's inputs are then copied to the device)."""
     if staged.get("stream"):
-        for images, labels in host_iterator(image_dataset(staged["meta"], "train", order, batch_size,
-                                                          staged["workers"])):  # fmt: skip
+        for images, labels in host_iterator(staged["train"](order, batch_size)):
             yield model["train_on"], (images, labels)
         return
     if staged["on_host"]:
@@ -378,8 +384,7 @@ def train_epoch(model, staged, order, batch_size):
 
 def fixed_batch_steps(model, staged, order, batch_size):
     if staged.get("stream"):
-        images, labels = next(iter(image_dataset(staged["meta"], "train", order[:batch_size], batch_size,
-                                                 staged["workers"])))  # fmt: skip
+        images, labels = next(iter(staged["train"](order[:batch_size], batch_size)))
     else:
         images, labels = tf.gather(staged["train_x"], order[:batch_size]), tf.gather(staged["train_y"], order[:batch_size])
     with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
@@ -392,14 +397,14 @@ def loader_batches(staged, order, batch_size):
     if order is None:
         dataset = staged["test"]
     else:
-        dataset = image_dataset(staged["meta"], "train", order, batch_size, staged["workers"])
+        dataset = staged["train"](order, batch_size)
     for images, labels in dataset:
         yield images.numpy(), labels.numpy()
 
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
-    for images, labels in host_iterator(image_dataset(staged["meta"], "train", order, batch_size, staged["workers"])):
+    for images, labels in host_iterator(staged["train"](order, batch_size)):
         with tf.device(staged["device"]):
             tf.identity(images), tf.identity(labels)
 
