@@ -22,6 +22,7 @@ wildcard_constraints:
         }
     ),
     rep=r"\d+",
+    round=r"\d+",
     stack=regex_alternatives(STACKS),
     device="cpu|gpu",
     operator="|".join(config["ops"]["operators"]) or "none",
@@ -37,6 +38,7 @@ localrules:
     index_image_folder,
     aggregate,
     aggregate_ops,
+    plan_round,
     report,
 
 
@@ -45,6 +47,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/ops.smk"
 include: "workflow/rules/max_batch.smk"
+include: "workflow/rules/rounds.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

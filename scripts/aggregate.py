@@ -13,16 +13,21 @@ computed here, once; the report only prints them:
   their 95% interval Student's t on the logarithms, back-transformed: never a zero or negative bound. Fewer than
   3 ok repeats give no interval (`interval_note` says why); `_cv` is the coefficient of variation (std / mean).
 - A comparison is the ratio of geometric-mean training throughputs against the group's baseline (the config's
-  `comparison_baseline` stack where the group has it, else the slowest), with Welch's t on log throughput: its
-  95% interval and p-value, Holm-corrected across the whole table. A difference is "faster" or "slower" only when
-  the Holm-corrected p is below 0.05 and the interval excludes 1; "within noise" when the interval includes 1; "not
-  significant after Holm correction" when only the uncorrected test would call it.
+  `comparison_baseline` stack where the group has it, else the slowest). Its method: paired by round where both
+  sides have ok runs in at least 3 common rounds (`rep`: runs of one round ran side by side in time), else Welch's
+  unpaired t on log throughput. Two tests, each Holm-adjusted within the comparison group (the family: the
+  experiments that differ only in stack and variant), differences and equivalences apart: the t-test of no
+  difference, with the ratio's 95% interval, and the equivalence test (TOST) against a ratio within
+  [1 / (1 + margin), 1 + margin] (`--equivalence-margin`, default 5 %). Verdict: "faster" or "slower" where the
+  adjusted difference p is below 0.05 and the interval excludes 1; "equivalent within 5 %" where the adjusted
+  equivalence p is below 0.05; else "inconclusive", with `repeats_to_decide` (the rounds that would decide it at
+  the observed ratio and spread; empty where no practical count would). dlbench.analysis.statistics says why.
 - A version pair is the same comparison between two releases of one framework (same backend and variant), newer
-  over older, Holm-corrected across the versions table: "slower" there is a regression. Beside it: the ratio of
-  first-epoch times (compilation included) and the difference in mean final test accuracy.
+  over older, Holm-adjusted within the versions of one experiment group: "slower" there is a regression. Beside it:
+  the ratio of first-epoch times (compilation included) and the difference in mean final test accuracy.
 
     python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
-        [--baseline STACK] --out results/tables
+        [--baseline STACK] [--equivalence-margin 0.05] --out results/tables
 """
 
 import argparse
@@ -32,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions, interval, log_interval
 
 # An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
 # CPUs) are never pooled, and only experiments on the same machine are compared.
@@ -40,9 +45,6 @@ IDENTITY = ["experiment_id", "machine", "stack", "framework", "backend", "datase
             "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
 GROUP = ["machine", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs",
          "data_placement"]  # fmt: skip
-MIN_REPEATS = 3  # for an interval, and for a comparison's test
-NOT_AFTER_HOLM = "not significant after Holm correction"  # its own interval excludes 1, the table's many tests not
-ALPHA = 0.05
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
     "steady_epoch_s": "mean training time of a steady epoch (s)",
@@ -71,7 +73,34 @@ def flatten(record):
     steady = record["epoch_train_s"][1:]
     row["first_epoch_s"] = record["epoch_train_s"][0] if record["epoch_train_s"] else None
     row["steady_epoch_s"] = sum(steady) / len(steady) if steady else None
+    row.update(contention_columns(record.get("contention")))
+    row["attempt"], row["final_try"] = record.get("attempt", 1), True
     return row
+
+
+def contention_columns(contention):
+    """The record's contention section as runs-table columns (a record from before it was measured: empty)."""
+    contention = contention or {}
+    columns = {f"contention_{key}": contention.get(key) for key in ("window_s", "foreign_cpu_cores",
+                                                                    "foreign_cpu_peak_cores", "steal_share",
+                                                                    "window_started_at", "window_finished_at")}  # fmt: skip
+    processes = contention.get("foreign_gpu_processes") or []
+    columns["contention_foreign_gpu_processes"] = "; ".join(
+        f"{process['pid']} {process.get('name') or ''} ({process.get('used_memory_mb') or 0:.0f} MB)"
+        for process in processes)  # fmt: skip
+    columns["contention_throttle_reasons"] = ", ".join(contention.get("throttle_reasons") or [])
+    columns["contention_reasons"] = "; ".join(contention.get("reasons") or [])
+    columns["contention_unavailable"] = "; ".join(f"{part}: {why}" for part, why in
+                                                  (contention.get("unavailable") or {}).items())  # fmt: skip
+    return columns
+
+
+def with_contended_tries(runs, records):
+    """The runs table with a row for each contended try kept inside a final record (final_try false, the machine
+    of its run): listed with its figures, never in the statistics, which take status ok only."""
+    tries = [dict(flatten(attempt), machine=machine, final_try=False)
+             for (_, record), machine in zip(records, runs["machine"]) for attempt in record.get("contended_attempts", [])]  # fmt: skip
+    return pd.concat([runs, pd.DataFrame(tries)], ignore_index=True) if tries else runs
 
 
 # Streamed data: training is input-bound where it runs at INPUT_BOUND_SHARE or more of its loader's own rate (the
@@ -91,26 +120,26 @@ def input_bound(loader_share, input_share):
     return "compute-bound"
 
 
-def log_interval(values):
-    """(geometric mean, low, high) of positive values: Student's t on their logarithms, back-transformed (no
-    interval, NaN, below MIN_REPEATS values)."""
-    if len(values) == 0:
-        return np.nan, np.nan, np.nan
-    logs = np.log(values.to_numpy(dtype=float))
-    centre = np.exp(logs.mean())
-    if len(logs) < MIN_REPEATS:
-        return centre, np.nan, np.nan
-    half = stats.t.ppf(1 - ALPHA / 2, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
-    return centre, np.exp(logs.mean() - half), np.exp(logs.mean() + half)
+def not_measured(contended):
+    """What an experiment without a clean run reports instead of a number: the foreign load of its tries."""
+    load = contended["contention_foreign_cpu_cores"].astype(float)
+    steal = contended["contention_steal_share"].astype(float)
+    gpu = sorted(set(contended["contention_foreign_gpu_processes"].dropna()) - {""})
+    parts = [f"other processes used {load.min():.2f}-{load.max():.2f} CPU cores" if load.notna().any() else "",
+             f"steal up to {steal.max():.0%}" if steal.notna().any() and steal.max() > 0 else "",
+             f"GPU shared with {', '.join(gpu)}" if gpu else ""]  # fmt: skip
+    return f"not measured: machine busy in all {len(contended)} tries (" + "; ".join(filter(None, parts)) + ")"
 
 
 def summarise(group):
     ok = group[group["status"] == "ok"]
     versions, backends = group["framework_version"].dropna(), group["backend_version"].dropna()
+    contended = group[group["status"] == "contended"]
     row = {"framework_version": versions.iloc[0] if len(versions) else None,
-           "backend_version": backends.iloc[0] if len(backends) else None, "runs": len(group), "runs_ok": len(ok),
-           "statuses": ",".join(sorted(set(group["status"]))),
-           "errors": " | ".join(sorted(set(group["error"].dropna())))}  # fmt: skip
+           "backend_version": backends.iloc[0] if len(backends) else None, "runs": int(group["final_try"].sum()),
+           "runs_ok": len(ok), "tries_contended": len(contended), "statuses": ",".join(sorted(set(group["status"]))),
+           "errors": " | ".join(sorted(set(group["error"].dropna()))),
+           "measurement_note": not_measured(contended) if len(ok) == 0 and len(contended) else ""}  # fmt: skip
     for column in STATISTICS:
         values = ok[column].dropna().astype(float)
         centre, low, high = log_interval(values)
@@ -130,29 +159,6 @@ def summarise(group):
     return pd.Series(row)
 
 
-def welch_log_ratio(values, baseline):
-    """(ratio, low, high, p): the ratio of geometric means of two samples of positive values, its 95% interval
-    and the two-sided p-value of Welch's t on their logarithms."""
-    a, b = np.log(values), np.log(baseline)
-    difference = a.mean() - b.mean()
-    variance_a, variance_b = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    error = np.sqrt(variance_a + variance_b)
-    if error == 0:  # identical repeats on both sides: no noise to test against
-        return np.exp(difference), np.exp(difference), np.exp(difference), float(difference == 0)
-    freedom = (variance_a + variance_b) ** 2 / (variance_a**2 / (len(a) - 1) + variance_b**2 / (len(b) - 1))
-    half = stats.t.ppf(1 - ALPHA / 2, freedom) * error
-    p_value = 2 * stats.t.sf(abs(difference) / error, freedom)
-    return np.exp(difference), np.exp(difference - half), np.exp(difference + half), p_value
-
-
-def holm(p_values):
-    """Holm's step-down adjustment of p-values (NaN stays NaN, and is not counted)."""
-    p_values = pd.Series(p_values, dtype=float)
-    tested = p_values.dropna().sort_values()
-    adjusted = (tested * np.arange(len(tested), 0, -1)).cummax().clip(upper=1.0)
-    return adjusted.reindex(p_values.index)
-
-
 def baseline_of(part, named):
     """The group's baseline experiment and why: the named stack's slowest variant where the group has it, else the
     slowest experiment."""
@@ -161,9 +167,12 @@ def baseline_of(part, named):
     return candidates.loc[candidates["train_images_per_s_gmean"].idxmin()], rule
 
 
+TEST_COLUMNS = ["method", "pairs", "ratio", "ratio_ci95_low", "ratio_ci95_high"]
+DECISION_COLUMNS = ["p_value", "p_holm", "p_equivalence", "p_equivalence_holm", "equivalence_margin", "verdict",
+                    "repeats_to_decide"]  # fmt: skip
 COMPARISON_COLUMNS = [*GROUP, "stack", "variant", "experiment_id", "runs_ok", "baseline_stack", "baseline_variant",
-                      "baseline_experiment_id", "baseline_runs_ok", "baseline_rule", "ratio", "ratio_ci95_low",
-                      "ratio_ci95_high", "p_value", "p_holm", "verdict"]  # fmt: skip
+                      "baseline_experiment_id", "baseline_runs_ok", "baseline_rule", *TEST_COLUMNS,
+                      *DECISION_COLUMNS]  # fmt: skip
 
 
 def machines(runs):
@@ -176,35 +185,43 @@ def machines(runs):
 
 
 def ok_throughputs(runs):
-    """(experiment id, machine) -> the steady throughputs of its ok repeats."""
-    ok = runs[runs["status"] == "ok"]
-    return {key: group["train_images_per_s"].astype(float) for key, group in ok.groupby(["experiment_id", "machine"])}
+    """(experiment id, machine) -> {round (rep): steady throughput} of its ok runs: a run of any other status (an
+    error, or one contended by other load) never enters a statistic."""
+    ok = runs[(runs["status"] == "ok") & runs["train_images_per_s"].notna()]
+    return {key: dict(zip(group["rep"].astype(int), group["train_images_per_s"].astype(float)))
+            for key, group in ok.groupby(["experiment_id", "machine"])}  # fmt: skip
 
 
 def on_machine(row):
     return row["experiment_id"], row["machine"]
 
 
-def ratio_against(values, reference, row, reference_row):
-    """(ratio, low, high, p) of one experiment's throughputs against another's: Welch's test on log throughput with
-    enough repeats on both sides, else only the ratio of their geometric means."""
-    if min(len(values), len(reference)) >= MIN_REPEATS:
-        return welch_log_ratio(values, reference)
-    return row["train_images_per_s_gmean"] / reference_row["train_images_per_s_gmean"], np.nan, np.nan, np.nan
+def ratio_columns(values, reference, row, reference_row):
+    """The method, pairs, ratio and 95% interval of one experiment's throughputs (round -> value) against another's,
+    and the log ratio its tests take (None, and only the ratio of geometric means, with too few repeats)."""
+    method, pairs, log_ratio = compared(values, reference)
+    if log_ratio is None:
+        ratio = row["train_images_per_s_gmean"] / reference_row["train_images_per_s_gmean"]
+        return dict(zip(TEST_COLUMNS, (method, pairs, ratio, np.nan, np.nan))), None
+    return dict(zip(TEST_COLUMNS, (method, pairs, *interval(log_ratio)))), log_ratio
 
 
-def with_verdicts(rows, columns):
-    """The table of rows, Holm-corrected across all of them, each with its verdict."""
+def with_verdicts(rows, log_ratios, columns, margin):
+    """The table of rows (each with its log ratio), tested and given its verdict, Holm-adjusted within each
+    experiment group (GROUP): the family of comparisons a reader reads together."""
     table = pd.DataFrame(rows, columns=columns)
-    table["p_holm"] = holm(table["p_value"]).to_numpy() if len(table) else []
-    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
-    return table
+    outcomes = [None] * len(rows)
+    for positions in table.groupby(GROUP, dropna=False, sort=False).indices.values():
+        for position, outcome in zip(positions, decisions([log_ratios[index] for index in positions], margin)):
+            outcomes[position] = outcome
+    table[DECISION_COLUMNS] = pd.DataFrame(outcomes, columns=DECISION_COLUMNS, index=table.index)
+    return table.astype({"pairs": "int64", "repeats_to_decide": "Int64"})
 
 
-def comparisons(runs, summary, named_baseline):
+def comparisons(runs, summary, named_baseline, margin):
     """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant)."""
     throughputs = ok_throughputs(runs)
-    rows = []
+    rows, log_ratios = [], []
     measured = summary[summary["train_images_per_s_gmean"].notna()]
     for key, part in measured.groupby(GROUP, dropna=False, sort=True):
         if len(part) < 2:
@@ -212,23 +229,13 @@ def comparisons(runs, summary, named_baseline):
         baseline, rule = baseline_of(part, named_baseline)
         for _, row in part[part["experiment_id"] != baseline["experiment_id"]].iterrows():
             values, reference = throughputs[on_machine(row)], throughputs[on_machine(baseline)]
-            ratio, low, high, p_value = ratio_against(values, reference, row, baseline)
+            tests, log_ratio = ratio_columns(values, reference, row, baseline)
             rows.append(dict(zip(GROUP, key), stack=row["stack"], variant=row["variant"],
                              experiment_id=row["experiment_id"], runs_ok=len(values), baseline_stack=baseline["stack"],
                              baseline_variant=baseline["variant"], baseline_experiment_id=baseline["experiment_id"],
-                             baseline_runs_ok=len(reference), baseline_rule=rule, ratio=ratio, ratio_ci95_low=low,
-                             ratio_ci95_high=high, p_value=p_value))  # fmt: skip
-    return with_verdicts(rows, COMPARISON_COLUMNS)
-
-
-def verdict(row):
-    if pd.isna(row["p_holm"]):
-        return f"not tested: fewer than {MIN_REPEATS} ok repeats"
-    if row["ratio_ci95_low"] <= 1 <= row["ratio_ci95_high"]:
-        return "within noise"
-    if row["p_holm"] < ALPHA:
-        return "faster" if row["ratio"] > 1 else "slower"
-    return NOT_AFTER_HOLM
+                             baseline_runs_ok=len(reference), baseline_rule=rule, **tests))  # fmt: skip
+            log_ratios.append(log_ratio)
+    return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 
 def release(version):
@@ -246,18 +253,17 @@ def stack_release(row):
 
 VERSION_IDENTITY = ["framework", "backend", "variant", *GROUP]
 VERSION_COLUMNS = [*VERSION_IDENTITY, "older_stack", "older_version", "older_packages_sha256", "older_runs_ok",
-                   "newer_stack", "newer_version", "newer_packages_sha256", "newer_runs_ok", "ratio",
-                   "ratio_ci95_low", "ratio_ci95_high", "p_value", "p_holm", "verdict", "regression",
-                   "first_epoch_ratio", "accuracy_difference"]  # fmt: skip
+                   "newer_stack", "newer_version", "newer_packages_sha256", "newer_runs_ok", *TEST_COLUMNS,
+                   *DECISION_COLUMNS, "regression", "first_epoch_ratio", "accuracy_difference"]  # fmt: skip
 
 
-def version_pairs(runs, summary):
+def version_pairs(runs, summary, margin):
     """One row per pair of releases of one framework (consecutive releases, by version number) on otherwise
-    identical experiments: newer over older throughput with Welch's interval and test, Holm-corrected across the
-    table; first-epoch time ratio and accuracy difference beside it."""
+    identical experiments: newer over older throughput, tested as the comparisons are (Holm within each experiment
+    group); first-epoch time ratio and accuracy difference beside it."""
     throughputs = ok_throughputs(runs)
     packages = runs[runs["status"] == "ok"].groupby(["experiment_id", "machine"])["provenance_packages_sha256"].first()
-    rows = []
+    rows, log_ratios = [], []
     measured = summary[summary["train_images_per_s_gmean"].notna() & summary["framework_version"].notna()]
     for key, part in measured.groupby(VERSION_IDENTITY, dropna=False, sort=True):
         releases = [stack_release(row) for _, row in part.iterrows()]
@@ -267,16 +273,16 @@ def version_pairs(runs, summary):
             if older["release"] == newer["release"]:
                 continue  # two stacks of one release: a stack comparison, not a version one
             values, reference = throughputs[on_machine(newer)], throughputs[on_machine(older)]
-            ratio, low, high, p_value = ratio_against(values, reference, newer, older)
+            tests, log_ratio = ratio_columns(values, reference, newer, older)
             rows.append(dict(zip(VERSION_IDENTITY, key), older_stack=older["stack"],
                              older_version=older["release_name"],
                              older_packages_sha256=packages.get(on_machine(older)), older_runs_ok=len(reference),
                              newer_stack=newer["stack"], newer_version=newer["release_name"],
                              newer_packages_sha256=packages.get(on_machine(newer)), newer_runs_ok=len(values),
-                             ratio=ratio, ratio_ci95_low=low, ratio_ci95_high=high, p_value=p_value,
-                             first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
+                             **tests, first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
                              accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"]))  # fmt: skip
-    table = with_verdicts(rows, VERSION_COLUMNS)
+            log_ratios.append(log_ratio)
+    table = with_verdicts(rows, log_ratios, VERSION_COLUMNS, margin)
     table["regression"] = table["verdict"] == "slower"
     return table
 
@@ -358,6 +364,8 @@ def main():
     parser.add_argument("--records", nargs="+", required=True)
     parser.add_argument("--max-batch", nargs="*", default=[], help="results of scripts/max_batch.py")
     parser.add_argument("--baseline", help="stack each comparison is against where its group has it (default: slowest)")
+    parser.add_argument("--equivalence-margin", type=float, default=0.05,
+                        help="a ratio within [1 / (1 + margin), 1 + margin] is equivalent, where proven")  # fmt: skip
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     records = [(path, json.loads(Path(path).read_text())) for path in args.records]
@@ -366,7 +374,7 @@ def main():
     epochs = pd.concat([epoch_rows(path, record, machine) for (path, record), machine in zip(records, runs["machine"])],
                        ignore_index=True)  # fmt: skip
     telemetry = telemetry_table(records, runs["machine"])
-    runs = runs.sort_values(["experiment_id", "machine", "rep"])
+    runs = with_contended_tries(runs, records).sort_values(["experiment_id", "machine", "rep", "attempt"])
     runs["overlapping_runs"] = overlapping_runs(runs)
     summary = runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
     out = Path(args.out)
@@ -374,15 +382,19 @@ def main():
     write_table(runs, out, "runs")
     write_table(summary, out, "summary")
     write_table(epochs, out, "epochs")
-    write_table(comparisons(runs, summary, args.baseline), out, "comparisons")
-    versions = version_pairs(runs, summary)
+    write_table(comparisons(runs, summary, args.baseline, args.equivalence_margin), out, "comparisons")
+    versions = version_pairs(runs, summary, args.equivalence_margin)
     write_table(versions, out, "versions")
     write_table(telemetry, out, "telemetry")
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
     write_table(pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
                 out, "max_batch")  # fmt: skip
-    failed = runs[runs["status"] != "ok"]
-    print(f"{len(runs)} runs ({len(failed)} not ok) in {len(summary)} experiments -> {out}")
+    final = runs[runs["final_try"]]
+    print(f"{len(final)} runs ({int((final['status'] != 'ok').sum())} not ok) in {len(summary)} experiments -> {out}")
+    redone = runs[~runs["final_try"]]
+    if len(redone):
+        print(f"{len(redone)} contended tries kept apart and run again; {int((final['status'] == 'contended').sum())} "
+              "runs never measured clean (summary.csv measurement_note)")
     spread = summary.dropna(subset=["train_images_per_s_cv"])
     if len(spread):
         worst = spread.loc[spread["train_images_per_s_cv"].idxmax()]

@@ -23,9 +23,11 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
+from dlbench import contention  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import provenance, utc_now  # noqa: E402
+from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler  # noqa: E402
 
 
 def log(message):
@@ -113,12 +115,22 @@ def main():
     parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
     parser.add_argument("--env-description")
     parser.add_argument("--out")
+    parser.add_argument("--contention", help="JSON: the config's contention section")
     parser.add_argument("--probe", action="store_true", help="train one batch size in this process (internal)")
     arguments = parser.parse_args()
     search = json.loads(arguments.search)
     if arguments.probe:
         print(json.dumps(probe(search, arguments.dataset_dir, arguments.threads)))
         return
+    # What fits in memory does not depend on CPU time: only the GPU's findings (another process holding its
+    # memory, throttling) make a search contended.
+    limits = dict(json.loads(arguments.contention), max_foreign_cpu_cores=None, max_steal_share=None)
+    result = contention.until_clean(lambda: search_once(search, arguments), limits, search["search_id"], log)
+    write_json_atomic(arguments.out, result)
+
+
+def search_once(search, arguments):
+    """One whole search: its result, with the contention over all its probes."""
     env_description = json.loads(Path(arguments.env_description).read_text())
     result = {key: search[key] for key in ("search_id", "stack", "framework", "dataset", "model", "device",
                                            "optimizer", "variant", "data_placement", "start", "limit",
@@ -135,6 +147,8 @@ def main():
         return outcome["status"] == "ok"
 
     log(f"searching the largest batch of {search['search_id']} in [1, {search['limit']}], from {search['start']}")
+    sampler = job_sampler(search["device"])
+    sampler.mark(TIMED_PHASE)
     try:
         largest, first_failure = largest_fitting(fits, search["start"], search["limit"], search["resolution"])
         result.update(max_batch=largest, first_failure=first_failure, limit_reached=first_failure is None)
@@ -143,8 +157,9 @@ def main():
     except ProbeFailed as failure:
         result.update(status="error", error=str(failure), max_batch=None, first_failure=None, limit_reached=False)
         log(f"FAILED: {failure}")
+    result["contention"] = job_contention(sampler)
     result["provenance"]["finished_at"] = utc_now()
-    write_json_atomic(arguments.out, result)
+    return result
 
 
 if __name__ == "__main__":

@@ -112,11 +112,21 @@ def comparison_groups(comparisons):
     return comparisons.groupby(GROUP, sort=True, dropna=False)
 
 
+DECIDED, EQUIVALENT, UNDECIDED = "#4C72B0", "#55A868", "#9A9A9A"  # blue, green, grey
+
+
+def verdict_colour(verdict):
+    """Blue for a proven difference, green for a proven equivalence, grey for inconclusive or not tested."""
+    if verdict in ("faster", "slower"):
+        return DECIDED
+    return EQUIVALENT if verdict.startswith("equivalent") else UNDECIDED
+
+
 def ratio_axis(axis, part, labels, title, xlabel):
-    """Ratios with their 95% intervals on a log axis around 1; blue beyond noise, grey within noise or untested."""
+    """Ratios with their 95% intervals on a log axis around 1, coloured by verdict (verdict_colour)."""
     for y, (ratio, low, high, verdict) in enumerate(zip(part["ratio"], part["ratio_ci95_low"], part["ratio_ci95_high"],
                                                         part["verdict"])):  # fmt: skip
-        colour = "#4C72B0" if verdict in ("faster", "slower") else "#9A9A9A"
+        colour = verdict_colour(verdict)
         below, above = (0, 0) if pd.isna(low) else (ratio - low, high - ratio)
         axis.errorbar(ratio, y, xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
     axis.set_yticks(range(len(part)), labels)
@@ -142,8 +152,8 @@ def ratio_figure(groups, labeller, titler, xlabel, empty, path):
 
 
 def speedup_figure(comparisons, path):
-    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; grey:
-    within noise or not tested."""
+    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; blue:
+    faster or slower, green: equivalent, grey: inconclusive or not tested."""
     ratio_figure(list(comparison_groups(comparisons)), label,
                  lambda first: f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
                  "throughput / baseline throughput (log scale)", "no group has two experiments that finished", path)  # fmt: skip
@@ -401,19 +411,20 @@ def versions_markdown(versions, figures):
                 "same experiments (see the README's version study).\n")  # fmt: skip
     version_figure(versions, figures / "versions.svg")
     header = ["framework", "variant", "older (stack, packages)", "newer (stack, packages)", "throughput ratio",
-              "p (Holm)", "verdict", "first-epoch ratio", "accuracy change"]  # fmt: skip
+              "p (Holm), method", "verdict", "first-epoch ratio", "accuracy change"]  # fmt: skip
     sections = []
     for _, part in comparison_groups(versions):
         rows = [[row["framework"], variant_label(row["variant"], row["data_placement"]),
                  f"{row['older_version']} ({row['older_stack']}, {str(row['older_packages_sha256'])[:12]})",
                  f"{row['newer_version']} ({row['newer_stack']}, {str(row['newer_packages_sha256'])[:12]})",
-                 ratio_text(row), "–" if pd.isna(row["p_holm"]) else f"{row['p_holm']:.3g}",
-                 "REGRESSION" if row["regression"] else row["verdict"], f"{row['first_epoch_ratio']:.2f}x",
-                 number(row["accuracy_difference"] * 100, 2) + " pts"] for _, row in part.iterrows()]  # fmt: skip
+                 ratio_text(row), p_method_text(row), "REGRESSION" if row["regression"] else verdict_text(row),
+                 f"{row['first_epoch_ratio']:.2f}x", number(row["accuracy_difference"] * 100, 2) + " pts"]
+                for _, row in part.iterrows()]  # fmt: skip
         sections.append(f"### {group_title(part.iloc[0])}\n\n" + markdown_table(header, rows))
-    return ("Newer release over older, per framework, backend and variant on otherwise identical experiments "
-            "(ratio of geometric-mean steady throughput with its 95% interval, Welch's t on log throughput, "
-            "Holm-corrected across this table; REGRESSION marks a slowdown beyond noise):\n\n"
+    return ("Newer release over older, per framework, backend and variant on otherwise identical experiments, "
+            "tested as the comparisons are (ratio of geometric-mean steady throughput with its 95% interval, paired "
+            "by round or else unpaired, Holm-adjusted within each experiment group; equivalence within "
+            f"{margin_text(versions)}); REGRESSION marks a proven slowdown:\n\n"
             "![Version ratios](figures/versions.svg)\n\n" + "\n".join(sections))  # fmt: skip
 
 
@@ -469,20 +480,60 @@ def ratio_text(row):
     return f"{row['ratio']:.2f}x{interval}"
 
 
+def p_text(value):
+    return "–" if pd.isna(value) else f"{value:.3g}"
+
+
+def margin_text(table):
+    """The equivalence margin the table was tested with, as the verdicts print it ("5 %")."""
+    return f"{table['equivalence_margin'].iloc[0] * 100:g} %"
+
+
+def deciding_text(row):
+    """What would decide an inconclusive comparison."""
+    if pd.isna(row["repeats_to_decide"]):
+        return "no practical number of repeats would decide"
+    return f"about {row['repeats_to_decide']} repeats would decide"
+
+
+def verdict_text(row):
+    """The verdict, and for an inconclusive one the repeats that would decide it."""
+    return f"inconclusive ({deciding_text(row)})" if row["verdict"] == "inconclusive" else row["verdict"]
+
+
+METHOD_WORD = {"paired by round": "paired", "unpaired (Welch)": "unpaired"}  # none: not tested
+
+
+def repeats_text(row):
+    """The repeats a comparison rests on, and how they were compared."""
+    if row["method"] == "paired by round":
+        return f"{row['pairs']} rounds, paired"
+    method = f", {METHOD_WORD[row['method']]}" if row["method"] in METHOD_WORD else ""
+    return f"{row['runs_ok']} vs {row['baseline_runs_ok']}{method}"
+
+
+def p_method_text(row):
+    method = f", {METHOD_WORD[row['method']]}" if row["method"] in METHOD_WORD else ""
+    return p_text(row["p_holm"]) + method
+
+
 def comparisons_markdown(comparisons):
-    """Per group, every experiment against the baseline: ratio, interval, Holm-corrected p, verdict."""
+    """Per group, every experiment against the baseline: ratio, interval, Holm-adjusted p's of the difference and
+    equivalence tests, verdict, and the repeats it rests on with the method."""
     if comparisons.empty:
         return "No group has two experiments with a finished run, so nothing is compared.\n"
-    header = ["stack", "variant", "ratio [95% interval]", "p (Holm)", "verdict", "repeats"]
+    header = ["stack", "variant", "ratio [95% interval]", "p difference (Holm)", "p equivalence (Holm)", "verdict",
+              "repeats"]  # fmt: skip
     sections = []
     for _, part in comparison_groups(comparisons):
         first = part.iloc[0]
         rows = [[row["stack"], variant_label(row["variant"], row["data_placement"]), ratio_text(row),
-                 "–" if pd.isna(row["p_holm"]) else f"{row['p_holm']:.3g}", row["verdict"],
-                 f"{row['runs_ok']} vs {row['baseline_runs_ok']}"] for _, row in part.sort_values("ratio").iterrows()]  # fmt: skip
+                 p_text(row["p_holm"]), p_text(row["p_equivalence_holm"]), verdict_text(row), repeats_text(row)]
+                for _, row in part.sort_values("ratio").iterrows()]  # fmt: skip
         sections.append(f"### {group_title(first)}\n\nBaseline: {first['baseline_stack']} ({first['baseline_variant']}), "
                         f"{first['baseline_rule']}.\n\n" + markdown_table(header, rows))  # fmt: skip
-    return "\n".join(sections)
+    return (f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
+            "`equivalence_margin` in the config).\n\n" + "\n".join(sections))  # fmt: skip
 
 
 def resources_markdown(summary, runs):
@@ -622,24 +673,45 @@ def provenance_markdown(runs):
     return markdown_table(["machine", "value"], machine) + "\n" + "\n".join(tables)
 
 
+def decided_clause(members, verdict):
+    """One verdict's members, fastest first, each with its ratio and interval."""
+    listed = ", ".join(f"{row['stack']} ({row['variant']}) {ratio_text(row)}"
+                       for _, row in members.sort_values("ratio", ascending=False).iterrows())  # fmt: skip
+    return f"{verdict}: {listed}"
+
+
+def undecided_clause(members):
+    """The inconclusive members, fastest first, each with the repeats that would decide it."""
+    listed = [f"{row['stack']} ({row['variant']}) {ratio_text(row)}, {deciding_text(row)}"
+              for _, row in members.sort_values("ratio", ascending=False).iterrows()]  # fmt: skip
+    return "inconclusive: " + "; ".join(listed)
+
+
+def methods_text(part):
+    """How a group's comparisons were tested: paired by round, unpaired, or some of each."""
+    methods = sorted(set(part["method"].dropna()))
+    return " and ".join(methods) + ", Holm within the group" if methods else "none tested"
+
+
 def conclusion(part):
-    """The sentence for one comparison group, from the comparisons table only: who differs from the baseline
-    beyond noise, who does not, who was not tested. It never names a winner within noise."""
+    """The sentence for one comparison group, from the comparisons table only: who is proven faster, slower or
+    equivalent, who is inconclusive (and what would decide it), who was not tested. It never names a winner the
+    tests did not prove."""
     first = part.iloc[0]
     clauses = []
-    for verdict, words in (("faster", "faster beyond noise"), ("slower", "slower beyond noise"),
-                           ("not significant after Holm correction",
-                            "apart from it, but not significantly after correcting for every comparison made"),
-                           ("within noise", "within noise of it")):  # fmt: skip
-        members = part[part["verdict"] == verdict].sort_values("ratio", ascending=False)
+    equivalences = sorted(verdict for verdict in set(part["verdict"]) if verdict.startswith("equivalent"))
+    for verdict in ("faster", "slower", *equivalences):
+        members = part[part["verdict"] == verdict]
         if len(members):
-            listed = ", ".join(f"{row['stack']} ({row['variant']}) {ratio_text(row)}" for _, row in members.iterrows())
-            clauses.append(f"{words}: {listed}")
+            clauses.append(decided_clause(members, verdict))
+    undecided = part[part["verdict"] == "inconclusive"]
+    if len(undecided):
+        clauses.append(undecided_clause(undecided))
     untested = part[part["verdict"].str.startswith("not tested")]
     if len(untested):
         clauses.append(f"not tested (fewer than 3 ok repeats): {', '.join(untested['stack'] + ' (' + untested['variant'] + ')')}")
     return (f"- {group_title(first)}; against {first['baseline_stack']} ({first['baseline_variant']}, "
-            f"{first['baseline_rule']}): " + "; ".join(clauses) + ".")  # fmt: skip
+            f"{first['baseline_rule']}; {methods_text(part)}): " + "; ".join(clauses) + ".")  # fmt: skip
 
 
 def regression_lines(versions):

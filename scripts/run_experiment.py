@@ -1,26 +1,58 @@
-"""Run train.py in a fresh child process and guarantee a run record, even if the child dies.
+"""Run train.py in a fresh child process, judge the machine's contention over its timed window, and guarantee a run
+record, even if the child dies.
 
-A Python exception inside training is recorded by train.py itself; this wrapper covers what train.py
-cannot: a crash in native code, a kill by the out-of-memory killer, an import that aborts. Its argv is
-train.py's argv. Standard library only.
+A Python exception inside training is recorded by train.py itself; this wrapper covers what train.py cannot: a crash
+in native code, a kill by the out-of-memory killer, an import that aborts. It is also the root of the job's process
+tree, whose CPU time is the job's own (dlbench/contention.py): a run during which other processes used the machine
+beyond the config's `contention` limits is `contended`, kept inside the final record, and run again in a fresh
+process after a settle wait, up to `retries` times. Each try writes to a scratch folder; the declared outputs are
+written once, at the end, so an interrupted job never leaves a record that claims more than it measured.
+
+Its argv is train.py's argv plus --contention JSON (the config's `contention` section). Standard library only.
 """
 
 import collections
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
+from dlbench import contention  # noqa: E402
 from dlbench.io import write_json_atomic, write_text_atomic  # noqa: E402
 from dlbench.record import base_record, utc_now, write_epochs_csv  # noqa: E402
-from dlbench.telemetry import TRACE_COLUMNS  # noqa: E402
+from dlbench.telemetry import TRACE_COLUMNS, load_nvml  # noqa: E402
+
+OUTPUTS = ("--record", "--epochs-csv", "--telemetry-csv")
+CONSOLE_FD = 3  # the workflow's shell opens fd 3 on its own stderr, so a retry is said on the console, not only in the log
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def tell_console(message):
+    """One line on the workflow's console (fd 3 where the shell opened it) as well as in the job's log."""
+    log(message)
+    try:
+        os.write(CONSOLE_FD, f"{message}\n".encode())
+    except OSError:  # not opened: run by hand or by a test
+        pass
 
 
 def option(argv, name):
     return argv[argv.index(name) + 1]
+
+
+def replaced(argv, name, value):
+    """argv with the value of option `name` replaced (or the option removed where value is None)."""
+    index = argv.index(name)
+    return argv[:index] + ([] if value is None else [name, value]) + argv[index + 2 :]
 
 
 def exit_description(code):
@@ -29,11 +61,21 @@ def exit_description(code):
     return f"exited with code {code}"
 
 
-def main():
-    argv = sys.argv[1:]
-    child = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "train.py"), *argv], stderr=subprocess.PIPE, text=True, bufsize=1
-    )
+def failed_record(argv, error):
+    """A record with status error for a run whose training process wrote none."""
+    experiment = json.loads(option(argv, "--experiment"))
+    env_description = json.loads(Path(option(argv, "--env-description")).read_text())
+    record = base_record(experiment, env_description, SCRIPTS.parent)
+    record["error"] = error
+    record["provenance"]["finished_at"] = utc_now()
+    log(f"FAILED: {error}")
+    return record
+
+
+def train_once(argv):
+    """One try in a fresh process; its record (train.py's, or one made here if it died first)."""
+    child = subprocess.Popen([sys.executable, str(SCRIPTS / "train.py"), *argv], stderr=subprocess.PIPE, text=True,
+                             bufsize=1)  # fmt: skip
     last_lines = collections.deque(maxlen=15)
     for line in child.stderr:
         sys.stderr.write(line)
@@ -42,22 +84,73 @@ def main():
     record_path = Path(option(argv, "--record"))
     if record_path.exists():  # written atomically by train.py; a crash while exiting must not discard it
         if code != 0:
-            print(f"training process {exit_description(code)} after writing its record", file=sys.stderr)
-        return
-    experiment = json.loads(option(argv, "--experiment"))
-    env_description = json.loads(Path(option(argv, "--env-description")).read_text())
-    record = base_record(experiment, env_description, SCRIPTS.parent)
+            log(f"training process {exit_description(code)} after writing its record")
+        return json.loads(record_path.read_text())
     tail = " | ".join(last_lines) or "it printed nothing"
-    record["error"] = f"training process {exit_description(code)} before writing its record: {tail}"
-    record["provenance"]["finished_at"] = utc_now()
-    epochs_csv = Path(option(argv, "--epochs-csv"))
-    if not epochs_csv.exists():
-        write_epochs_csv(epochs_csv, [])
-    telemetry_csv = Path(option(argv, "--telemetry-csv"))
-    if not telemetry_csv.exists():
-        write_text_atomic(telemetry_csv, ",".join(TRACE_COLUMNS) + "\n")
-    write_json_atomic(record_path, record)
-    print(f"FAILED: {record['error']}", file=sys.stderr)
+    return failed_record(argv, f"training process {exit_description(code)} before writing its record: {tail}")
+
+
+def gpu_check(argv, thresholds):
+    """Before a GPU job's timed part: wait for (or refuse) another process on its GPU, as the config says; the
+    error to record, or None."""
+    if json.loads(option(argv, "--experiment"))["device"] != "gpu":
+        return None
+    nvml, _ = load_nvml()
+    if nvml is None:  # train.py records why there is no GPU telemetry
+        return None
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    try:
+        contention.wait_for_free_gpu(nvml, handle, contention.tree_members(os.getpid()),
+                                     thresholds["foreign_gpu_process"], thresholds["gpu_wait_seconds"], log)  # fmt: skip
+    except contention.GpuBusy as error:
+        return str(error)
+    return None
+
+
+def finish(argv, scratch, record):
+    """Move the final try's tables into place and write the record last."""
+    epochs, telemetry = Path(option(argv, "--epochs-csv")), Path(option(argv, "--telemetry-csv"))
+    if (scratch / "epochs.csv").exists():
+        os.replace(scratch / "epochs.csv", epochs)
+    else:
+        write_epochs_csv(epochs, [])
+    if (scratch / "telemetry.csv").exists():
+        os.replace(scratch / "telemetry.csv", telemetry)
+    else:
+        write_text_atomic(telemetry, ",".join(TRACE_COLUMNS) + "\n")
+    write_json_atomic(option(argv, "--record"), record)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main():
+    argv = sys.argv[1:]
+    thresholds = json.loads(option(argv, "--contention"))
+    argv = replaced(argv, "--contention", None)
+    os.environ[contention.ROOT_VARIABLE] = str(os.getpid())  # train.py counts this process tree as the job's
+    run_dir = Path(option(argv, "--record")).parent
+    scratch = run_dir / ".try"
+    shutil.rmtree(scratch, ignore_errors=True)  # what an interrupted job left
+    for stale in run_dir.glob("telemetry.attempt*.csv"):
+        stale.unlink()
+    scratch.mkdir(parents=True)
+    try_argv = argv
+    for name, file in zip(OUTPUTS, ("record.json", "epochs.csv", "telemetry.csv")):
+        try_argv = replaced(try_argv, name, str(scratch / file))
+    experiment = json.loads(option(argv, "--experiment"))
+
+    def try_once():
+        busy = gpu_check(argv, thresholds)
+        return failed_record(argv, busy) if busy else train_once(try_argv)
+
+    def set_aside(attempt):
+        """A contended try's trace stays beside the record; its record goes inside the final one."""
+        os.replace(scratch / "telemetry.csv", run_dir / f"telemetry.attempt{attempt}.csv")
+        (scratch / "record.json").unlink()
+
+    record = contention.until_clean(try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}",
+                                    tell_console, set_aside)  # fmt: skip
+    finish(argv, scratch, record)
+    log(f"status {record['status']} (try {record['attempt']}): record written to {option(argv, '--record')}")
 
 
 if __name__ == "__main__":

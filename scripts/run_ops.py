@@ -16,10 +16,11 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
-from dlbench import ops  # noqa: E402
+from dlbench import contention, ops  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import provenance, utc_now  # noqa: E402
+from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler  # noqa: E402
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 FLOP_BOUND = ("dot", "gemm")
@@ -99,6 +100,24 @@ def run(args, options, record):
             log(f"{args.operator} {dtype} size {size}: {figures}")
 
 
+def measure_once(args, options):
+    """One try of the whole job: its record, with the contention over its timed window."""
+    env_description = json.loads(Path(args.env_description).read_text())
+    record = {"stack": args.stack, "operator": args.operator, "device": args.device, "framework": None,
+              "framework_version": None, "status": "ok", "error": None, "ceiling": None, "rows": [],
+              "provenance": provenance(env_description, SCRIPTS.parent, thread_policy(args.threads))}  # fmt: skip
+    sampler = job_sampler(args.device)
+    sampler.mark(TIMED_PHASE)
+    try:
+        run(args, options, record)
+    except Exception as error:  # e.g. the framework fails to import: still a record, and the workflow goes on
+        traceback.print_exc()
+        record.update(status="error", error=f"{type(error).__name__}: {error}")
+    record["contention"] = job_contention(sampler)
+    record["provenance"]["finished_at"] = utc_now()
+    return record
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", required=True)
@@ -107,20 +126,13 @@ def main():
     parser.add_argument("--options", required=True, help="JSON: adapter, environment, sizes, dtypes, samples")
     parser.add_argument("--env-description", required=True)
     parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
+    parser.add_argument("--contention", required=True, help="JSON: the config's contention section")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     options = json.loads(args.options)
     prepare_process(options["environment"], args.threads, options["math_mode"])
-    env_description = json.loads(Path(args.env_description).read_text())
-    record = {"stack": args.stack, "operator": args.operator, "device": args.device, "framework": None,
-              "framework_version": None, "status": "ok", "error": None, "ceiling": None, "rows": [],
-              "provenance": provenance(env_description, SCRIPTS.parent, thread_policy(args.threads))}  # fmt: skip
-    try:
-        run(args, options, record)
-    except Exception as error:  # e.g. the framework fails to import: still a record, and the workflow goes on
-        traceback.print_exc()
-        record.update(status="error", error=f"{type(error).__name__}: {error}")
-    record["provenance"]["finished_at"] = utc_now()
+    record = contention.until_clean(lambda: measure_once(args, options), json.loads(args.contention),
+                                    f"{args.operator} of {args.stack} on {args.device}", log)  # fmt: skip
     write_json_atomic(args.out, record)
     log(f"status {record['status']}: {args.out}")
 

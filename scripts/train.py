@@ -26,7 +26,13 @@ from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import (EPOCH_COLUMNS, NO_GPU_REASON, base_record, cuda_libraries, peak_rss_mb, utc_now,  # noqa: E402
                             write_epochs_csv)
-from dlbench.telemetry import Sampler, load_nvml, summarise  # noqa: E402
+from dlbench.rapl import rapl_meter  # noqa: E402
+from dlbench.telemetry import (IDLE_PHASE, Sampler, contention_summary, cpu_meter, gpu_contention,  # noqa: E402
+                               gpu_provenance, load_nvml, summarise)
+
+# The GPU's idle draw is sampled this long before the imports: several of NVML's power updates, little wait.
+IDLE_BASELINE_S = 2.0
+
 
 def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
@@ -38,9 +44,10 @@ def steady_throughput(images_per_epoch, epoch_seconds):
     return images_per_epoch * len(steady) / sum(steady) if steady else None
 
 
-def start_telemetry(experiment, record):
-    """The sampler for this run; on a GPU job the CUDA and cuDNN versions and, with NVML, the GPU's name and driver
-    go into the provenance."""
+def start_telemetry(experiment, record, idle_seconds=IDLE_BASELINE_S):
+    """The sampler for this run; on a GPU job the CUDA and cuDNN versions and, with NVML, the GPU's name, driver,
+    power limit, clocks and modes go into the provenance, and the sampler first traces `idle_seconds` of the idle
+    GPU (phase IDLE_PHASE), the baseline of the energy above idle."""
     nvml, reason = load_nvml() if experiment["device"] == "gpu" else (None, NO_GPU_REASON)
     record["gpu_fields_reason"] = reason
     if experiment["device"] == "gpu":
@@ -49,17 +56,35 @@ def start_telemetry(experiment, record):
     if nvml:
         handle = nvml.nvmlDeviceGetHandleByIndex(0)
         record["provenance"].update(gpu=str(nvml.nvmlDeviceGetName(handle)),
-                                    gpu_driver=str(nvml.nvmlSystemGetDriverVersion()))  # fmt: skip
-    return Sampler(experiment["telemetry_hz"], nvml).start()
+                                    gpu_driver=str(nvml.nvmlSystemGetDriverVersion()),
+                                    **gpu_provenance(nvml, handle))  # fmt: skip
+    meter, unreadable = cpu_meter()
+    rapl, rapl_unreadable = rapl_meter()
+    sampler = Sampler(experiment["telemetry_hz"], nvml, meter=meter, meter_unavailable=unreadable, rapl=rapl,
+                      rapl_unavailable=rapl_unreadable).start()  # fmt: skip
+    if nvml:
+        sampler.mark(IDLE_PHASE)
+        time.sleep(idle_seconds)
+    return sampler
+
+
+def timed_phases(rows):
+    """Every phase from the first training epoch on: the window whose figures the record reports."""
+    phases = [row["phase"] for row in rows]
+    return set(phases[phases.index("epoch 1") :]) if "epoch 1" in phases else set()
 
 
 def record_telemetry(sampler, record, epoch_rows, trace_path):
-    """Stop sampling, write the trace and put its summaries (steady epochs; energy of all epochs) in the record."""
+    """Stop sampling, write the trace and put its summaries (steady epochs; energy of all epochs; contention over
+    the timed phases, GPU processes and throttling included) in the record."""
     sampler.stop()
     sampler.write_trace(trace_path)
     steady = {f"epoch {row['epoch']}" for row in epoch_rows[1:]}
     images = sum(row["images"] for row in epoch_rows)
-    record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images))
+    record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images), **sampler.cpu_energy_origin())
+    timed = timed_phases(sampler.rows)
+    record["contention"] = contention_summary(sampler.rows, timed, gpu=gpu_contention(sampler, timed),
+                                              cpu_unavailable=sampler.meter_unavailable)  # fmt: skip
 
 
 def import_adapter(experiment, record, sampler):

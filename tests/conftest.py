@@ -18,6 +18,9 @@ STACKS = {name: entry for name, entry in yaml.safe_load((REPO / "envs" / "stacks
           if entry["env"].get("cpu")}  # fmt: skip
 VENV_ROOT = Path(os.environ.get("DLBENCH_VENV_ROOT", REPO / ".venvs")).absolute()
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+# The `contention` section of the tests' workflow configs: tests share the machine with each other (and a developer's
+# work), so only the contention tests (test_contention.py) hold runs to the default limits.
+SHARED_MACHINE = {"max_foreign_cpu_cores": 64, "max_steal_share": 1, "settle_seconds": 1}
 
 
 def copy_repository(root):

@@ -2,9 +2,11 @@
 six stacks (two releases of torch, one slower than the other on one experiment), two variants, two models, a batch
 sweep on CPU, a GPU panel with NVML telemetry and energy, a GPU panel of streamed runs (one input-bound, one
 compute-bound, one partly), and a panel whose every run ran out of memory (its failures table, with the whole error
-text, is longer than a page)."""
+text, is longer than a page). Comparisons are paired by round; the GPU panels' stacks, about 1 % apart, are proven
+equivalent, but for the noisy streamed keras-3-jax runs, whose comparison is inconclusive."""
 
 import json
+import math
 
 from conftest import REPO
 from dlbench.record import EPOCH_COLUMNS, base_record, write_epochs_csv
@@ -26,6 +28,9 @@ OOM_ERROR = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. 
              "expandable_segments to avoid fragmentation.")  # fmt: skip
 REGRESSION = ("torch-2.13", "mlp", 64, "eager")  # 2.13 at 0.8x of 2.11 here, beyond noise
 REPEATS = 3
+# Each run's throughput wobbles by up to NOISE, in a pattern of its own (the sine of its start second); the streamed
+# keras-3-jax runs by NOISY_NOISE, too much for 3 repeats to decide their comparison.
+NOISE, NOISY, NOISY_NOISE = 0.004, ("keras-3-jax", "stream"), 0.05
 ENV = {"env_file": "envs/fixture.yaml", "env_file_sha256": "a" * 64, "deployment": "venv"}
 
 
@@ -79,7 +84,8 @@ def write_run(folder, experiment, speed, rep, start):
     framework_version = STACKS[experiment["stack"]][2]
     images = 1024
     failed = (experiment["model"], experiment["batch_size"]) == OOM_PANEL
-    seconds = images / (speed * (1 + 0.004 * (rep - 2)))
+    noise = NOISY_NOISE if (experiment["stack"], experiment["data_placement"]) == NOISY else NOISE
+    seconds = images / (speed * (1 + noise * math.sin(start)))
     epochs = [] if failed else [2.0 * seconds, seconds, seconds]
     record.update(framework_version=framework_version, status="oom" if failed else "ok",
                   provenance=dict(record["provenance"], started_at=f"2026-11-22T10:{start // 60:02d}:{start % 60:02d}+00:00",

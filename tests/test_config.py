@@ -52,6 +52,18 @@ def test_non_positive_batch_size_is_refused_naming_the_key(tmp_path, size):
     assert f"config error in `batch_sizes.1`: {size} is less than the minimum of 1" in output
 
 
+@pytest.mark.parametrize(("contention", "expected"), [
+    ({"max_steal_share": 1.5}, "config error in `contention.max_steal_share`: 1.5 is greater than the maximum of 1"),
+    ({"max_foreign_cpu_cores": -0.1}, "config error in `contention.max_foreign_cpu_cores`: -0.1 is less than"),
+    ({"retries": -1}, "config error in `contention.retries`: -1 is less than the minimum of 0"),
+    ({"foreign_gpu_process": "kill"}, "config error in `contention.foreign_gpu_process`: 'kill' is not one of"),
+    ({"throttle_reasons": ["gpu_idle"]}, "config error in `contention.throttle_reasons.0`: 'gpu_idle' is not one of"),
+])  # fmt: skip
+def test_contention_limits_out_of_range_are_refused_naming_the_key(tmp_path, contention, expected):
+    code, output = dry_run_with(tmp_path, {"contention": contention})
+    assert code != 0 and expected in output
+
+
 def test_unknown_key_is_refused(tmp_path):
     code, output = dry_run_with(tmp_path, {"batchsize": 3})
     assert code != 0

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 from build_env import check_existing, describe
-from conftest import SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
+from conftest import SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
 
 TORCH = "torch-2.13"
 
@@ -55,6 +55,7 @@ def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job
     copy_repository(tmp_path)
     config = {"stacks": [TORCH], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32],
               "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
+              "contention": SHARED_MACHINE,
               "synthetic": {"classes": 4, "train_size": 128, "test_size": 32, "seed": 0},
               "existing_envs": {TORCH: str(existing_python)}}  # fmt: skip
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SNAKEMAKE, VENV_ROOT, copy_repository
+from conftest import SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository
 
 CONFIG = {"stacks": ["torch-2.13"], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32, 512],
           "epochs": [2], "variants": ["eager"], "repeats": 2, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
+          "contention": SHARED_MACHINE,
           "min_steady_seconds": 0,
           "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0}}  # fmt: skip
 ARRAYS = "results/data/synthetic-12x12x1/arrays.npz"

@@ -1,7 +1,7 @@
 """The report as a reader gets it, rendered from the fixture study's records (tests/report_fixture.py): every figure
-drawn in vector form, the version study flagged, the PDF read page by page with poppler (every table row printed
-once, long tables continued under their header, no word printed over another or off the page), and the HTML
-loaded in headless Chromium with nothing fetched from the network."""
+drawn in vector form, the comparisons' verdicts and the version study flagged, the PDF read page by page with
+poppler (every table row printed once, long tables continued under their header, no word printed over another or
+off the page), and the HTML loaded in headless Chromium with nothing fetched from the network."""
 
 import os
 import re
@@ -84,10 +84,36 @@ def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report)
     (flagged,) = [row for row in versions if row["regression"] == "True"]
     assert (flagged["model"], flagged["batch_size"], flagged["variant"]) == ("mlp", "64", "eager")
     assert float(flagged["ratio"]) == pytest.approx(0.8, rel=0.01) and float(flagged["ratio_ci95_high"]) < 1
-    assert {row["verdict"] for row in versions if row is not flagged} == {"faster"}
+    others = {(row["device"], row["verdict"]) for row in versions if row is not flagged}
+    assert others == {("cpu", "faster"), ("gpu", "equivalent within 5 %")}  # the GPU panels' releases: 1 % apart
     assert all(row["older_packages_sha256"].startswith("t") for row in versions)
     overview = (report / "build/overview.md").read_text()
     assert overview.count("**Regression**") == 1 and "torch 2.13.0 trains at 0.80x" in overview
+
+
+def test_comparisons_are_paired_by_round_and_decide_or_say_what_would(report):
+    """Every comparison of the fixture is paired by round: the CPU panels' clear differences are faster, the GPU
+    panels' stacks 1 % apart equivalent within 5 %, and the noisy streamed keras-3-jax runs inconclusive, with the
+    repeats that would decide them, in the table, the summary's sentence and the figure's colours."""
+    comparisons = read_csv(report / "tables/comparisons.csv")
+    assert {(row["method"], row["pairs"]) for row in comparisons} == {("paired by round", str(REPEATS))}
+    assert {row["verdict"] for row in comparisons if row["device"] == "cpu"} == {"faster"}
+    gpu = {(row["model"], row["stack"]): row["verdict"] for row in comparisons if row["device"] == "gpu"}
+    assert gpu[("resnet20", "torch-2.13")] == gpu[("resnet50", "torch-2.13")] == "equivalent within 5 %"
+    (unsure,) = [row for row in comparisons if row["verdict"] == "inconclusive"]
+    assert (unsure["stack"], unsure["data_placement"]) == ("keras-3-jax", "stream")
+    needed = int(unsure["repeats_to_decide"])
+    assert needed > REPEATS and float(unsure["ratio_ci95_low"]) < 1 < float(unsure["ratio_ci95_high"])
+    overview = (report / "build/overview.md").read_text()
+    (sentence,) = [line for line in overview.splitlines() if line.startswith("- resnet50 on imagenet")]
+    assert "paired by round, Holm within the group" in sentence
+    assert "equivalent within 5 %: torch-2.13 (eager)" in sentence
+    assert f"inconclusive: keras-3-jax (eager) {float(unsure['ratio']):.2f}x [" in sentence
+    assert sentence.endswith(f"about {needed} repeats would decide.")
+    (line,) = [line for line in (report / "build/comparisons.md").read_text().splitlines() if "inconclusive" in line]
+    assert line.endswith(f"| inconclusive (about {needed} repeats would decide) | {REPEATS} rounds, paired |"), line
+    speedup = (report / "build/figures/speedup.svg").read_text()
+    assert all(colour in speedup for colour in ("#4c72b0", "#55a868", "#9a9a9a"))  # decided, equivalent, undecided
 
 
 def test_streamed_runs_get_their_input_pipeline_verdict_in_the_table_and_the_report(report):

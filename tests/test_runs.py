@@ -11,7 +11,7 @@ import jsonschema
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, read_csv
+from conftest import REPO, SHARED_MACHINE, read_csv
 from dlbench.record import base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
 
@@ -30,13 +30,17 @@ def experiment(**changes):
     return row | changes
 
 
-def runner_command(python, row, dataset_dir, folder):
+CONFIG_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+LENIENT = dict(CONFIG_SCHEMA["properties"]["contention"]["default"], **SHARED_MACHINE)
+
+
+def runner_command(python, row, dataset_dir, folder, contention=LENIENT):
     env_json = folder / "env.json"
     env_json.write_text(json.dumps(ENV_DESCRIPTION))
     return [str(python), str(REPO / "scripts" / "run_experiment.py"), "--experiment", json.dumps(row),
             "--dataset-dir", str(dataset_dir), "--env-description", str(env_json), "--threads", "1",
             "--record", str(folder / "record.json"), "--epochs-csv", str(folder / "epochs.csv"),
-            "--telemetry-csv", str(folder / "telemetry.csv")]  # fmt: skip
+            "--telemetry-csv", str(folder / "telemetry.csv"), "--contention", json.dumps(contention)]  # fmt: skip
 
 
 def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
@@ -104,8 +108,8 @@ def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
     options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
     subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
                     str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
-    command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)
-    command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself, with a scripted OOM in train_epoch
+    command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)[:-2]
+    command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself (no launcher options), with a scripted OOM
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "record.json").read_text())
@@ -196,12 +200,13 @@ def test_an_interval_is_never_absurd_and_needs_three_repeats(tmp_path, env_pytho
     assert row["train_images_per_s_ci95_low"] == "" and row["interval_note"] == "2 ok repeat(s): an interval needs at least 3"
 
 
-def group_of_runs(folder, throughputs):
-    """Records of one experiment per stack (`throughputs`: stack -> its repeats' images/s), otherwise identical."""
+def group_of_runs(folder, throughputs, status="ok"):
+    """Records of one experiment per stack (`throughputs`: stack -> its rounds' images/s, None for a run that ended
+    with `status`), otherwise identical."""
     paths, clock = [], 0
     for stack, values in throughputs.items():
         for rep, value in enumerate(values, 1):
-            path = fake_run(folder / stack, rep, value, seconds=(clock, clock + 1))
+            path = fake_run(folder / stack, rep, value, "ok" if value else status, seconds=(clock, clock + 1))
             record = json.loads(Path(path).read_text())
             record.update(stack=stack, experiment_id=record["experiment_id"].replace("torch-2.13", stack))
             Path(path).write_text(json.dumps(record))
@@ -210,22 +215,43 @@ def group_of_runs(folder, throughputs):
     return paths
 
 
-def test_comparisons_test_each_stack_against_the_baseline_and_call_noise_noise(tmp_path, env_python):
-    records = group_of_runs(tmp_path, {"slow": [100.0, 101.0, 99.0], "fast": [200.0, 202.0, 198.0],
-                                       "same": [100.5, 98.0, 102.0], "few": [300.0, 310.0]})  # fmt: skip
+def test_comparisons_pair_rounds_and_decide_only_what_the_repeats_decide(tmp_path, env_python):
+    """Each stack against the slowest, paired by round: a clear difference, an equivalence within the margin, a
+    comparison the repeats cannot decide (with the rounds that would) and one with too few repeats to test."""
+    records = group_of_runs(tmp_path, {"slow": [100.0, 101.0, 99.0], "fast": [200.0, 203.0, 197.0],
+                                       "same": [100.5, 101.2, 99.1], "unsure": [104.0, 95.0, 108.0],
+                                       "few": [300.0, 310.0]})  # fmt: skip
     rows = {row["stack"]: row for row in read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")}
     assert {row["baseline_stack"] for row in rows.values()} == {"slow"}
-    assert set(rows) == {"fast", "same", "few"}
-    assert rows["fast"]["verdict"] == "faster" and float(rows["fast"]["ratio"]) == pytest.approx(2.0, rel=0.01)
-    assert float(rows["fast"]["ratio_ci95_low"]) > 1 and rows["fast"]["baseline_rule"] == "the slowest"
-    assert rows["same"]["verdict"] == "within noise"
-    assert float(rows["same"]["ratio_ci95_low"]) < 1 < float(rows["same"]["ratio_ci95_high"])
-    assert rows["few"]["verdict"] == "not tested: fewer than 3 ok repeats" and rows["few"]["p_holm"] == ""
-    p_values = sorted(float(rows[stack]["p_value"]) for stack in ("fast", "same"))
-    assert float(rows["fast"]["p_holm"]) == pytest.approx(min(1.0, 2 * p_values[0]))  # Holm: the smallest times 2
-    named = read_csv(aggregate(tmp_path / "named", env_python, records, "--baseline", "fast") / "comparisons.csv")
+    assert set(rows) == {"fast", "same", "unsure", "few"}
+    assert {stack: row["verdict"] for stack, row in rows.items()} == {
+        "fast": "faster", "same": "equivalent within 5 %", "unsure": "inconclusive",
+        "few": "not tested: fewer than 3 ok repeats"}  # fmt: skip
+    assert float(rows["fast"]["ratio"]) == pytest.approx(2.0, rel=0.01) and float(rows["fast"]["ratio_ci95_low"]) > 1
+    assert rows["fast"]["baseline_rule"] == "the slowest"
+    tested = [row for stack, row in rows.items() if stack != "few"]
+    assert {(row["method"], row["pairs"]) for row in tested} == {("paired by round", "3")}
+    assert float(rows["same"]["p_equivalence_holm"]) < 0.05 < float(rows["unsure"]["p_equivalence_holm"])
+    assert float(rows["unsure"]["ratio_ci95_low"]) < 1 < float(rows["unsure"]["ratio_ci95_high"])
+    assert 3 < int(rows["unsure"]["repeats_to_decide"]) <= 100 and rows["fast"]["repeats_to_decide"] == ""
+    assert rows["few"]["p_holm"] == "" and rows["few"]["method"] == "" and rows["few"]["equivalence_margin"] == "0.05"
+    p_values = sorted(float(rows[stack]["p_value"]) for stack in ("fast", "same", "unsure"))
+    assert float(rows["fast"]["p_holm"]) == pytest.approx(min(1.0, 3 * p_values[0]))  # Holm: the smallest times 3
+    named = read_csv(aggregate(tmp_path / "named", env_python, records, "--baseline", "fast", "--equivalence-margin",
+                               "0.1") / "comparisons.csv")  # fmt: skip
     assert {row["baseline_stack"] for row in named} == {"fast"}
+    assert {row["equivalence_margin"] for row in named} == {"0.1"}
     assert {row["stack"]: row["verdict"] for row in named}["slow"] == "slower"
+
+
+def test_rounds_without_enough_ok_runs_in_common_are_compared_unpaired(tmp_path, env_python):
+    """The baseline's second round was contended: it never enters a statistic, leaving two rounds in common, so
+    the comparison falls back to Welch's unpaired test over each side's ok runs."""
+    records = group_of_runs(tmp_path, {"slow": [100.0, None, 99.0, 100.5], "fast": [200.0, 202.0, 198.0]},
+                            status="contended")  # fmt: skip
+    (row,) = read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")
+    assert (row["method"], row["pairs"], row["runs_ok"], row["baseline_runs_ok"]) == ("unpaired (Welch)", "0", "3", "3")
+    assert row["verdict"] == "faster" and float(row["ratio"]) == pytest.approx(2.0, rel=0.01)
 
 
 def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_python):
@@ -273,4 +299,4 @@ def test_a_backend_release_pairs_one_stack_s_releases(tmp_path, env_python):
     (pair,) = read_csv(aggregate(tmp_path, env_python, records) / "versions.csv")
     assert (pair["older_stack"], pair["older_version"]) == ("keras-3-jax-0.9", "3.15.1 (jax 0.9.2)")
     assert (pair["newer_stack"], pair["newer_version"]) == ("keras-3-jax", "3.15.1 (jax 0.10.2)")
-    assert pair["verdict"] == "slower" and pair["regression"] == "True"
+    assert pair["verdict"] == "slower" and pair["regression"] == "True" and pair["method"] == "paired by round"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
+from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
 from dlbench import slurm
 
 # --- the account and partition rules, on recorded outputs of sinfo, sacctmgr and scontrol ---
@@ -113,7 +113,7 @@ def workdir_with(root, config):
     base = {"stacks": [TORCH], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32],
             "epochs": [2], "variants": ["eager"], "repeats": 2, "min_steady_seconds": 0.1,
             "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0}, "ops": {"stacks": []},
-            "venv_root": str(VENV_ROOT)}  # fmt: skip
+            "venv_root": str(VENV_ROOT), "contention": SHARED_MACHINE}  # fmt: skip
     (root / "config.yaml").write_text(yaml.safe_dump({**base, **config}))
     return root
 

@@ -11,7 +11,7 @@ import jsonschema
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository, read_csv
+from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository, read_csv
 from dlbench import data
 from dlbench.variants import compiled_variant
 from test_runs import RECORD_SCHEMA, experiment, runner_command
@@ -190,7 +190,8 @@ def test_a_streamed_study_runs_through_the_workflow_to_its_report(env_python, tm
               "data_placements": ["stream"], "image_folders": {"tiny": {"path": str(tmp_path / "images"),
                                                                         "resolution": 16}},
               "exclude": [{"stack": "tensorflow-2.21", "variant": "eager"}], "stream": {"workers": 1},
-              "min_steady_seconds": 0, "venv_root": str(VENV_ROOT), "ops": {"stacks": []}}  # fmt: skip
+              "min_steady_seconds": 0, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
+              "contention": SHARED_MACHINE}  # fmt: skip
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     result = subprocess.run([SNAKEMAKE, "--cores", "2"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 from archives import mnist_like, registry_entry, serve
-from conftest import REPO, SNAKEMAKE, VENV_ROOT, copy_repository, read_csv
+from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, read_csv
 
 FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]
 TINY_CONFIG = {
@@ -32,7 +32,7 @@ TINY_CONFIG = {
     "max_batch": {"enabled": True, "stacks": ["mxnet-1.9"], "start": 16, "limit": 64},
     "ops": {"stacks": ["torch-2.13"], "operators": ["relu", "gemm"], "elementwise_sizes": [1000, 10000],
             "gemm_sizes": [16, 64]},
-    "venv_root": str(VENV_ROOT),
+    "venv_root": str(VENV_ROOT), "contention": SHARED_MACHINE,
 }
 EXPERIMENTS = 8  # 5 with device-staged data, 3 with host data
 
@@ -82,7 +82,7 @@ def mnist_workdir(tmp_path_factory, mirror):
     (root / "registry.yaml").write_text(yaml.safe_dump(registry))
     config = {"stacks": ["torch-2.13"], "datasets": ["mnist"], "models": ["mlp"], "batch_sizes": [32],
               "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT),
-              "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}, "ops": {"stacks": []}}  # fmt: skip
+              "contention": SHARED_MACHINE, "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}, "ops": {"stacks": []}}  # fmt: skip
     (root / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(root)
     return root
@@ -153,14 +153,21 @@ def test_every_record_follows_the_schema(workdir):
 
 
 def test_tables_have_one_row_per_run_and_per_experiment(workdir):
-    runs = (workdir / "results/tables/runs.csv").read_text().splitlines()
+    runs = [run for run in read_csv(workdir / "results/tables/runs.csv") if run["final_try"] == "True"]
     summary = (workdir / "results/tables/summary.csv").read_text().splitlines()
-    assert len(runs) == 1 + EXPERIMENTS * 2 and len(summary) == 1 + EXPERIMENTS
+    assert len(runs) == EXPERIMENTS * 2 and len(summary) == 1 + EXPERIMENTS
     assert "train_images_per_s_ci95_low" in summary[0]
     overlaps = {run["overlapping_runs"] for run in read_csv(workdir / "results/tables/runs.csv")}
     assert overlaps == {"0"}, "timed jobs ran at the same time"
     for table in ("runs", "summary", "epochs", "max_batch", "comparisons"):
         assert (workdir / f"results/tables/{table}.parquet").exists()
+
+
+def test_repeats_run_in_interleaved_rounds(workdir):
+    """Every experiment's first repeat starts before any second repeat (the envs were ready at different times)."""
+    runs = [run for run in read_csv(workdir / "results/tables/runs.csv") if run["final_try"] == "True"]
+    starts = {rep: sorted(run["provenance_started_at"] for run in runs if run["rep"] == rep) for rep in ("1", "2")}
+    assert len(starts["1"]) == len(starts["2"]) == EXPERIMENTS and starts["1"][-1] < starts["2"][0]
 
 
 def test_largest_batch_searches_are_tabled_and_reported(workdir):
@@ -214,3 +221,33 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
                                          "all": 1}  # fmt: skip
     finally:
         env_file.write_text(original)
+
+
+ADAPTIVE_CONFIG = {
+    "stacks": ["mxnet-1.9"], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32], "epochs": [2],
+    "variants": ["eager", "graph"], "repeats": 2, "min_steady_seconds": 0.1, "ops": {"stacks": []},
+    # A target no comparison of tiny epochs reaches: rounds are added until the maximum.
+    "adaptive_repeats": {"enabled": True, "max_repeats": 4, "target_half_width": 0.001},
+    "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+    "venv_root": str(VENV_ROOT), "contention": SHARED_MACHINE,
+}  # fmt: skip
+
+
+def test_adaptive_repeats_plan_rounds_until_decided_or_the_maximum(tmp_path):
+    """Two rounds, then a checkpoint per round plans the next for an undecided comparison, up to the maximum; the
+    comparisons pair the four rounds; a rerun plans nothing."""
+    copy_repository(tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(ADAPTIVE_CONFIG))
+    output = snakemake(tmp_path)
+    decisions = [json.loads((tmp_path / f"results/rounds/round{r}.json").read_text()) for r in (2, 3)]
+    runs = read_csv(tmp_path / "results/tables/runs.csv")
+    for decision in decisions:
+        planned = {run["experiment_id"] for run in runs if int(run["rep"]) == decision["round"] + 1}
+        assert set(decision["next_round"]) == planned
+    if all(decision["next_round"] for decision in decisions):  # undecided throughout: four rounds, paired
+        assert sorted({int(run["rep"]) for run in runs}) == [1, 2, 3, 4]
+        (comparison,) = read_csv(tmp_path / "results/tables/comparisons.csv")
+        assert comparison["method"] == "paired by round" and comparison["pairs"] == "4"
+        assert "run round 3" in (tmp_path / "logs/rounds/round2.log").read_text()
+    assert not (tmp_path / "results/rounds/round4.json").exists(), "the maximum is 4 rounds"
+    assert "Nothing to be done" in snakemake(tmp_path, "-n"), output[-3000:]

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from .catalog import dataset_info, is_image_folder
+from .contention import reason_kind
 from .variants import unsupported_reason
 
 AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant",
@@ -154,22 +155,76 @@ RUN_DIRECTORY = "results/runs/{experiment}/rep{rep}"  # the train rule's outputs
 RUN_LOG = "logs/train/{experiment}/rep{rep}.log"
 
 
-def runs(config, experiments):
-    """(experiment id, repeat) of every training job."""
-    return [(experiment, rep) for experiment in experiments for rep in range(1, config["repeats"] + 1)]
+ROUND_DECISION = "results/rounds/round{round}.json"  # the adaptive-repeats checkpoint's output after a round
+# Experiments equal in these are compared (the aggregation adds the machine they ran on); a round of adaptive repeats
+# is planned per group, so that comparisons stay paired round by round.
+COMPARISON_GROUP = ("dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement")
+
+
+def comparison_group(row):
+    return tuple(row[key] for key in COMPARISON_GROUP)
+
+
+def runs(config, experiments, extra_rounds=None):
+    """(experiment id, repeat) of every training job: `repeats` rounds of every experiment, then, with adaptive
+    repeats, the experiments each later round was planned for. extra_rounds lists them per round; None reads the
+    decisions already on disk (what a finished invocation ran, for the failure summary and scripts/plan.py)."""
+    planned = [(experiment, rep) for experiment in experiments for rep in range(1, config["repeats"] + 1)]
+    if extra_rounds is None:
+        extra_rounds = decided_rounds(config)
+    for rep, more in enumerate(extra_rounds, start=config["repeats"] + 1):
+        planned += [(experiment, rep) for experiment in more if experiment in experiments]
+    return planned
+
+
+def decided_rounds(config):
+    """The experiments planned for each extra round by the decisions on disk, in order, up to the first missing."""
+    extra, last = [], config["repeats"]
+    while config["adaptive_repeats"]["enabled"] and last < config["adaptive_repeats"]["max_repeats"]:
+        decision = Path(ROUND_DECISION.format(round=last))
+        if not decision.exists():
+            break
+        more = json.loads(decision.read_text())["next_round"]
+        if not more:
+            break
+        extra.append(more)
+        last += 1
+    return extra
+
+
+def finished_records(config, experiments):
+    """(experiment id, repeat, record path, record) of every planned run whose record exists."""
+    for experiment, rep in runs(config, experiments):
+        record_path = Path(RUN_DIRECTORY.format(experiment=experiment, rep=rep)) / "record.json"
+        if record_path.exists():
+            yield experiment, rep, record_path, json.loads(record_path.read_text())
 
 
 def failed_runs(config, experiments, statuses=()):
     """The planned runs whose record exists with a status other than ok (only `statuses`, if given): dicts of
-    status, experiment, rep, record, log and error."""
-    for experiment, rep in runs(config, experiments):
-        record_path = Path(RUN_DIRECTORY.format(experiment=experiment, rep=rep)) / "record.json"
-        if not record_path.exists():
-            continue
-        record = json.loads(record_path.read_text())
+    status, experiment, rep, record, log and error (a contended run's error is what kept it from being measured)."""
+    for experiment, rep, record_path, record in finished_records(config, experiments):
         if record["status"] != "ok" and (not statuses or record["status"] in statuses):
+            error = record.get("error") or ""
+            if record["status"] == "contended":
+                error = f"not measured: machine busy in all {record['attempt']} tries: " + \
+                    "; ".join(record["contention"]["reasons"])  # fmt: skip
             yield {"status": record["status"], "experiment": experiment, "rep": rep, "record": str(record_path),
-                   "log": RUN_LOG.format(experiment=experiment, rep=rep), "error": record.get("error") or ""}  # fmt: skip
+                   "log": RUN_LOG.format(experiment=experiment, rep=rep), "error": error}  # fmt: skip
+
+
+def redone_runs(config, experiments):
+    """The line printed at the end of a workflow run about runs that were run again because the machine was busy
+    (None when none was): how many, and the reasons of their contended tries."""
+    redone = [record for *_, record in finished_records(config, experiments) if record.get("contended_attempts")]
+    if not redone:
+        return None
+    kinds = sorted({reason_kind(reason) for record in redone for attempt in record["contended_attempts"]
+                    for reason in attempt["contention"]["reasons"]})  # fmt: skip
+    tries = sum(len(record["contended_attempts"]) for record in redone)
+    clean = sum(record["status"] == "ok" for record in redone)
+    return (f"{len(redone)} run(s) were run again because the machine was busy ({tries} contended tries, kept in "
+            f"runs.csv; {clean} then measured clean): {'; '.join(kinds)}")
 
 
 def failure_summary(failed):

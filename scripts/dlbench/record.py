@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .io import write_text_atomic
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 IDENTITY_KEYS = (
     "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
     "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "data_placement", "rep", "seed",
@@ -26,7 +26,13 @@ EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_
 NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"
 GPU_FIELDS = (
     "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_utilisation_mean", "gpu_utilisation_p95",
-    "gpu_memory_utilisation_mean", "gpu_power_mean_w", "gpu_energy_j", "gpu_energy_per_image_j",
+    "gpu_memory_utilisation_mean", "gpu_power_mean_w", "gpu_energy_j", "gpu_energy_source", "gpu_energy_per_image_j",
+    "gpu_idle_power_w", "gpu_energy_above_idle_j",
+)  # fmt: skip
+# The GPU's power limit, clocks and modes in the provenance (telemetry.gpu_provenance), null on CPU jobs.
+GPU_SETTINGS = (
+    "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "gpu_max_memory_clock_mhz", "gpu_applications_sm_clock_mhz",
+    "gpu_applications_memory_clock_mhz", "gpu_ecc", "gpu_mig", "gpu_persistence",
 )  # fmt: skip
 
 
@@ -95,6 +101,8 @@ def provenance(env_description, repo, threads):
         "threads": threads,
         "gpu": None,
         "gpu_driver": None,
+        **dict.fromkeys(GPU_SETTINGS),
+        "gpu_provenance_unavailable": [],
         "cuda": None,
         "cudnn": None,
         "python": platform.python_version(),
@@ -142,6 +150,9 @@ def base_record(experiment, env_description, repo):
         input_bound_share=None,
         host_rss_peak_mb=None,
         cpu_utilisation_mean=None,
+        cpu_energy_j=None,
+        cpu_energy_source=None,
+        cpu_energy_reason="the run ended before telemetry started",
         telemetry_hz=experiment.get("telemetry_hz"),
         parameters=None,
         flops_per_image=None,
@@ -151,6 +162,9 @@ def base_record(experiment, env_description, repo):
         peak_flops_source=None,
         model_flops_utilisation=None,
         engaged={},
+        contention=None,
+        attempt=1,
+        contended_attempts=[],
         gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "the run ended before telemetry started",
         **{key: None for key in GPU_FIELDS},
     )

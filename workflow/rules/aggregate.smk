@@ -2,9 +2,10 @@ rule aggregate:
     input:
         env=env_description("tools"),
         script="scripts/aggregate.py",
-        records=run_outputs("record.json"),
-        epochs=run_outputs("epochs.csv"),
-        telemetry=run_outputs("telemetry.csv"),
+        library=library_files("scripts/aggregate.py"),
+        records=lambda wildcards: run_outputs("record.json"),
+        epochs=lambda wildcards: run_outputs("epochs.csv"),
+        telemetry=lambda wildcards: run_outputs("telemetry.csv"),
         max_batch=max_batch_outputs(),
     output:
         runs="results/tables/runs.csv",
@@ -32,6 +33,7 @@ rule aggregate:
             if config["comparison_baseline"]
             else ""
         ),
+        margin=config["equivalence_margin"],
     shell:
         "{params.python} {input.script} --records {input.records} --max-batch {input.max_batch}"
-        " {params.baseline} --out $(dirname {output.runs}) > {log} 2>&1"
+        " {params.baseline} --equivalence-margin {params.margin} --out $(dirname {output.runs}) > {log} 2>&1"

@@ -19,6 +19,7 @@ from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
 from dlbench.catalog import dataset_info, is_image_folder  # noqa: E402
 from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
 from dlbench import catalog, data, image_folder, plan, slurm  # noqa: E402
+from dlbench import dependencies  # noqa: E402
 
 
 def validate_config():
@@ -234,6 +235,9 @@ def set_aside_changed_data():
 def report_failures():
     """At the end of every run: the failed runs by status with their logs, and False when any status is not in
     `expected_failures` (the exit code is then non-zero)."""
+    redone = plan.redone_runs(config, EXPERIMENTS)
+    if redone:
+        print(redone, file=sys.stderr)
     failed = list(plan.failed_runs(config, EXPERIMENTS))
     if not failed:
         return True
@@ -310,8 +314,23 @@ def env_build_arguments(wildcards):
     return f"--venv-root {config['venv_root']}"
 
 
-def library_files(*names):
-    return [str(Path("scripts") / "dlbench" / name) for name in names]
+def library_files(*scripts, modules=()):
+    """What the scripts import from the repository, transitively, and the modules (a tuple of dotted names) they load
+    by name at run time, found from the code (dlbench/dependencies.py): as inputs, a library change reruns exactly
+    the jobs it touches. Without the scripts themselves, which rules name on their own.
+    """
+    files = dependencies.library_files(*scripts, extra_modules=modules)
+    return [path for path in files if path not in scripts]
+
+
+# Setup jobs (envs, data) run before any timed job, and round r's timed jobs before round r+1's: with every timed
+# job taking all cores, the scheduler then runs repeat r of every experiment before any repeat r+1, whatever order
+# the envs were ready in, so drift of the machine falls on every side of a comparison alike.
+SETUP_PRIORITY = 200
+
+
+def round_priority(wildcards):
+    return SETUP_PRIORITY - 1 - int(wildcards.rep)
 
 
 def experiment_of(wildcards):
@@ -340,27 +359,49 @@ def train_inputs(wildcards):
     return {
         "env": env_description(row["env"]),
         "meta": prepared_meta(row),
-        "scripts": ["scripts/train.py", "scripts/run_experiment.py"]
+        # run_experiment.py runs train.py in a child process, which loads the adapter by name
+        "scripts": ["scripts/run_experiment.py", "scripts/train.py"]
         + library_files(
-            "specs.py",
-            "variants.py",
-            "data.py",
-            "clock.py",
-            "record.py",
-            "io.py",
-            "process.py",
-            "telemetry.py",
-            "adapters/__init__.py",
-        )
-        + [f"scripts/dlbench/adapters/{row['adapter']}.py"],
+            "scripts/run_experiment.py",
+            "scripts/train.py",
+            modules=(f"dlbench.adapters.{row['adapter']}",),
+        ),
     }
 
 
-def run_outputs(name):
+def planned_runs(through_round=None):
+    """(experiment, repeat) of the training runs through a round (None: all): the `repeats` rounds, then with
+    adaptive repeats the experiments each round's checkpoint (rule plan_round) planned for the next one.
+    """
+    options, extra = config["adaptive_repeats"], []
+    last = config["repeats"]
+    limit = options["max_repeats"] if through_round is None else through_round
+    while options["enabled"] and last < limit:
+        decision = checkpoints.plan_round.get(round=last).output.decision
+        more = json.loads(Path(decision).read_text())["next_round"]
+        if not more:
+            break
+        extra.append(more)
+        last += 1
+    return plan.runs(config, EXPERIMENTS, extra)
+
+
+def run_outputs(name, through_round=None):
     return [
         f"{plan.RUN_DIRECTORY.format(experiment=experiment, rep=rep)}/{name}"
-        for experiment, rep in plan.runs(config, EXPERIMENTS)
+        for experiment, rep in planned_runs(through_round)
     ]
+
+
+def round_records(wildcards):
+    """The records a round's checkpoint decides from: every run through that round."""
+    return run_outputs("record.json", int(wildcards.round))
+
+
+def round_options():
+    """What the round planner needs from the config: the rounds, the target, the margin and the baseline stack."""
+    keys = ("repeats", "adaptive_repeats", "equivalence_margin", "comparison_baseline")
+    return json.dumps({key: config[key] for key in keys}, sort_keys=True)
 
 
 def search_of(wildcards):
@@ -374,15 +415,9 @@ def max_batch_inputs(wildcards):
         "meta": f"results/data/{search['dataset']}/meta.json",
         "scripts": ["scripts/max_batch.py"]
         + library_files(
-            "specs.py",
-            "variants.py",
-            "data.py",
-            "record.py",
-            "io.py",
-            "process.py",
-            "adapters/__init__.py",
-        )
-        + [f"scripts/dlbench/adapters/{search['adapter']}.py"],
+            "scripts/max_batch.py",
+            modules=(f"dlbench.adapters.{search['adapter']}",),
+        ),
     }
 
 
@@ -403,9 +438,7 @@ def ops_inputs(wildcards):
     return {
         "env": env_description(ops_env(wildcards)),
         "scripts": ["scripts/run_ops.py"]
-        + library_files(
-            "ops.py", "io.py", "process.py", "record.py", f"adapters/{adapter}.py"
-        ),
+        + library_files("scripts/run_ops.py", modules=(f"dlbench.adapters.{adapter}",)),
     }
 
 

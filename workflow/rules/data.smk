@@ -2,10 +2,12 @@ rule download_archive:
     input:
         env=env_description("tools"),
         script="scripts/fetch_archive.py",
+        library=library_files("scripts/fetch_archive.py"),
     output:
         archive="resources/archives/{dataset}/{file}",
     log:
         "logs/download/{dataset}/{file}.log",
+    priority: SETUP_PRIORITY
     conda:
         "../../envs/tools.yaml"
     params:
@@ -24,13 +26,14 @@ rule prepare_dataset:
     input:
         env=env_description("tools"),
         script="scripts/prepare_dataset.py",
-        library=library_files("catalog.py", "data.py"),
+        library=library_files("scripts/prepare_dataset.py"),
         archives=archives,
     output:
         arrays="results/data/{dataset}/arrays.npz",
         meta="results/data/{dataset}/meta.json",
     log:
         "logs/data/{dataset}.log",
+    priority: SETUP_PRIORITY
     conda:
         "../../envs/tools.yaml"
     params:
@@ -47,11 +50,12 @@ rule index_image_folder:
     input:
         env=env_description("tools"),
         script="scripts/index_image_folder.py",
-        library=library_files("catalog.py", "data.py", "image_folder.py", "io.py"),
+        library=library_files("scripts/index_image_folder.py"),
     output:
         meta="results/stream/{dataset}/meta.json",
     log:
         "logs/data/{dataset}-stream.log",
+    priority: SETUP_PRIORITY
     conda:
         "../../envs/tools.yaml"
     threads: workflow.cores

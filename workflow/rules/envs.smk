@@ -2,12 +2,14 @@ rule build_env:
     input:
         env_file="envs/{env}.yaml",
         builder="scripts/build_env.py",
+        library=library_files("scripts/build_env.py"),
     output:
         description="results/envs/{env}.json",
     log:
         "logs/envs/{env}.log",
     wildcard_constraints:
         env=regex_alternatives(BUILT_ENVS),
+    priority: SETUP_PRIORITY
     conda:
         "../../envs/{env}.yaml"
     params:
@@ -21,10 +23,14 @@ rule build_env:
 
 
 rule describe_existing_env:
+    input:
+        builder="scripts/build_env.py",
+        library=library_files("scripts/build_env.py"),
     output:
         description="results/envs/existing-{stack}.json",
     log:
         "logs/envs/existing-{stack}.log",
+    priority: SETUP_PRIORITY
     # Standard library only, run by the existing interpreter itself (existing envs are refused under --sdm conda).
     conda:
         "../../envs/tools.yaml"

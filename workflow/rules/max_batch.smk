@@ -20,6 +20,8 @@ rule max_batch:
         python=lambda wildcards: env_python(search_of(wildcards)["env"]),
         search=lambda wildcards: json.dumps(search_of(wildcards), sort_keys=True),
         framework_threads=config["cpu_threads"],
+        contention=json.dumps(config["contention"], sort_keys=True),
     shell:
         "{params.python} scripts/max_batch.py --search {params.search:q} --dataset-dir $(dirname {input.meta})"
-        " --env-description {input.env} --threads {params.framework_threads} --out {output.result} > {log} 2>&1"
+        " --env-description {input.env} --threads {params.framework_threads} --contention {params.contention:q}"
+        " --out {output.result} > {log} 2>&1"

@@ -18,16 +18,18 @@ rule ops_benchmark:
         python=lambda wildcards: env_python(ops_env(wildcards)),
         options=ops_options,
         framework_threads=config["cpu_threads"],
+        contention=json.dumps(config["contention"], sort_keys=True),
     shell:
         "{params.python} scripts/run_ops.py --stack {wildcards.stack} --operator {wildcards.operator}"
         " --device {wildcards.device} --options {params.options:q} --env-description {input.env}"
-        " --threads {params.framework_threads} --out {output.record} > {log} 2>&1"
+        " --threads {params.framework_threads} --contention {params.contention:q} --out {output.record} > {log} 2>&1"
 
 
 rule aggregate_ops:
     input:
         env=env_description("tools"),
         script="scripts/aggregate_ops.py",
+        library=library_files("scripts/aggregate_ops.py"),
         records=ops_outputs(),
     output:
         table="results/tables/ops.csv",

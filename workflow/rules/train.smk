@@ -8,6 +8,8 @@ rule train:
         telemetry="results/runs/{experiment}/rep{rep}/telemetry.csv",
     log:
         "logs/train/{experiment}/rep{rep}.log",
+    # Interleaved rounds: round r (repeat r of every experiment) before any repeat r+1.
+    priority: round_priority
     conda:
         job_conda_env
     # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
@@ -23,8 +25,10 @@ rule train:
         python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
         experiment=run_parameters,
         framework_threads=config["cpu_threads"],
+        contention=json.dumps(config["contention"], sort_keys=True),
+    # fd 3: the console, where run_experiment.py says that a contended run is run again.
     shell:
         "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
         " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"
         " --threads {params.framework_threads} --record {output.record} --epochs-csv {output.epochs}"
-        " --telemetry-csv {output.telemetry} > {log} 2>&1"
+        " --telemetry-csv {output.telemetry} --contention {params.contention:q} 3>&2 > {log} 2>&1"

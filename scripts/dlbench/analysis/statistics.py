@@ -1,0 +1,207 @@
+"""The statistics of throughputs and of the comparisons between experiments, as small pure functions.
+
+Throughputs are positive and their spread multiplicative, so every centre is a geometric mean and every ratio lives
+on the log scale, back-transformed only for printing (never a zero or negative bound).
+
+- A comparison's log ratio is paired by round where both experiments have ok runs in at least MIN_REPEATS rounds in
+  common: runs of one round ran side by side in time, so the mean of the per-round log differences, with Student's t
+  on pairs - 1 degrees of freedom, leaves the drift between rounds out of the noise. Otherwise it is unpaired:
+  Welch's t on the two samples of log throughput. Fewer than MIN_REPEATS ok runs on either side: not tested.
+- Difference: the two-sided t-test of a log ratio of 0, with the ratio's 95% interval.
+- Equivalence: two one-sided tests (TOST) against symmetric bounds on the log scale, -log(1 + margin) and
+  log(1 + margin), i.e. a ratio within [1 / (1 + margin), 1 + margin]; its p is the larger of the two one-sided p's.
+- The multiple-testing family is one comparison group (the experiments that differ only in stack and variant,
+  each against the group's baseline: the question a reader asks is per group). Holm's adjustment runs within it,
+  over the difference tests and, separately, over the equivalence tests. A true ratio is 1, beyond the margin, or
+  neither, so a comparison can only err one way, and each family holds its error rate at ALPHA.
+- Verdict: "faster" or "slower" where the Holm-adjusted difference p is below ALPHA and the interval excludes 1 (a
+  proven difference keeps that name when it is also within the margin: the ratio beside it tells its size);
+  "equivalent within 5 %" (the margin) where the Holm-adjusted equivalence p is below ALPHA; otherwise
+  "inconclusive", with the number of repeats that would decide it at the observed ratio and spread.
+
+Student's t comes from dlbench.analysis.student (plain Python): the planner of repeats, which runs in Snakemake's
+driver without SciPy, decides with these same functions.
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from dlbench.analysis.student import t_critical, t_tail
+
+MIN_REPEATS = 3  # for an interval, and for a comparison's tests
+ALPHA = 0.05
+POWER = 0.8  # of the planned repeats: the chance that they decide, if the ratio and its spread stay as observed
+MOST_REPEATS = 100  # beyond this, repeats_to_decide says none practical would
+PAIRED, UNPAIRED = "paired by round", "unpaired (Welch)"
+FASTER, SLOWER, INCONCLUSIVE = "faster", "slower", "inconclusive"
+NOT_TESTED = f"not tested: fewer than {MIN_REPEATS} ok repeats"
+
+
+class LogRatio(NamedTuple):
+    """A ratio of two experiments' throughputs on the log scale, with what its tests need."""
+
+    estimate: float  # the log of the ratio of geometric means (paired: the mean per-round log difference)
+    error: float  # its standard error
+    freedom: float  # degrees of freedom of its t distribution
+    spread: float  # the standard deviation of one round's log ratio: the error there would be with one round
+    rounds: int  # the rounds it rests on: pairs, or unpaired the larger side's runs
+
+
+def log_interval(values):
+    """(geometric mean, low, high) of positive values: Student's t on their logarithms, back-transformed (no
+    interval, NaN, below MIN_REPEATS values)."""
+    logs = np.log(np.asarray(values, dtype=float))
+    if len(logs) == 0:
+        return np.nan, np.nan, np.nan
+    centre = np.exp(logs.mean())
+    if len(logs) < MIN_REPEATS:
+        return centre, np.nan, np.nan
+    half = t_critical(ALPHA / 2, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
+    return centre, np.exp(logs.mean() - half), np.exp(logs.mean() + half)
+
+
+def paired_log_ratio(values, reference):
+    """The log ratio of two experiments' throughputs aligned by round (element i of each ran in the same round)."""
+    differences = np.log(np.asarray(values, dtype=float)) - np.log(np.asarray(reference, dtype=float))
+    spread = differences.std(ddof=1)
+    return LogRatio(differences.mean(), spread / np.sqrt(len(differences)), len(differences) - 1, spread,
+                    len(differences))  # fmt: skip
+
+
+def welch_log_ratio(values, reference):
+    """The log ratio of two independent samples of throughputs: Welch's standard error and Welch-Satterthwaite
+    degrees of freedom (without any noise, the smaller side's runs - 1)."""
+    a, b = np.log(np.asarray(values, dtype=float)), np.log(np.asarray(reference, dtype=float))
+    variance_a, variance_b = a.var(ddof=1), b.var(ddof=1)
+    share_a, share_b = variance_a / len(a), variance_b / len(b)
+    error = np.sqrt(share_a + share_b)
+    if error > 0:
+        freedom = (share_a + share_b) ** 2 / (share_a**2 / (len(a) - 1) + share_b**2 / (len(b) - 1))
+    else:
+        freedom = min(len(a), len(b)) - 1
+    return LogRatio(a.mean() - b.mean(), error, freedom, np.sqrt(variance_a + variance_b), max(len(a), len(b)))
+
+
+def compared(values, reference):
+    """(method, pairs, LogRatio or None) of one experiment's ok throughputs against another's, each a mapping
+    round -> throughput: paired by round with MIN_REPEATS rounds in common, else unpaired with MIN_REPEATS runs on
+    each side, else none (not tested)."""
+    common = sorted(set(values) & set(reference))
+    if len(common) >= MIN_REPEATS:
+        paired = paired_log_ratio([values[key] for key in common], [reference[key] for key in common])
+        return PAIRED, len(common), paired
+    if min(len(values), len(reference)) >= MIN_REPEATS:
+        return UNPAIRED, 0, welch_log_ratio(list(values.values()), list(reference.values()))
+    return None, 0, None
+
+
+def half_width(log_ratio):
+    """Half the width of the ratio's 95% interval, on the log scale."""
+    return 0.0 if log_ratio.error == 0 else t_critical(ALPHA / 2, log_ratio.freedom) * log_ratio.error
+
+
+def interval(log_ratio):
+    """(ratio, low, high): the ratio and its 95% interval, back-transformed."""
+    half = half_width(log_ratio)
+    return math.exp(log_ratio.estimate), math.exp(log_ratio.estimate - half), math.exp(log_ratio.estimate + half)
+
+
+def difference_p(log_ratio):
+    """The two-sided p of the t-test of no difference; without noise, 1 for equal sides and 0 for any other."""
+    if log_ratio.error == 0:
+        return float(log_ratio.estimate == 0)
+    return 2 * t_tail(abs(log_ratio.estimate) / log_ratio.error, log_ratio.freedom)
+
+
+def equivalence_bound(margin):
+    """The equivalence bound on the log scale: a ratio within [1 / (1 + margin), 1 + margin] is equivalent."""
+    return math.log1p(margin)
+
+
+def equivalence_p(log_ratio, margin):
+    """The p of the two one-sided tests (TOST) that the log ratio lies within +-equivalence_bound(margin): the larger
+    of the p's against "at or below the lower bound" and against "at or above the upper bound". Without noise: 0
+    inside the bounds, else 1."""
+    bound = equivalence_bound(margin)
+    if log_ratio.error == 0:
+        return float(abs(log_ratio.estimate) >= bound)
+    above_lower = t_tail((log_ratio.estimate + bound) / log_ratio.error, log_ratio.freedom)
+    below_upper = t_tail((bound - log_ratio.estimate) / log_ratio.error, log_ratio.freedom)
+    return max(above_lower, below_upper)
+
+
+def holm(p_values):
+    """Holm's step-down adjustment of one family's p-values (NaN, a comparison not tested, stays NaN and is not
+    counted)."""
+    p_values = np.asarray(p_values, dtype=float)
+    adjusted = np.full(p_values.shape, np.nan)
+    tested = np.flatnonzero(~np.isnan(p_values))
+    order = tested[np.argsort(p_values[tested], kind="stable")]
+    steps = p_values[order] * np.arange(len(order), 0, -1)
+    adjusted[order] = np.minimum(np.maximum.accumulate(steps), 1.0)
+    return adjusted
+
+
+def decides_after(log_ratio, margin, rounds, alpha, power):
+    """Whether `rounds` rounds decide with probability `power`, if the log ratio and its spread stay as observed: a
+    t-based sample size (normal-approximation form, t quantiles on rounds - 1 degrees of freedom: exact for pairs,
+    the fewest Welch's test can have with that many runs per side) of the difference test or of the equivalence
+    test, whichever is nearer."""
+    error = log_ratio.spread / math.sqrt(rounds)
+    beyond_chance = t_critical(1 - power, rounds - 1) * error
+    distance = abs(log_ratio.estimate)
+    differs = distance >= t_critical(alpha / 2, rounds - 1) * error + beyond_chance
+    return differs or equivalence_bound(margin) - distance >= t_critical(alpha, rounds - 1) * error + beyond_chance
+
+
+def repeats_to_decide(log_ratio, margin, alpha=ALPHA, power=POWER, most=MOST_REPEATS):
+    """The fewest rounds, more than it rests on, that would decide the comparison at level `alpha` with probability
+    `power` if its ratio and spread stay as observed; None where no count up to `most` would: a ratio midway
+    between 1 and the margin with a wide spread, too near 1 to prove a difference and too near the margin to prove
+    equivalence."""
+    low, high = log_ratio.rounds + 1, most
+    if low > high or not decides_after(log_ratio, margin, high, alpha, power):
+        return None
+    while low < high:  # deciding only gets easier with more rounds: bisect for the first count that does
+        middle = (low + high) // 2
+        if decides_after(log_ratio, margin, middle, alpha, power):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def equivalent(margin):
+    """The verdict of a proven equivalence, naming its margin."""
+    return f"equivalent within {margin * 100:g} %"
+
+
+def verdict(log_ratio, p_holm, p_equivalence_holm, margin):
+    """faster, slower, equivalent within the margin, inconclusive, or not tested (no log ratio)."""
+    if log_ratio is None:
+        return NOT_TESTED
+    _, low, high = interval(log_ratio)
+    if p_holm < ALPHA and not low <= 1 <= high:
+        return FASTER if log_ratio.estimate > 0 else SLOWER
+    if p_equivalence_holm < ALPHA:
+        return equivalent(margin)
+    return INCONCLUSIVE
+
+
+def decisions(log_ratios, margin):
+    """Per comparison of one family (a comparison group; None for a comparison not tested): its tests, Holm-adjusted
+    within the family, its verdict and, where inconclusive, the repeats that would decide it (at the family's
+    Bonferroni level, at which Holm's adjustment decides it whatever the other comparisons give)."""
+    p_values = [np.nan if log_ratio is None else difference_p(log_ratio) for log_ratio in log_ratios]
+    p_equivalence = [np.nan if log_ratio is None else equivalence_p(log_ratio, margin) for log_ratio in log_ratios]
+    tested = sum(log_ratio is not None for log_ratio in log_ratios)
+    rows = []
+    for log_ratio, p_value, p_holm, p_same, p_same_holm in zip(log_ratios, p_values, holm(p_values), p_equivalence,
+                                                                 holm(p_equivalence)):  # fmt: skip
+        called = verdict(log_ratio, p_holm, p_same_holm, margin)
+        needed = repeats_to_decide(log_ratio, margin, ALPHA / tested) if called == INCONCLUSIVE else None
+        rows.append({"p_value": p_value, "p_holm": p_holm, "p_equivalence": p_same, "p_equivalence_holm": p_same_holm,
+                     "equivalence_margin": margin, "verdict": called, "repeats_to_decide": needed})  # fmt: skip
+    return rows

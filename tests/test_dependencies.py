@@ -1,0 +1,178 @@
+"""The library files a script imports are found from the code (dlbench/dependencies.py), and every job that runs a
+repository script has exactly the files it imports as inputs, so a library change reruns exactly the jobs it touches."""
+
+import functools
+import json
+import modulefinder
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import SNAKEMAKE, copy_repository
+from dlbench.dependencies import library_files
+
+FAKE_PACKAGE = {
+    "scripts/main.py": "import json\nimport pkg.sub.beta\nfrom pkg import alpha\nfrom helper import HELP\n\n\n"
+                       "def later():\n    try:\n        from pkg import gamma\n    except ImportError:\n"
+                       "        gamma = None\n",
+    "scripts/helper.py": "HELP = 1\n",
+    "scripts/pkg/__init__.py": "",
+    "scripts/pkg/alpha.py": "from . import delta, CONSTANT\n",
+    "scripts/pkg/delta.py": "from .alpha import CONSTANT\n",
+    "scripts/pkg/gamma.py": "",
+    "scripts/pkg/unused.py": "",
+    "scripts/pkg/sub/__init__.py": "",
+    "scripts/pkg/sub/beta.py": "from ..gamma import *\nfrom numpy import linalg\n",
+    "scripts/pkg/plugins/__init__.py": "",
+    "scripts/pkg/plugins/plug.py": "import pkg.unused\n",
+}  # fmt: skip
+
+
+@pytest.fixture
+def fake_repository(tmp_path):
+    for name, text in FAKE_PACKAGE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_imports_are_followed_wherever_they_stand(fake_repository):
+    """Absolute, relative, dotted and function-level imports, a top-level script, the packages' __init__.py files;
+    standard-library and third-party modules, attributes and unimported modules are not files of the script."""
+    assert library_files("scripts/main.py", repository=fake_repository) == (
+        "scripts/helper.py", "scripts/main.py", "scripts/pkg/__init__.py", "scripts/pkg/alpha.py",
+        "scripts/pkg/delta.py", "scripts/pkg/gamma.py", "scripts/pkg/sub/__init__.py",
+        "scripts/pkg/sub/beta.py")  # fmt: skip
+
+
+def test_an_import_cycle_ends(fake_repository):
+    assert library_files("scripts/pkg/delta.py", repository=fake_repository) == (
+        "scripts/pkg/__init__.py", "scripts/pkg/alpha.py", "scripts/pkg/delta.py")  # fmt: skip
+
+
+def test_modules_loaded_by_name_are_followed_like_imports(fake_repository):
+    files = library_files("scripts/helper.py", extra_modules=("pkg.plugins.plug",), repository=fake_repository)
+    assert files == ("scripts/helper.py", "scripts/pkg/__init__.py", "scripts/pkg/plugins/__init__.py",
+                     "scripts/pkg/plugins/plug.py", "scripts/pkg/unused.py")  # fmt: skip
+
+
+def test_a_module_named_for_loading_that_does_not_exist_is_refused(fake_repository):
+    with pytest.raises(ModuleNotFoundError, match="module pkg.plugins.missing is not under"):
+        library_files("scripts/main.py", extra_modules=("pkg.plugins.missing",), repository=fake_repository)
+
+
+def test_the_answer_is_cached_per_arguments(fake_repository):
+    first = library_files("scripts/main.py", repository=fake_repository)
+    assert library_files("scripts/main.py", repository=fake_repository) is first
+
+
+def test_an_adapter_brings_what_it_imports_in_turn():
+    """Keras 3 on TensorFlow runs tensorflow_raw's pipeline and math mode: editing those reruns its jobs."""
+    files = library_files("scripts/train.py", extra_modules=("dlbench.adapters.keras3",))
+    assert {"scripts/dlbench/adapters/keras3.py", "scripts/dlbench/adapters/tensorflow_raw.py",
+            "scripts/dlbench/mathmode.py", "scripts/dlbench/peaks.py"} <= set(files)  # fmt: skip
+
+
+# A script that runs another script in a child process: imports do not show it.
+CHILD_SCRIPTS = {"scripts/run_experiment.py": "scripts/train.py"}
+# Every rule that runs a repository script, each planned by the study below (describe_existing_env needs a real
+# existing environment at planning, so it is left out).
+SCRIPT_RULES = {"build_env", "download_archive", "prepare_dataset", "index_image_folder", "train", "max_batch",
+                "ops_benchmark", "aggregate", "aggregate_ops", "report"}  # fmt: skip
+
+
+def study_config(root):
+    """The default config plus the rules it leaves out: max_batch searches, a downloaded dataset, an image folder
+    both prepared to arrays and streamed (its folders only: planning reads no image)."""
+    for split in ("train", "val"):
+        for name in ("cat", "dog"):
+            (root / "tiny" / split / name).mkdir(parents=True)
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    config |= {"repeats": 1, "max_batch": {"enabled": True},
+               "image_folders": {"tiny": {"path": str(root / "tiny"), "resolution": 16}},
+               "grids": [{}, {"datasets": ["tiny", "mnist"], "models": ["mlp"],
+                              "data_placements": ["device", "stream"]}]}  # fmt: skip
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+def planned_jobs(root):
+    """{job: (rule, the files under scripts/ among its inputs, its shell command)} of a forced dry run in root."""
+    result = subprocess.run([SNAKEMAKE, "-n", "-F", "--printshellcmds", "--cores", "1"], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:]
+    jobs = {}
+    for block in re.split(r"^(?=(?:local)?rule \w+:$)", result.stdout, flags=re.M)[1:]:
+        rule = re.match(r"(?:local)?rule (\w+):", block)[1]
+        fields = dict(re.findall(r"^ {4}(\w+): (.*)$", block, flags=re.M))
+        command = re.search(r"^Shell command: (.*)$", block, flags=re.M)
+        inputs = {name for name in fields.get("input", "").split(", ") if name.startswith("scripts/")}
+        jobs[f"{rule} {fields.get('output')}"] = (rule, inputs, command[1] if command else "")
+    return jobs
+
+
+def executed(command):
+    """The repository scripts a shell command runs (with the scripts they start), and the adapter modules they load
+    by name: those named by the JSON arguments (an experiment, a search, the ops options)."""
+    words = shlex.split(command)
+    scripts = {word for word in words if word.startswith("scripts/") and word.endswith(".py")}
+    scripts |= {CHILD_SCRIPTS[script] for script in scripts if script in CHILD_SCRIPTS}
+    arguments = [json.loads(word) for word in words if word.startswith("{")]
+    modules = {f"dlbench.adapters.{argument['adapter']}" for argument in arguments if "adapter" in argument}
+    return tuple(sorted(scripts)), tuple(sorted(modules))
+
+
+@functools.lru_cache(maxsize=None)
+def imported_by_python(root, scripts, modules):
+    """The files under root/scripts that the scripts and modules import, as the standard library's modulefinder
+    finds them from the compiled code: a second opinion, independent of dependencies.py."""
+    finder = modulefinder.ModuleFinder(path=[str(root / "scripts")])
+    for script in scripts:
+        finder.load_file(str(root / script))
+    for module in modules:
+        finder.import_hook(module)
+    return {str(Path(module.__file__).relative_to(root)) for module in finder.modules.values() if module.__file__}
+
+
+def input_mismatches(root):
+    """Per file under scripts/: the jobs that import it without having it as an input, and the reverse."""
+    jobs = planned_jobs(root)
+    assert SCRIPT_RULES <= {rule for rule, _, _ in jobs.values()}
+    expected = {job: imported_by_python(root, *executed(command)) for job, (_, _, command) in jobs.items()}
+    problems = []
+    for path in sorted(str(path.relative_to(root)) for path in (root / "scripts").rglob("*.py")):
+        missing = sorted(job for job, (_, inputs, _) in jobs.items() if path in expected[job] - inputs)
+        extra = sorted(job for job, (_, inputs, _) in jobs.items() if path in inputs - expected[job])
+        problems += [f"{path} not an input of {len(missing)} jobs that import it, e.g. {missing[0]}"] if missing else []
+        problems += [f"{path} an input of {len(extra)} jobs that do not import it, e.g. {extra[0]}"] if extra else []
+    return jobs, problems
+
+
+@pytest.fixture
+def repository(tmp_path):
+    copy_repository(tmp_path)
+    study_config(tmp_path)
+    return tmp_path
+
+
+def test_every_job_has_exactly_the_library_files_it_imports_as_inputs(repository):
+    jobs, problems = input_mismatches(repository)
+    assert not problems, "\n".join(problems)
+    # The drift this guards against: lazy and transitive imports, and the data rules' own library.
+    keras = next(inputs for job, (_, inputs, _) in jobs.items() if job.startswith("train results/runs/keras-3-tensor"))
+    assert {"scripts/dlbench/adapters/tensorflow_raw.py", "scripts/dlbench/mathmode.py"} <= keras
+    prepare = next(inputs for rule, inputs, _ in jobs.values() if rule == "prepare_dataset")
+    assert {"scripts/dlbench/io.py", "scripts/dlbench/image_folder.py"} <= prepare
+
+
+def test_a_module_an_adapter_starts_importing_becomes_an_input_of_the_jobs_that_run_it(repository):
+    (repository / "scripts" / "dlbench" / "newly_added.py").write_text("")
+    with open(repository / "scripts" / "dlbench" / "adapters" / "tensorflow_raw.py", "a") as adapter:
+        adapter.write("\n\ndef uses_a_new_module():\n    from .. import newly_added\n\n    return newly_added\n")
+    jobs, problems = input_mismatches(repository)
+    assert not problems, "\n".join(problems)
+    reached = [job for job, (_, inputs, _) in jobs.items() if "scripts/dlbench/newly_added.py" in inputs]
+    assert {job.split()[0] for job in reached} == {"train", "max_batch", "ops_benchmark"}
+    assert any(job.startswith("train results/runs/keras-3-tensorflow") for job in reached)

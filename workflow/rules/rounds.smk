@@ -1,0 +1,20 @@
+# Adaptive repeats (config `adaptive_repeats`): after each round from `repeats` on, a checkpoint decides which
+# experiments run one more round; planned_runs (common.smk) asks it, round by round.
+checkpoint plan_round:
+    input:
+        env=env_description("tools"),
+        script="scripts/plan_round.py",
+        library=library_files("scripts/plan_round.py"),
+        records=round_records,
+    output:
+        decision=plan.ROUND_DECISION,
+    log:
+        "logs/rounds/round{round}.log",
+    conda:
+        "../../envs/tools.yaml"
+    params:
+        python=env_python("tools"),
+        options=round_options(),
+    shell:
+        "{params.python} {input.script} --round {wildcards.round} --records {input.records}"
+        " --options {params.options:q} --out {output.decision} > {log} 2>&1"
