@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
-STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A"}
+STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY"}
 
 
 def variant_label(variant, placement):
@@ -466,7 +466,8 @@ def summary_markdown(summary):
         rows = []
         part = part.assign(variant_label=variant_labels(part))
         for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
-            rows.append([row["stack"], row["variant_label"], cell(row, "train_images_per_s_gmean"),
+            throughput = row["measurement_note"] or cell(row, "train_images_per_s_gmean")
+            rows.append([row["stack"], row["variant_label"], throughput,
                          interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
                          cell(row, "train_images_per_s_cv", 1, percent), cell(row, "steady_epoch_s_median", 3),
                          cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_gmean"),
@@ -642,12 +643,30 @@ def max_batch_markdown(searches):
 
 
 def failures_markdown(runs):
-    failed = runs[runs["status"] != "ok"]
+    failed = runs[~runs["status"].isin(["ok", "contended"])]
     if failed.empty:
-        return "Every run finished with status ok.\n"
+        return "Every run finished (a run the machine's other load kept from a clean measurement: next section).\n"
     rows = [[row["experiment_id"], row["rep"], STATUS_LABEL.get(row["status"], row["status"]),
              str(row["error"])[:300]] for _, row in failed.iterrows()]  # fmt: skip
     return markdown_table(["experiment", "repeat", "status", "error"], rows)
+
+
+def contended_markdown(tries):
+    """Every contended try (runs and their tries, final or not): its figures and what else used the machine. They
+    are kept here and never enter the statistics; a run still contended after its retries was not measured."""
+    contended = tries[tries["status"] == "contended"].sort_values(["experiment_id", "rep", "attempt"])
+    if contended.empty:
+        return ("No run was contended: nothing outside the runs' own processes used the machine beyond the "
+                "`contention` limits during their timed windows.\n")  # fmt: skip
+    unmeasured = int(contended["final_try"].sum())
+    lines = [f"{len(contended)} tries were contended and run again; {unmeasured} runs never measured clean (their "
+             "experiments report \"not measured: machine busy\" if no other repeat was clean). Their figures are "
+             "listed here and used nowhere else.", ""]  # fmt: skip
+    rows = [[row["experiment_id"], row["rep"], row["attempt"], number(row["train_images_per_s"]),
+             number(row["contention_foreign_cpu_cores"], 2), percent(row["contention_steal_share"], 1),
+             str(row["contention_reasons"])[:200]] for _, row in contended.iterrows()]  # fmt: skip
+    header = ["experiment", "repeat", "try", "images/s", "foreign CPU cores", "steal", "why"]
+    return "\n".join(lines) + "\n" + markdown_table(header, rows)
 
 
 def provenance_markdown(runs):
@@ -776,7 +795,8 @@ def main():
     args = parser.parse_args()
     tables = {name: pd.read_parquet(Path(args.tables) / f"{name}.parquet") for name in
               ("runs", "summary", "epochs", "ops", "max_batch", "comparisons", "versions", "telemetry")}  # fmt: skip
-    runs, summary, epochs = tables["runs"], tables["summary"], tables["epochs"]
+    tries, summary, epochs = tables["runs"], tables["summary"], tables["epochs"]
+    runs = tries[tries["final_try"]]  # contended tries before a run's final one are listed apart
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
@@ -789,7 +809,8 @@ def main():
     pieces = {"overview.md": overview_markdown(summary, runs, tables["comparisons"], tables["versions"]),
               "summary.md": summary_markdown(summary), "comparisons.md": comparisons_markdown(tables["comparisons"]),
               "batch_size.md": batch_size_markdown(summary, figures),
-              "failures.md": failures_markdown(runs), "provenance.md": provenance_markdown(runs),
+              "failures.md": failures_markdown(runs), "contended.md": contended_markdown(tries),
+              "provenance.md": provenance_markdown(runs),
               "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
               "resource_figures.md": resource_figures_markdown(summary, tables["telemetry"], figures),
               "versions.md": versions_markdown(tables["versions"], figures),

@@ -79,7 +79,13 @@ def trace(device, seconds):
     return "\n".join(lines) + "\n"
 
 
-def write_run(folder, experiment, speed, rep, start):
+CONTENTION = {"window_s": 2.0, "foreign_cpu_cores": 0.01, "foreign_cpu_peak_cores": 0.05, "steal_share": 0.0,
+              "foreign_gpu_processes": None, "throttle_reasons": None, "unavailable": {}, "reasons": [],
+              "window_started_at": None, "window_finished_at": None}  # fmt: skip
+CONTENDED_REASON = "other processes used the CPU: 1.02 cores (limit 0.1)"
+
+
+def write_run(folder, experiment, speed, rep, start, contended=False):
     record = base_record(dict(experiment, rep=rep), dict(ENV, packages_sha256=experiment["stack"][0] * 64), REPO)
     framework_version = STACKS[experiment["stack"]][2]
     images = 1024
@@ -111,6 +117,10 @@ def write_run(folder, experiment, speed, rep, start):
             record.update(gpu_utilisation_mean=95.0, gpu_utilisation_p95=99.0, gpu_memory_peak_mb=9500.0,
                           allocator_peak_mb=8000.0, gpu_power_mean_w=350.0, gpu_energy_per_image_j=350.0 / speed,
                           model_flops_utilisation=0.31, gpu_fields_reason=None)  # fmt: skip
+    if contended:  # an earlier try, kept inside the record: a busy loop took a core
+        busy = dict(record, status="contended", train_images_per_s=record["train_images_per_s"] / 4,
+                    contention=dict(CONTENTION, foreign_cpu_cores=1.02, reasons=[CONTENDED_REASON]))  # fmt: skip
+        record.update(attempt=2, contended_attempts=[busy])
     path = folder / experiment["experiment_id"] / f"rep{rep}" / "record.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
@@ -121,10 +131,14 @@ def write_run(folder, experiment, speed, rep, start):
     return str(path)
 
 
+CONTENDED_RUN = (0, 2)  # (experiment, repeat): the first experiment's second repeat was contended once
+
+
 def write_records(folder):
     """Every fixture run's record, epochs and telemetry under folder; their record paths, runs back to back."""
     paths = []
     for index, (experiment, speed) in enumerate(experiments()):
         for rep in range(1, REPEATS + 1):
-            paths.append(write_run(folder, experiment, speed, rep, start=index * REPEATS + rep - 1))
+            paths.append(write_run(folder, experiment, speed, rep, start=index * REPEATS + rep - 1,
+                                   contended=(index, rep) == CONTENDED_RUN))  # fmt: skip
     return paths

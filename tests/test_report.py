@@ -11,7 +11,7 @@ from itertools import combinations
 
 import pytest
 from conftest import REPO, read_csv
-from report_fixture import OOM_PANEL, REPEATS, write_records
+from report_fixture import CONTENDED_REASON, OOM_PANEL, REPEATS, write_records
 
 FIGURES = ["throughput", "batch_size", "epoch_time", "convergence", "speedup", "telemetry", "memory", "energy",
            "versions"]  # fmt: skip
@@ -114,6 +114,21 @@ def test_comparisons_are_paired_by_round_and_decide_or_say_what_would(report):
     assert line.endswith(f"| inconclusive (about {needed} repeats would decide) | {REPEATS} rounds, paired |"), line
     speedup = (report / "build/figures/speedup.svg").read_text()
     assert all(colour in speedup for colour in ("#4c72b0", "#55a868", "#9a9a9a"))  # decided, equivalent, undecided
+
+
+def test_a_contended_try_is_listed_with_its_figures_and_never_averaged(report):
+    """The fixture's first experiment ran its second repeat twice: a busy loop contended the first try."""
+    tries = read_csv(report / "tables/runs.csv")
+    (busy,) = [row for row in tries if row["status"] == "contended"]
+    (final,) = [row for row in tries if row["experiment_id"] == busy["experiment_id"] and row["rep"] == "2"
+                and row["final_try"] == "True"]  # fmt: skip
+    assert busy["final_try"] == "False" and busy["attempt"] == "1" and final["attempt"] == "2"
+    assert float(busy["train_images_per_s"]) == pytest.approx(float(final["train_images_per_s"]) / 4)
+    (summary,) = [row for row in read_csv(report / "tables/summary.csv") if row["experiment_id"] == busy["experiment_id"]]
+    assert summary["runs"] == str(REPEATS) and summary["tries_contended"] == "1" and not summary["measurement_note"]
+    section = document_markdown(report).split("## Contended runs")[1].split("\n## ")[0]
+    assert "1 tries were contended and run again; 0 runs never measured clean" in section
+    assert f"| {busy['experiment_id']} | 2 | 1 |" in section and CONTENDED_REASON in section
 
 
 def test_streamed_runs_get_their_input_pipeline_verdict_in_the_table_and_the_report(report):
