@@ -16,7 +16,8 @@ AXIS_DEFAULTS = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "mod
 CONFIG = dict(AXIS_DEFAULTS, grids=[], exclude=[], existing_envs={}, momentum=0.9, weight_decay=0.0, target_accuracy=None,
               telemetry_hz=10, measure_input_share=True, min_steady_seconds=1.0, math_mode={"tf32": True, "autotune": True}, repeats=2,
               synthetic={"classes": 4, "train_size": 256, "test_size": 8}, synthetic_imagenet={"train_size": 10},
-              image_folders={}, images_per_epoch=None, stream={"workers": None, "loader_batches": 20})  # fmt: skip
+              image_folders={}, images_per_epoch=None, stream={"workers": None, "loader_batches": 20},
+              adaptive_repeats={"enabled": False, "max_repeats": 10, "target_half_width": 0.05})  # fmt: skip
 
 
 def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, monkeypatch):
@@ -97,3 +98,17 @@ def test_prepared_data_that_changed_is_named_and_refused(prepared):
     assert "bytes" in data.changed(prepared, always_hash=False)
     arrays.unlink()
     assert data.changed(prepared, always_hash=False) == f"{arrays} is missing"
+
+
+def test_adaptive_rounds_add_the_experiments_each_decision_planned(tmp_path, monkeypatch):
+    """Two rounds of everything, then the rounds the decisions on disk planned, up to the first that planned none."""
+    monkeypatch.chdir(tmp_path)
+    config = dict(CONFIG, adaptive_repeats={"enabled": True, "max_repeats": 5, "target_half_width": 0.05})
+    table = {"a": {}, "b": {}}
+    assert plan.runs(config, table) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+    for round_, planned in ((2, ["a", "b"]), (3, ["b"]), (4, [])):
+        decision = tmp_path / plan.ROUND_DECISION.format(round=round_)
+        decision.parent.mkdir(parents=True, exist_ok=True)
+        decision.write_text(json.dumps({"round": round_, "next_round": planned}))
+    assert plan.runs(config, table)[4:] == [("a", 3), ("b", 3), ("b", 4)]
+    assert plan.runs(dict(config, adaptive_repeats=dict(config["adaptive_repeats"], enabled=False)), table)[4:] == []
