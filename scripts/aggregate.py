@@ -82,7 +82,8 @@ def contention_columns(contention):
     """The record's contention section as runs-table columns (a record from before it was measured: empty)."""
     contention = contention or {}
     columns = {f"contention_{key}": contention.get(key) for key in ("window_s", "foreign_cpu_cores",
-                                                                    "foreign_cpu_peak_cores", "steal_share",
+                                                                    "foreign_cpu_peak_cores", "launcher_cpu_cores",
+                                                                    "steal_share",
                                                                     "window_started_at", "window_finished_at")}  # fmt: skip
     processes = contention.get("foreign_gpu_processes") or []
     columns["contention_foreign_gpu_processes"] = "; ".join(

@@ -46,20 +46,23 @@ def test_unreadable_or_foreign_counters_say_why(tmp_path):
 
 
 def test_the_process_tree_is_the_root_and_all_its_descendants(tmp_path):
-    for pid, ppid, ticks in ((1, 0, 5), (10, 1, 100), (11, 10, 200), (12, 11, 50), (20, 1, 999)):
+    """pid 5 (Snakemake) launched 10 (the job), which started 11, which started 12; 20 is someone else's."""
+    for pid, ppid, ticks in ((1, 0, 5), (5, 1, 30), (10, 5, 100), (11, 10, 200), (12, 11, 50), (20, 1, 999)):
         fake_process(tmp_path, pid, ppid, ticks)
     assert contention.tree_members(10, tmp_path) == {10, 11, 12}
-    assert contention.process_stat(11, tmp_path) == (10, pytest.approx(200 / TICKS))
+    assert contention.launchers(10, contention.parents(tmp_path)) == [5]
+    assert contention.process_stat(11, tmp_path) == (10, pytest.approx(200 / TICKS), 0.0)
     assert contention.process_stat(99, tmp_path) is None  # exited
     meter = contention.CpuMeter(root=10, proc=tmp_path, stat=tmp_path / "missing")
-    assert meter.tree_seconds() == pytest.approx(350 / TICKS)
+    assert meter.tree_seconds() == pytest.approx(350 / TICKS) and meter.launcher_seconds() == pytest.approx(30 / TICKS)
 
 
-def test_foreign_cpu_is_the_machines_busy_time_minus_the_trees():
-    start = {"t": 0.0, "busy_s": 10.0, "steal_s": 1.0, "total_s": 100.0, "tree_s": 5.0}
-    end = {"t": 2.0, "busy_s": 14.5, "steal_s": 1.2, "total_s": 104.0, "tree_s": 7.0}
+def test_foreign_cpu_is_the_machines_busy_time_minus_the_trees_and_its_launchers():
+    start = {"t": 0.0, "busy_s": 10.0, "steal_s": 1.0, "total_s": 100.0, "tree_s": 5.0, "launchers_s": 3.0}
+    end = {"t": 2.0, "busy_s": 14.7, "steal_s": 1.2, "total_s": 104.0, "tree_s": 7.0, "launchers_s": 3.2}
     window = contention.cpu_window(start, end)
-    assert window == {"window_s": 2.0, "foreign_cpu_cores": pytest.approx(1.25), "steal_share": pytest.approx(0.05)}
+    assert window == {"window_s": 2.0, "foreign_cpu_cores": pytest.approx(1.25), "steal_share": pytest.approx(0.05),
+                      "launcher_cpu_cores": pytest.approx(0.1)}
     assert contention.cpu_window(start, dict(end, busy_s=11.0))["foreign_cpu_cores"] == 0.0  # tick rounding
 
 
@@ -117,7 +120,8 @@ class FakeMeter:
 
     def reading(self):
         foreign = max(0.0, self.t - 1.0)
-        return {"t": self.t, "busy_s": self.t + foreign, "steal_s": 0.0, "total_s": 2 * self.t, "tree_s": self.t}
+        return {"t": self.t, "busy_s": self.t + foreign, "steal_s": 0.0, "total_s": 2 * self.t, "tree_s": self.t,
+                "launchers_s": 0.0}
 
 
 def test_the_sampler_traces_foreign_cpu_and_sums_it_over_phases():

@@ -1,9 +1,11 @@
 """Contention: what else used the machine while a timed job ran, and whether that disqualifies its figures.
 
 A timed job owns its process tree: the launcher (run_experiment.py, run_ops.py, max_batch.py), the training process,
-its loader workers and any child they start. Everything else that ran on the CPUs in the same window is foreign:
-the system-wide busy time from /proc/stat (user, nice, system, irq, softirq; guest time is inside user) minus the
-CPU time of the tree's processes from /proc/<pid>/stat (utime, stime, and cutime, cstime for children they reaped).
+its loader workers and any child they start; and the processes that launched it and wait for it (the job's shell,
+Snakemake polling its jobs, about a tenth of a core) are the workflow's own load, recorded apart. Everything else
+that ran on the CPUs in the same window is foreign: the system-wide busy time from /proc/stat (user, nice, system,
+irq, softirq; guest time is inside user) minus the CPU time of the tree's processes from /proc/<pid>/stat (utime,
+stime, and cutime, cstime for children they reaped) and of the launchers themselves (utime, stime).
 Steal is the hypervisor's: time a virtual CPU wanted to run and the host gave to another guest. Both counters are in
 clock ticks (USER_HZ, 10 ms on Linux), so a window of a few seconds resolves a few hundredths of a core.
 
@@ -43,7 +45,8 @@ def system_cpu_seconds(stat="/proc/stat"):
 
 
 def process_stat(pid, proc="/proc"):
-    """(parent pid, CPU seconds of the process and of the children it reaped), or None once it has exited."""
+    """(parent pid, CPU seconds of the process itself, CPU seconds of the children it reaped), or None once it has
+    exited."""
     try:
         text = Path(proc, str(pid), "stat").read_text()
     except OSError:
@@ -51,24 +54,40 @@ def process_stat(pid, proc="/proc"):
     # The command name is in parentheses and may hold spaces: the fields that follow start after the last ')'.
     fields = text[text.rindex(")") + 2 :].split()
     utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
-    return int(fields[1]), (utime + stime + cutime + cstime) / CLOCK_TICKS
+    return int(fields[1]), (utime + stime) / CLOCK_TICKS, (cutime + cstime) / CLOCK_TICKS
 
 
-def tree_members(root, proc="/proc"):
-    """The pids of root and all its descendants, from every process's parent pid."""
-    parents = {}
+def parents(proc="/proc"):
+    """{pid: parent pid} of every process."""
+    found = {}
     for entry in Path(proc).iterdir():
         if entry.name.isdigit():
             stat = process_stat(entry.name, proc)
             if stat is not None:
-                parents[int(entry.name)] = stat[0]
+                found[int(entry.name)] = stat[0]
+    return found
+
+
+def tree_members(root, proc="/proc", parent_of=None):
+    """The pids of root and all its descendants, from every process's parent pid."""
+    parent_of = parents(proc) if parent_of is None else parent_of
     members, frontier = {root}, [root]
     while frontier:
         parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in members]
+        children = [pid for pid, ppid in parent_of.items() if ppid == parent and pid not in members]
         members.update(children)
         frontier.extend(children)
     return members
+
+
+def launchers(root, parent_of):
+    """The processes that started the job and wait for it (its shell, Snakemake, a test runner), up to init: the
+    workflow's own load, not someone else's."""
+    chain, pid = [], parent_of.get(root, 0)
+    while pid > 1 and pid in parent_of:
+        chain.append(pid)
+        pid = parent_of[pid]
+    return chain
 
 
 def job_root():
@@ -77,33 +96,50 @@ def job_root():
 
 
 class CpuMeter:
-    """Cumulative CPU counters of the machine and of one process tree. reading() is cheap enough for every
-    telemetry sample: the tree's own stat files each time, its membership looked up every TREE_REFRESH_S."""
+    """Cumulative CPU counters of the machine, of one process tree (the job) and of the processes that launched it.
+    reading() is cheap enough for every telemetry sample: the stat files of the tree and its launchers each time,
+    their membership looked up every TREE_REFRESH_S."""
 
     def __init__(self, root=None, proc="/proc", stat="/proc/stat", clock=time.perf_counter):
         self.root, self.proc, self.stat, self.clock = root or job_root(), proc, stat, clock
-        self.members, self.refreshed = set(), None
+        self.members, self.launchers, self.refreshed = set(), [], None
 
-    def tree_seconds(self):
+    def refresh(self):
         now = self.clock()
         if self.refreshed is None or now - self.refreshed >= TREE_REFRESH_S:
-            self.members, self.refreshed = tree_members(self.root, self.proc), now
+            parent_of = parents(self.proc)
+            self.members = tree_members(self.root, self.proc, parent_of)
+            self.launchers, self.refreshed = launchers(self.root, parent_of), now
+
+    def tree_seconds(self):
+        """CPU seconds of the tree's processes and of the children they reaped (loader workers that ended)."""
+        self.refresh()
         stats = [process_stat(pid, self.proc) for pid in self.members]
+        return sum(stat[1] + stat[2] for stat in stats if stat is not None)
+
+    def launcher_seconds(self):
+        """CPU seconds of the launchers themselves: not their reaped children, which are earlier jobs."""
+        stats = [process_stat(pid, self.proc) for pid in self.launchers]
         return sum(stat[1] for stat in stats if stat is not None)
 
     def reading(self):
-        """{t, busy_s, steal_s, total_s, tree_s}: cumulative seconds, to be differenced over a window."""
+        """{t, busy_s, steal_s, total_s, tree_s, launchers_s}: cumulative seconds, to be differenced over a window."""
         busy, steal, total = system_cpu_seconds(self.stat)
-        return {"t": self.clock(), "busy_s": busy, "steal_s": steal, "total_s": total, "tree_s": self.tree_seconds()}
+        tree = self.tree_seconds()
+        return {"t": self.clock(), "busy_s": busy, "steal_s": steal, "total_s": total, "tree_s": tree,
+                "launchers_s": self.launcher_seconds()}  # fmt: skip
 
 
 def cpu_window(start, end):
-    """{foreign_cpu_cores, steal_share, window_s} between two readings: the CPU time used outside the tree per
-    second of wall time (1.0: one core busy all along), and the share of all CPU time the hypervisor stole."""
+    """{window_s, foreign_cpu_cores, launcher_cpu_cores, steal_share} between two readings: the CPU time used
+    outside the job's tree and its launchers per second of wall time (1.0: one core busy all along), the launchers'
+    own (Snakemake polling its jobs: the same for every run), and the share of all CPU time the hypervisor stole."""
     wall = end["t"] - start["t"]
-    foreign = (end["busy_s"] - start["busy_s"]) - (end["tree_s"] - start["tree_s"])
+    launchers = end["launchers_s"] - start["launchers_s"]
+    foreign = (end["busy_s"] - start["busy_s"]) - (end["tree_s"] - start["tree_s"]) - launchers
     total = end["total_s"] - start["total_s"]
     return {"window_s": wall, "foreign_cpu_cores": max(0.0, foreign) / wall if wall > 0 else None,
+            "launcher_cpu_cores": max(0.0, launchers) / wall if wall > 0 else None,
             "steal_share": (end["steal_s"] - start["steal_s"]) / total if total > 0 else None}  # fmt: skip
 
 
@@ -122,7 +158,8 @@ def summary(cpu, gpu=None, cpu_unavailable=None, peak_cores=None, span=None):
         unavailable["gpu"] = gpu["reason"]
     cpu = cpu or {}
     return {"window_s": cpu.get("window_s"), "foreign_cpu_cores": cpu.get("foreign_cpu_cores"),
-            "foreign_cpu_peak_cores": peak_cores, "steal_share": cpu.get("steal_share"),
+            "foreign_cpu_peak_cores": peak_cores, "launcher_cpu_cores": cpu.get("launcher_cpu_cores"),
+            "steal_share": cpu.get("steal_share"),
             "foreign_gpu_processes": gpu.get("foreign_processes"), "throttle_reasons": gpu.get("throttle_reasons"),
             "unavailable": unavailable, "window_started_at": utc(span[0]) if span else None,
             "window_finished_at": utc(span[1]) if span else None}  # fmt: skip

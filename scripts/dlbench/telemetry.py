@@ -347,9 +347,10 @@ def gpu_contention(sampler, phases):
 
 
 def window_counters(rows, phases):
-    """The machine's CPU counters summed over the stretches of `phases` as {t, busy_s, steal_s, total_s, tree_s}
-    differences (None without counters), so contention.cpu_window(zero, this) gives the window's figures."""
-    keys, total = ("t", "busy_s", "steal_s", "total_s", "tree_s"), None
+    """The machine's CPU counters summed over the stretches of `phases` as differences of {t, busy_s, steal_s,
+    total_s, tree_s, launchers_s} (None without counters), so contention.cpu_window(zero, this) gives the window's
+    figures."""
+    keys, total = ("t", "busy_s", "steal_s", "total_s", "tree_s", "launchers_s"), None
     for first, last in segments(rows, phases):
         if first["counters"] is None or last["counters"] is None:
             return None
