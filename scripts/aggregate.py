@@ -55,7 +55,8 @@ STATISTICS = {
 
 RESOURCES = ["input_share", "loader_images_per_s", "input_bound_share", "host_rss_peak_mb", "cpu_utilisation_mean",
              "gpu_utilisation_mean", "gpu_utilisation_p95", "gpu_memory_peak_mb", "allocator_peak_mb",
-             "gpu_power_mean_w", "gpu_energy_per_image_j", "train_flops_per_s", "model_flops_utilisation"]  # fmt: skip
+             "gpu_power_mean_w", "gpu_energy_per_image_j", "gpu_idle_power_w", "gpu_energy_above_idle_j",
+             "cpu_energy_j", "train_flops_per_s", "model_flops_utilisation"]  # fmt: skip
 
 
 def flatten(record):
