@@ -94,7 +94,7 @@ def test_a_contended_run_is_run_again_until_clean_and_keeps_its_contended_tries(
                                     told.append, set_aside.append, slept.append)  # fmt: skip
     assert record["status"] == "ok" and record["attempt"] == 3
     assert [attempt["status"] for attempt in record["contended_attempts"]] == ["contended", "contended"]
-    assert set_aside == [1, 2] and slept == [4, 4]
+    assert set_aside == [1, 2] and slept == [4, 8]  # the wait doubles
     assert told[0].startswith("exp rep 1 contended (other processes used the CPU: 1.00 cores") and "retry 1 of 2" in told[0]
     assert told[-1] == "exp rep 1 measured clean on try 3 after 2 contended"
 

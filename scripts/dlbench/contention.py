@@ -202,9 +202,15 @@ def judge(record, thresholds):
     return record
 
 
+def settle_wait(settle_seconds, attempt):
+    """The wait before try attempt + 1: doubling from settle_seconds, so that the retries of a short run span a
+    busy spell of a minute or more (10 s, 20 s, 40 s) instead of falling inside it."""
+    return settle_seconds * 2 ** (attempt - 1)
+
+
 def until_clean(try_once, thresholds, name, tell, set_aside=lambda attempt: None, sleep=time.sleep):
     """Run try_once() (a record with `status` and `contention`) until a try is not contended or `retries` more
-    tries ran, waiting `settle_seconds` between tries; set_aside(attempt) keeps what a contended try wrote. The
+    tries ran, waiting settle_wait() between tries; set_aside(attempt) keeps what a contended try wrote. The
     final record carries its try number and the contended tries before it (kept whole, never averaged)."""
     contended = []
     for attempt in range(1, thresholds["retries"] + 2):
@@ -214,9 +220,10 @@ def until_clean(try_once, thresholds, name, tell, set_aside=lambda attempt: None
             break
         contended.append(record)
         set_aside(attempt)
+        wait = settle_wait(thresholds["settle_seconds"], attempt)
         tell(f"{name} contended ({'; '.join(record['contention']['reasons'])}): running it again in "
-             f"{thresholds['settle_seconds']:g}s (retry {attempt} of {thresholds['retries']})")  # fmt: skip
-        sleep(thresholds["settle_seconds"])
+             f"{wait:g}s (retry {attempt} of {thresholds['retries']})")  # fmt: skip
+        sleep(wait)
     if record["status"] == "contended":
         tell(f"{name} not measured: machine busy in all {attempt} tries ({'; '.join(record['contention']['reasons'])})")
     elif contended:
