@@ -1,7 +1,7 @@
 """Planning cost: wall time of `snakemake -n` on a fresh copy of the workflow for growing experiment matrices.
 
 Each matrix is one stack, dataset and model with N batch sizes (N experiments) x --repeats repeats, so the train
-jobs are N x repeats plus the few env, data, aggregate and report jobs. Target (issue 14): under 3 s for 1,000
+jobs are N x repeats plus the few env, data, aggregate and report jobs. Target: under 3 s for 1,000
 experiments x 3 repeats and under 20 s for 10,000 on a 2-core machine. Beside each figure, Snakemake's own floor for
 as many jobs: a one-rule workflow with one input per job, dry-run the same way. Run from the repository root:
 
