@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions, interval, log_interval
+from dlbench.contention import describe_gpu_processes
 
 # An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
 # CPUs) are never pooled, and only experiments on the same machine are compared.
@@ -86,10 +87,7 @@ def contention_columns(contention):
                                                                     "foreign_cpu_peak_cores", "launcher_cpu_cores",
                                                                     "steal_share",
                                                                     "window_started_at", "window_finished_at")}  # fmt: skip
-    processes = contention.get("foreign_gpu_processes") or []
-    columns["contention_foreign_gpu_processes"] = "; ".join(
-        f"{process['pid']} {process.get('name') or ''} ({process.get('used_memory_mb') or 0:.0f} MB)"
-        for process in processes)  # fmt: skip
+    columns["contention_foreign_gpu_processes"] = describe_gpu_processes(contention.get("foreign_gpu_processes") or [])
     columns["contention_throttle_reasons"] = ", ".join(contention.get("throttle_reasons") or [])
     columns["contention_reasons"] = "; ".join(contention.get("reasons") or [])
     columns["contention_unavailable"] = "; ".join(f"{part}: {why}" for part, why in

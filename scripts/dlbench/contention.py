@@ -184,8 +184,7 @@ def reasons(contention, thresholds):
     if None not in (steal, thresholds["max_steal_share"]) and steal > thresholds["max_steal_share"]:
         found.append(f"{STEAL}: {steal:.1%} (limit {thresholds['max_steal_share']:.0%})")
     for process in contention.get("foreign_gpu_processes") or []:
-        found.append(f"{FOREIGN_GPU}: pid {process['pid']} ({process.get('name') or 'unknown'}, "
-                     f"{process.get('used_memory_mb') or 0:.0f} MiB)")  # fmt: skip
+        found.append(f"{FOREIGN_GPU}: {describe_gpu_process(process)}")
     throttled = sorted(set(contention.get("throttle_reasons") or []) & set(thresholds["throttle_reasons"]))
     if throttled:
         found.append(f"{THROTTLED}: {', '.join(throttled)}")
