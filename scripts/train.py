@@ -27,8 +27,8 @@ from dlbench.process import prepare_process, thread_count, thread_policy  # noqa
 from dlbench.record import (EPOCH_COLUMNS, NO_GPU_REASON, base_record, cuda_libraries, peak_rss_mb, utc_now,  # noqa: E402
                             write_epochs_csv)
 from dlbench.rapl import rapl_meter  # noqa: E402
-from dlbench.telemetry import (IDLE_PHASE, Sampler, contention_summary, cpu_meter, gpu_contention,  # noqa: E402
-                               gpu_provenance, load_nvml, summarise)
+from dlbench.telemetry import (IDLE_PHASE, Sampler, cpu_meter, gpu_provenance, load_nvml,  # noqa: E402
+                               sampler_contention, summarise)
 
 # The GPU's idle draw is sampled this long before the imports: several of NVML's power updates, little wait.
 IDLE_BASELINE_S = 2.0
@@ -82,9 +82,7 @@ def record_telemetry(sampler, record, epoch_rows, trace_path):
     steady = {f"epoch {row['epoch']}" for row in epoch_rows[1:]}
     images = sum(row["images"] for row in epoch_rows)
     record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images), **sampler.cpu_energy_origin())
-    timed = timed_phases(sampler.rows)
-    record["contention"] = contention_summary(sampler.rows, timed, gpu=gpu_contention(sampler, timed),
-                                              cpu_unavailable=sampler.meter_unavailable)  # fmt: skip
+    record["contention"] = sampler_contention(sampler, timed_phases(sampler.rows))
 
 
 def import_adapter(experiment, record, sampler):

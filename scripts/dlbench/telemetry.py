@@ -409,8 +409,13 @@ def job_sampler(device, rate_hz=10.0):
     return Sampler(rate_hz, nvml, meter=meter, meter_unavailable=unreadable).start()
 
 
+def sampler_contention(sampler, phases):
+    """The record's contention section over the sampler's stretches of `phases`: CPU and GPU findings together."""
+    return contention_summary(sampler.rows, phases, gpu=gpu_contention(sampler, phases),
+                              cpu_unavailable=sampler.meter_unavailable)  # fmt: skip
+
+
 def job_contention(sampler):
     """Stop the job's sampler; the record's contention section over its timed window."""
     sampler.stop()
-    return contention_summary(sampler.rows, {TIMED_PHASE}, gpu=gpu_contention(sampler, {TIMED_PHASE}),
-                              cpu_unavailable=sampler.meter_unavailable)  # fmt: skip
+    return sampler_contention(sampler, {TIMED_PHASE})
