@@ -39,13 +39,13 @@ import numpy as np
 import pandas as pd
 from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions, interval, log_interval
 from dlbench.contention import describe_gpu_processes
+from dlbench.plan import COMPARISON_GROUP
 
 # An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
 # CPUs) are never pooled, and only experiments on the same machine are compared.
 IDENTITY = ["experiment_id", "machine", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
             "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
-GROUP = ["machine", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs",
-         "data_placement"]  # fmt: skip
+GROUP = ["machine", *COMPARISON_GROUP]  # the planner's comparison groups, per machine
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
     "steady_epoch_s": "mean training time of a steady epoch (s)",
