@@ -20,13 +20,16 @@ from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.plan import comparison_group  # noqa: E402
 
 
+def group_key(record):
+    return "/".join(map(str, comparison_group(record)))
+
+
 def grouped(records):
     """group key (as text) -> {experiment id: {round: steady throughput, None where the run was not ok}}."""
     groups = {}
     for record in records:
         throughput = record["train_images_per_s"] if record["status"] == "ok" else None
-        key = "/".join(map(str, comparison_group(record)))
-        groups.setdefault(key, {}).setdefault(record["experiment_id"], {})[record["rep"]] = throughput
+        groups.setdefault(group_key(record), {}).setdefault(record["experiment_id"], {})[record["rep"]] = throughput
     return groups
 
 
@@ -35,7 +38,7 @@ def baseline_experiments(records, stack):
     baselines = {}
     for record in records:
         if record["stack"] == stack:
-            baselines.setdefault("/".join(map(str, comparison_group(record))), set()).add(record["experiment_id"])
+            baselines.setdefault(group_key(record), set()).add(record["experiment_id"])
     return baselines
 
 
