@@ -2,7 +2,14 @@
 # environment, aggregated into tables and an HTML + PDF report. See README.md and config.yaml.
 
 
-configfile: "config.yaml"
+import sys
+from pathlib import Path
+
+sys.path.insert(0, f"{workflow.basedir}/scripts")
+from dlbench import configuration
+
+
+configfile: configuration.workflow_config_file()
 
 
 include: "workflow/rules/common.smk"
@@ -40,6 +47,7 @@ localrules:
     aggregate_ops,
     plan_round,
     report,
+    list_failures,
 
 
 include: "workflow/rules/envs.smk"
@@ -52,14 +60,41 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 
 
+# Snakemake calls onsuccess and onerror only where some job ran: this job runs in every invocation (report_failures
+# removes its output at the end) after the training runs, so that each invocation ends with the runs not ok and a
+# non-zero exit while any is unexpected, even when nothing else had to run.
+rule list_failures:
+    input:
+        records=lambda wildcards: run_outputs("record.json"),
+    output:
+        FAILURES_LISTED,
+    log:
+        "logs/list_failures.log",
+    run:
+        Path(output[0]).touch()
+        Path(log[0]).write_text(
+            "the runs not ok are listed at the end of the invocation\n"
+        )
+
+
 rule all:
     default_target: True
     input:
-        "results/report/report.html",
-        "results/report/report.pdf",
-        # Snakemake does not remake a missing input of up-to-date jobs: prepared data set aside as changed is
-        # remade because the target asks for it.
+        rules.report.output,
+        # Snakemake does not remake a missing input of an up-to-date job: the tables (gone after an aggregation
+        # failed) and the prepared data are remade because the target asks for them.
+        rules.aggregate.output,
+        rules.aggregate_ops.output,
         prepared_data(),
+        rules.list_failures.output,
+
+
+onstart:
+    # Before Snakemake removes an old output in a folder it cannot write, which it reports in a long traceback.
+    problem = unwritable_output()
+    if problem:
+        print(problem, file=sys.stderr)
+        sys.exit(1)
 
 
 onsuccess:

@@ -43,9 +43,9 @@ def run_study(root, config, venv_root, hog_at, hog_seconds):
     study = yaml.safe_load(Path(config).read_text()) if config != "config.yaml" else {}
     base = yaml.safe_load((REPO / "config.yaml").read_text())
     (root / "config.yaml").write_text(yaml.safe_dump({**base, **study, "venv_root": str(venv_root)}))
-    snakemake = Path(sys.executable).with_name("snakemake")
+    snakemake = [sys.executable, "-m", "snakemake"]  # the venv's bin/snakemake names the path it was installed at
     started = time.perf_counter()
-    workflow = subprocess.Popen([str(snakemake), "--cores", "all"], cwd=root, stdout=subprocess.DEVNULL,
+    workflow = subprocess.Popen([*snakemake, "--cores", "all"], cwd=root, stdout=subprocess.DEVNULL,
                                 stderr=open(root / "snakemake.log", "w"))  # fmt: skip
     window = None
     if hog_at is not None:

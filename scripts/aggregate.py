@@ -33,12 +33,16 @@ computed here, once; the report only prints them:
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions, interval, log_interval
+from dlbench import record as run_record
+from dlbench.cli import run_main
 from dlbench.contention import describe_gpu_processes
+from dlbench.io import replacing, write_text_atomic
 from dlbench.plan import COMPARISON_GROUP
 
 # An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
@@ -319,6 +323,21 @@ def telemetry_table(records, machines):
     return pd.concat([trace for trace in traces if len(trace)] or [pd.DataFrame(columns=columns)], ignore_index=True)
 
 
+def read_records(paths):
+    """(path, record) of every record. An unreadable one is named on stderr and counts as an `error` run of its
+    experiment (dlbench.record.stand_in), with the identity and machine of a readable repeat where there is one."""
+    readable, unreadable = {}, {}
+    for path in paths:
+        try:
+            readable[path] = run_record.read(path)
+        except run_record.UnreadableRecord as error:
+            print(f"counted as error: {error}", file=sys.stderr)
+            unreadable[path] = str(error)
+    like = {Path(path).parent.parent: record for path, record in readable.items()}
+    return [(path, readable[path] if path in readable else
+             run_record.stand_in(path, unreadable[path], like.get(Path(path).parent.parent))) for path in paths]  # fmt: skip
+
+
 def epoch_rows(record_path, record, machine):
     epochs = pd.read_csv(Path(record_path).with_name("epochs.csv"))
     # A run that finished no epoch leaves a header only, which reads as text: numbers in every table all the same.
@@ -355,8 +374,10 @@ def max_batch_row(result):
 
 
 def write_table(frame, folder, name):
-    frame.to_csv(folder / f"{name}.csv", index=False)
-    frame.to_parquet(folder / f"{name}.parquet", index=False)
+    """Both files of a table, each replaced in one step (a failed write leaves the previous table, never half)."""
+    write_text_atomic(folder / f"{name}.csv", frame.to_csv(index=False))
+    with replacing(folder / f"{name}.parquet") as temporary:
+        frame.to_parquet(temporary, index=False)
 
 
 def main():
@@ -368,11 +389,11 @@ def main():
                         help="a ratio within [1 / (1 + margin), 1 + margin] is equivalent, where proven")  # fmt: skip
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    records = [(path, json.loads(Path(path).read_text())) for path in args.records]
+    records = read_records(args.records)
     runs = pd.DataFrame([flatten(record) for _, record in records])
     runs.insert(1, "machine", machines(runs))
-    epochs = pd.concat([epoch_rows(path, record, machine) for (path, record), machine in zip(records, runs["machine"])],
-                       ignore_index=True)  # fmt: skip
+    epochs = pd.concat([epoch_rows(path, record, machine) for (path, record), machine in zip(records, runs["machine"])
+                        if not (record["error"] or "").startswith(run_record.UNREADABLE)], ignore_index=True)  # fmt: skip
     telemetry = telemetry_table(records, runs["machine"])
     runs = with_contended_tries(runs, records).sort_values(["experiment_id", "machine", "rep", "attempt"])
     runs["overlapping_runs"] = overlapping_runs(runs)
@@ -411,4 +432,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.cli import run_main
+
 COLUMNS = ["stack", "framework", "framework_version", "operator", "device", "dtype", "size", "status", "error",
            "median_s", "q1_s", "q3_s", "inner", "samples", "elements", "elements_per_s", "gb_per_s", "gflop_per_s",
            "fraction_of_ceiling", "ceiling_gemm_gflop_per_s", "ceiling_bandwidth_gb_per_s", "ceiling_source",
@@ -54,4 +56,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

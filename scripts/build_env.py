@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlbench.cli import run_main  # noqa: E402
 from dlbench.io import file_sha256, write_json_atomic  # noqa: E402
 
 COMPLETE_MARKER = ".dlbench-complete"
@@ -185,4 +186,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlbench.cli import run_main  # noqa: E402
 from dlbench.io import file_sha256  # noqa: E402
 
 CHUNK = 1 << 20
@@ -96,4 +97,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from dlbench import image_folder  # noqa: E402
 from dlbench.catalog import image_folder_options  # noqa: E402
-from dlbench.io import write_text_atomic  # noqa: E402
+from dlbench.cli import run_main  # noqa: E402
+from dlbench.io import write_json_atomic  # noqa: E402
 
 
 def main():
@@ -33,10 +34,10 @@ def main():
     except image_folder.ImageFolderError as error:
         raise SystemExit(f"dataset {args.name!r} (`{key}`): {error}")
     meta.update(name=args.name, source={"kind": "image-folder", "config_key": key, **options})
-    write_text_atomic(args.out, json.dumps(meta) + "\n")  # compact: ImageNet indexes 1.33 million files
+    write_json_atomic(args.out, meta, indent=None)  # compact: ImageNet indexes 1.33 million files
     print(f"{args.name}: indexed {meta['train_size']} train / {meta['test_size']} val images, "
           f"{len(meta['skipped'])} skipped, in {time.perf_counter() - start:.1f}s -> {args.out}")  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from dlbench.cli import run_main
+
 
 def smooth_image(rng, label, classes, width, height, noise=0.0):
     """uint8 HWC: a red ramp left to right, a green ramp top to bottom, a blue wave; the class sets the tint;
@@ -73,4 +75,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -24,6 +24,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench import contention  # noqa: E402
+from dlbench.cli import run_main  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
 from dlbench.record import provenance, utc_now  # noqa: E402
@@ -163,4 +164,4 @@ def search_once(search, arguments):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -16,6 +16,8 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench.analysis.rounds import experiments_needing_a_round  # noqa: E402
+from dlbench.cli import run_main  # noqa: E402
+from dlbench import record as run_record  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.plan import comparison_group  # noqa: E402
 
@@ -51,7 +53,12 @@ def main():
     args = parser.parse_args()
     options = json.loads(args.options)
     adaptive = options["adaptive_repeats"]
-    records = [json.loads(Path(path).read_text()) for path in args.records]
+    records = []
+    for path in args.records:  # an unreadable record is a run without a figure, as a failed one
+        try:
+            records.append(run_record.read(path))
+        except run_record.UnreadableRecord as error:
+            print(f"left out: {error}", file=sys.stderr)
     groups = grouped(records)
     needed = experiments_needing_a_round(groups, options["repeats"], adaptive["max_repeats"],
                                          adaptive["target_half_width"], options["equivalence_margin"],
@@ -63,4 +70,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

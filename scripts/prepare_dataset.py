@@ -23,8 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from dlbench.catalog import IMAGE_FOLDER_KINDS, dataset_info, image_folder_options  # noqa: E402
 from dlbench import data, image_folder  # noqa: E402
+from dlbench.cli import run_main  # noqa: E402
 from dlbench.data import channel_stats  # noqa: E402
-from dlbench.io import file_sha256  # noqa: E402
+from dlbench.io import file_sha256, json_text  # noqa: E402
 
 
 def synthetic(shape, classes, train_size, test_size, seed):
@@ -171,8 +172,9 @@ def image_folder_dataset(options):
     return train_x, train_y, test_x, test_y, source
 
 
-def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, source):
-    """Write arrays.npz and meta.json into a temporary sibling folder, then rename it into place."""
+def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, source, generation=0):
+    """Write arrays.npz and meta.json into a temporary sibling folder, then rename it into place; a folder there whose
+    content changed since its own preparation is set aside first (dlbench.data.generation says why)."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
@@ -189,9 +191,13 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
         "std": std,
         "source": source,
         "files": {data.ARRAYS: data.fingerprint(staging / data.ARRAYS)},
+        "generation": generation,
     }
-    (staging / "meta.json").write_text(json.dumps(meta, indent=2))
-    if folder.exists():
+    (staging / "meta.json").write_text(json_text(meta))  # the whole staging folder replaces the old one at once
+    aside = data.set_aside_if_changed(folder)
+    if aside:
+        print(f"{folder} changed since it was prepared: set aside as {aside}")
+    elif folder.exists():
         shutil.rmtree(folder)
     os.replace(staging, folder)
     print(f"{name}: {len(train_x)} train / {len(test_x)} test images of shape {meta['shape']} -> {folder}")
@@ -204,6 +210,7 @@ def main():
     parser.add_argument("--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, image_folders, entry")
     parser.add_argument("--archives", help="folder of the verified downloads of this dataset")
     parser.add_argument("--seed", type=int, default=0, help="digits: seed of the train/test split")
+    parser.add_argument("--generation", type=int, default=0, help="the number to record (dlbench.data.generation)")
     args = parser.parse_args()
     options = json.loads(args.options)
     entry = options.get("entry")
@@ -226,8 +233,8 @@ def main():
             arrays = digits(args.seed)
     except DatasetError as error:
         raise SystemExit(f"dataset {args.name!r}: {error}")
-    write_dataset(args.folder, args.name, classes, *arrays)
+    write_dataset(args.folder, args.name, classes, *arrays, generation=args.generation)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

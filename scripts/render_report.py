@@ -21,8 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
+from dlbench.cli import run_main  # noqa: E402
+
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
-STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY"}
+STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY", "diverged": "DIVERGED"}
 
 
 def variant_label(variant, placement):
@@ -833,4 +835,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

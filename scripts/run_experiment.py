@@ -24,6 +24,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench import contention  # noqa: E402
+from dlbench.cli import run_main  # noqa: E402
 from dlbench.io import write_json_atomic, write_text_atomic  # noqa: E402
 from dlbench.record import base_record, utc_now, write_epochs_csv  # noqa: E402
 from dlbench.telemetry import TRACE_COLUMNS, load_nvml  # noqa: E402
@@ -154,4 +155,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -4,12 +4,14 @@ Phases are timed separately with the device synchronised around every clock read
 imports, data loading (host) and staging (device; streamed data: the index read and the loaders made), build
 (model, optimiser, hybridize/trace setup), the first epoch (includes lazy compilation), steady epochs (2..N).
 Evaluation is timed outside training; so are, after it, the input-share epochs and, for streamed data, the loader
-alone. Any exception still produces a record with status 'error'. Called by run_experiment.py.
+alone. Any exception still produces a record with status 'error'; a loss that becomes NaN or infinite ends the run
+with status 'diverged', naming the epoch. Called by run_experiment.py.
 """
 
 import argparse
 import importlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -21,6 +23,7 @@ SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 from dlbench import data, peaks, specs  # noqa: E402
 from dlbench.adapters import STREAM_INPUT_WORK  # noqa: E402
+from dlbench.cli import run_main  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
@@ -139,13 +142,14 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         row = dict(zip(EPOCH_COLUMNS, (epoch + 1, train_s, eval_s, float(loss), test_loss, accuracy, len(order))))
         row["images_per_s"] = len(order) / train_s
         epoch_rows.append(row)
-        target = experiment.get("target_accuracy")
-        if target is not None and record["time_to_target_s"] is None and accuracy >= target:
-            record["time_to_target_s"] = trained_seconds
         log(
             f"epoch {epoch + 1}/{experiment['epochs']}: train {train_s:.3f}s ({row['images_per_s']:.0f} img/s) "
             f"loss {float(loss):.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"
         )
+        check_finite(loss, test_loss, epoch + 1, experiment["learning_rate"])  # the epoch stays in the record
+        target = experiment.get("target_accuracy")
+        if target is not None and record["time_to_target_s"] is None and accuracy >= target:
+            record["time_to_target_s"] = trained_seconds
 
     images = record["images_per_epoch"] = len(order)
     phases["first_epoch"] = record["epoch_train_s"][0]
@@ -166,6 +170,18 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     if experiment["data_placement"] == "stream":
         measure_loader(adapter, staged, order_of, experiment, record, sampler, sync)
     record["status"] = "ok"
+
+
+class Diverged(Exception):
+    """The loss became NaN or infinite: the run ends with status `diverged`, keeping the epochs that finished."""
+
+
+def check_finite(train_loss, test_loss, epoch, learning_rate):
+    """Raise Diverged where an epoch's training or test loss (each read on the host once per epoch) is not finite."""
+    for name, value in (("training loss", train_loss), ("test loss", test_loss)):
+        if not math.isfinite(float(value)):
+            raise Diverged(f"{name} became {float(value)} in epoch {epoch} (learning rate {learning_rate:g}): the run "
+                           f"diverged; lower the learning rate")  # fmt: skip
 
 
 def open_arrays(adapter, experiment, dataset_dir, record, sync):
@@ -291,6 +307,9 @@ def main():
     try:
         adapter = import_adapter(experiment, record, sampler)
         train(adapter, experiment, args.dataset_dir, args.threads, record, epoch_rows, sampler)
+    except Diverged as error:  # a result, not a fault: no traceback
+        record["status"], record["error"] = "diverged", str(error)
+        log(f"DIVERGED: {record['error']}")
     except Exception as error:  # a failed run is a result: record it, let the workflow go on
         traceback.print_exc()
         out_of_memory = isinstance(error, MemoryError) or (adapter is not None and adapter.is_oom(error))
@@ -306,4 +325,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

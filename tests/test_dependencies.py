@@ -100,7 +100,7 @@ def study_config(root):
 
 def planned_jobs(root):
     """{job: (rule, the files under scripts/ among its inputs, its shell command)} of a forced dry run in root."""
-    result = subprocess.run([SNAKEMAKE, "-n", "-F", "--printshellcmds", "--cores", "1"], cwd=root,
+    result = subprocess.run([*SNAKEMAKE, "-n", "-F", "--printshellcmds", "--cores", "1"], cwd=root,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:]
     jobs = {}

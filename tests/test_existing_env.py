@@ -48,7 +48,7 @@ def test_an_existing_env_without_pip_is_described_like_a_built_one(existing_pyth
 
 
 def run_snakemake(root, *arguments):
-    return subprocess.run([SNAKEMAKE, "--cores", "2", *arguments], cwd=root, capture_output=True, text=True)
+    return subprocess.run([*SNAKEMAKE, "--cores", "2", *arguments], cwd=root, capture_output=True, text=True)
 
 
 def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job(existing_python, tmp_path):

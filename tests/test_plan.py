@@ -2,6 +2,7 @@
 prepared-data fingerprints the workflow checks before planning."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -112,3 +113,54 @@ def test_adaptive_rounds_add_the_experiments_each_decision_planned(tmp_path, mon
         decision.write_text(json.dumps({"round": round_, "next_round": planned}))
     assert plan.runs(config, table)[4:] == [("a", 3), ("b", 3), ("b", 4)]
     assert plan.runs(dict(config, adaptive_repeats=dict(config["adaptive_repeats"], enabled=False)), table)[4:] == []
+
+
+def test_a_byte_changed_with_its_modification_time_put_back_is_seen_by_planning_without_writing(prepared):
+    """Bit rot: planning's cheap check (no hash where nothing moved since the last verified hash) still sees a write
+    that restored the modification time, as the change time moves; planning itself writes nothing."""
+    arrays = prepared / data.ARRAYS
+    assert data.changed(prepared, always_hash=True) == ""  # a training run verified it
+    assert data.generation(prepared) == (0, "")
+    stat, content = arrays.stat(), bytearray(arrays.read_bytes())
+    content[-30] ^= 1
+    arrays.write_bytes(bytes(content))
+    os.utime(arrays, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    files = {path: path.read_bytes() for path in prepared.iterdir()}
+    generation, problem = data.generation(prepared)
+    assert generation == 1 and "SHA-256" in problem
+    assert {path: path.read_bytes() for path in prepared.iterdir()} == files  # a dry run changes nothing
+
+
+def test_preparing_again_sets_the_changed_folder_aside_and_its_generation_then_stays(prepared):
+    (prepared / data.ARRAYS).write_bytes(b"rotten")
+    assert data.generation(prepared)[0] == 1
+    aside = data.set_aside_if_changed(prepared)
+    assert aside.name.startswith(f"{prepared.name}.changed-") and (aside / data.ARRAYS).read_bytes() == b"rotten"
+    assert not prepared.exists() and data.set_aside_if_changed(prepared) is None
+    prepared.mkdir()  # prepared again, recording the generation it was given
+    np.savez(prepared / data.ARRAYS, train_x=np.ones((4, 2, 2, 1), np.uint8))
+    meta = {"files": {data.ARRAYS: data.fingerprint(prepared / data.ARRAYS)}, "generation": 1}
+    (prepared / "meta.json").write_text(json.dumps(meta))
+    assert data.generation(prepared) == (1, "")
+
+
+def test_an_unreadable_meta_json_asks_for_a_generation_no_preparation_recorded(prepared):
+    (prepared / "meta.json").write_text('{"files": ')
+    generation, problem = data.generation(prepared)
+    assert generation > 1 and "meta.json is unreadable" in problem
+
+
+def test_runs_that_left_no_record_or_an_unreadable_one_are_failed_runs_naming_why(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table, _ = plan.experiment_table(CONFIG, STACKS, {})
+    experiment = next(iter(table))
+    log = tmp_path / plan.RUN_LOG.format(experiment=experiment, rep=1)
+    log.parent.mkdir(parents=True)
+    log.write_text("bash: line 1: .venvs/torch/bin/python: No such file or directory\n\n")
+    record = tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=2) / "record.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"status": "ok", "experiment_id": "tr')  # truncated
+    failed = {run["rep"]: run for run in plan.failed_runs(CONFIG, table)}
+    assert failed[1]["status"] == "error"
+    assert failed[1]["error"] == "left no record; its log ends: bash: line 1: .venvs/torch/bin/python: No such file or directory"
+    assert failed[2]["status"] == "error" and failed[2]["error"].startswith(f"record unreadable: {record.relative_to(tmp_path)}: ")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository
+from conftest import SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, planned_rules
+from dlbench import data
 
 CONFIG = {"stacks": ["torch-2.13"], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32, 512],
           "epochs": [2], "variants": ["eager"], "repeats": 2, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
@@ -25,7 +26,7 @@ ARRAYS = "results/data/synthetic-12x12x1/arrays.npz"
 
 
 def run(workdir, *arguments, python=None, check=True):
-    command = [python, "-m", "snakemake"] if python else [SNAKEMAKE]
+    command = [python, "-m", "snakemake"] if python else SNAKEMAKE
     result = subprocess.run([*command, "--cores", "2", *arguments], cwd=workdir, capture_output=True, text=True)
     output = result.stdout + result.stderr
     assert not check or result.returncode == 0, output[-6000:]
@@ -55,16 +56,49 @@ def test_a_moved_tree_run_through_another_interpreter_path_plans_nothing(finishe
     shutil.copytree(finished, moved, symlinks=True)  # copy2: contents and modification times, as `mv` keeps them
     python3 = Path(sys.executable).with_name("python3")  # the same venv by another path: sys.executable differs
     _, output = run(moved, "-n", python=str(python3))
-    assert "Nothing to be done" in output, output[-3000:]
+    assert planned_rules(output) == {}, output[-3000:]
 
 
-def test_corrupted_data_fails_loudly_and_a_retry_reruns_exactly_the_failed_runs(finished):
+def flip_a_byte_keeping_the_modification_time(path):
+    """Bit rot: one byte flipped, same size and modification time (only the change time moves)."""
+    stat, content = path.stat(), bytearray(path.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    path.write_bytes(bytes(content))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def tree(folder):
+    """{path: (bytes, modification time)} of every file under folder."""
+    return {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_data_changed_in_place_is_prepared_again_in_the_same_invocation_and_a_dry_run_changes_nothing(finished):
+    arrays, before = finished / ARRAYS, records(finished)
+    flip_a_byte_keeping_the_modification_time(arrays)
+    results = tree(finished / "results")
+    _, output = run(finished, "-n")
+    assert f"{ARRAYS} has SHA-256" in output and "set aside and prepared again" in output
+    assert planned_rules(output).get("prepare_dataset") == 1 and planned_rules(output).get("train") == len(before)
+    assert tree(finished / "results") == results, "a dry run must change no file"
+    _, output = run(finished)
+    aside = list((finished / "results/data").glob("synthetic-12x12x1.changed-*/arrays.npz"))
+    assert len(aside) == 1 and aside[0].read_bytes() == results[arrays][0]  # kept for inspection, not deleted
+    assert json.loads((finished / "results/data/synthetic-12x12x1/meta.json").read_text())["generation"] == 1
+    after = records(finished)
+    assert after.keys() == before.keys() and all(json.loads(data)["status"] == "ok" for data in after.values())
+    assert planned_rules(run(finished, "-n")[1]) == {}, "prepared again once: the generation then stays"
+
+
+def test_data_that_changes_after_planning_fails_loudly_and_a_retry_reruns_exactly_the_failed_runs(finished):
+    """Data corrupted where planning cannot see it (its cheap check remembers this very file as verified: a change
+    between planning and the run) is caught by each run's own hash; the next invocation prepares it again."""
     before, arrays = records(finished), finished / ARRAYS
-    original, stat = arrays.read_bytes(), arrays.stat()
-    corrupted = bytearray(original)
-    corrupted[len(corrupted) // 2] ^= 0xFF  # one flipped byte, same size and modification time: bit rot
-    arrays.write_bytes(bytes(corrupted))
-    os.utime(arrays, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    original = arrays.read_bytes()
+    flip_a_byte_keeping_the_modification_time(arrays)
+    stat = arrays.stat()
+    verified = finished / "results/data/synthetic-12x12x1" / data.VERIFIED
+    verified.write_text(json.dumps({"bytes": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns,
+                                    "ctime_ns": stat.st_ctime_ns}))  # fmt: skip
     write_config(finished, batch_sizes=[32, 64, 512])
     code, output = run(finished, check=False)
     assert code != 0, "a run with failed training runs must not exit 0"
@@ -76,7 +110,12 @@ def test_corrupted_data_fails_loudly_and_a_retry_reruns_exactly_the_failed_runs(
     assert "ERROR" in (finished / "results/report/report.html").read_text()  # the report is still rebuilt
     assert {path: data for path, data in records(finished).items() if path in before} == before
 
-    arrays.write_bytes(original)  # restored (a new modification time: the hash decides)
+    _, output = run(finished, "-n")  # the error's promise: the next invocation prepares it again
+    assert f"{ARRAYS} has SHA-256" in output and planned_rules(output).get("prepare_dataset") == 1
+
+    arrays.write_bytes(original)  # restored: the hash matches again, nothing is prepared again
+    code, output = run(finished, check=False)  # nothing else to do: the failures are still listed
+    assert code != 0 and "2 run(s) with status error:" in output and planned_rules(output) == {}
     listed = subprocess.run([sys.executable, "scripts/plan.py", "failed", "--status", "error"], cwd=finished,
                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert sorted(Path(finished / path) for path in listed) == sorted(failed)
@@ -84,24 +123,42 @@ def test_corrupted_data_fails_loudly_and_a_retry_reruns_exactly_the_failed_runs(
     after = records(finished)
     assert all(json.loads(after[path])["status"] == "ok" for path in failed)
     assert {path: data for path, data in after.items() if path in before} == before
-    _, output = run(finished, "-n")
-    assert "Nothing to be done" in output
+    assert planned_rules(run(finished, "-n")[1]) == {}
 
 
-def test_changed_data_is_set_aside_and_prepared_again(finished):
-    arrays = finished / ARRAYS
-    arrays.write_bytes(arrays.read_bytes()[:-10])  # truncated: another size
-    _, output = run(finished, "-n")
-    assert "bytes" in output and "set aside as" in output and "prepare_dataset" in output
-    assert list((finished / "results/data").glob("synthetic-12x12x1.changed-*/arrays.npz"))
+def test_an_unreadable_record_is_an_error_run_the_tables_survive_and_every_invocation_lists_it(finished, tmp_path):
+    """A truncated record: aggregation names it and counts the run as an error instead of dying; each invocation,
+    also one with nothing else to do, lists it and exits non-zero, with a retry hint that repeats --configfile."""
+    record = sorted(records(finished))[0]
+    whole = record.read_bytes()
+    os.truncate(record, 500)
+    study = tmp_path / "study.yaml"
+    study.write_text("telemetry_hz: 10\n")  # a study config given on the command line, changing nothing
+    for _ in range(2):  # the first invocation aggregates again, the second has nothing else to do
+        code, output = run(finished, "--configfile", str(study), check=False)
+        assert code != 0 and "1 run(s) with status error:" in output
+        assert f"record unreadable: {record.relative_to(finished)}: " in output
+        assert f"-m snakemake --configfile {os.path.relpath(study, finished)} --forcerun" in output
+        assert f"scripts/plan.py failed --configfile {os.path.relpath(study, finished)})" in output
+    runs = (finished / "results/tables/runs.csv").read_text()
+    assert "record unreadable" in runs and (finished / "results/report/report.html").exists()
+    assert "record unreadable" in (finished / "logs/aggregate.log").read_text()
+    record.write_bytes(whole)
     run(finished)
-    assert json.loads((finished / "results/data/synthetic-12x12x1/meta.json").read_text())["files"]
+    assert "record unreadable" not in (finished / "results/tables/runs.csv").read_text()
+
+
+def test_a_table_lost_is_rebuilt_by_a_plain_rerun(finished):
+    (finished / "results/tables/summary.csv").unlink()
+    (finished / "results/tables/ops.parquet").unlink()
+    _, output = run(finished)
+    assert (finished / "results/tables/summary.csv").exists() and (finished / "results/tables/ops.parquet").exists()
 
 
 def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     write_config(finished, batch_sizes=[32, 64, 512], epochs=[2, 400])
     before = records(finished)
-    process = subprocess.Popen([SNAKEMAKE, "--cores", "2"], cwd=finished, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([*SNAKEMAKE, "--cores", "2"], cwd=finished, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     logs = finished / "logs/train"
     deadline = time.monotonic() + 300

@@ -1,7 +1,9 @@
 """Run records from the runner and the aggregation over them, at unit level."""
 
 import json
+import math
 import os
+import re
 import signal
 import subprocess
 import time
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import REPO, SHARED_MACHINE, read_csv
+from dlbench.io import write_json_atomic
 from dlbench.record import base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
 
@@ -119,6 +122,65 @@ def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
     assert "OUT OF MEMORY" in result.stdout
     trace = (tmp_path / "telemetry.csv").read_text().splitlines()
     assert trace[0].startswith("t_s,phase,gpu_util_pct") and any(",epoch 1," in line for line in trace)
+
+
+def strict_json(text):
+    """json.loads that refuses NaN and Infinity, as every parser outside Python does."""
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_results_hold_null_where_a_number_is_not_finite(tmp_path):
+    payload = {"loss": float("nan"), "curve": [1.5, float("inf"), (float("-inf"), 2)], "ok": 3, "flag": True,
+               "nested": {"deep": [{"value": np.float32("nan"), "fine": np.float32(0.5), "count": np.int64(7)}]},
+               "path": tmp_path}  # fmt: skip
+    write_json_atomic(tmp_path / "record.json", payload)
+    written = strict_json((tmp_path / "record.json").read_text())
+    assert written == {"loss": None, "curve": [1.5, None, [None, 2]], "ok": 3, "flag": True,
+                       "nested": {"deep": [{"value": None, "fine": 0.5, "count": 7}]}, "path": str(tmp_path)}  # fmt: skip
+    assert payload["loss"] != payload["loss"]  # the caller's data is left as it was
+    write_epochs_csv(tmp_path / "epochs.csv", [dict(epoch=1, train_s=0.5, eval_s=0.1, train_loss=float("nan"),
+                                                    test_loss=np.float32("inf"), test_accuracy=0.1, images=64,
+                                                    images_per_s=128.0)])  # fmt: skip
+    assert read_csv(tmp_path / "epochs.csv") == [{"epoch": "1", "train_s": "0.5", "eval_s": "0.1", "train_loss": "",
+                                                  "test_loss": "", "test_accuracy": "0.1", "images": "64",
+                                                  "images_per_s": "128.0"}]  # fmt: skip
+
+
+def test_a_loss_that_is_not_finite_ends_the_run_as_diverged(tmp_path, env_python):
+    """Plain SGD at learning rate 1000 on a small synthetic set: the loss overflows to NaN within a few epochs. The
+    run stops after that epoch, keeps the epochs that finished and writes strict JSON (no NaN in any file)."""
+    dataset = tmp_path / "dataset"
+    options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
+    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
+                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    row = experiment(experiment_id="mxnet-1.9_synthetic-8x8x1_mlp_cpu_b16_sgd-lr1000_e4_eager", stack="mxnet-1.9",
+                     framework="mxnet", backend="gluon", adapter="mxnet_gluon", dataset="synthetic-8x8x1",
+                     batch_size=16, optimizer="sgd", learning_rate=1000.0, epochs=4, measure_input_share=False)  # fmt: skip
+    result = subprocess.run(runner_command(env_python("mxnet-1.9-cpu"), row, dataset, tmp_path), capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = strict_json((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "diverged", result.stderr[-3000:]
+    found = re.fullmatch(r"(training|test) loss became (nan|inf|-inf) in epoch (\d+) \(learning rate 1000\): the run "
+                         r"diverged; lower the learning rate", record["error"])  # fmt: skip
+    assert found, record["error"]
+    epoch = int(found[3])
+    assert epoch < 4 and len(record["epoch_train_s"]) == len(record["loss_curve"]) == epoch
+    assert all(math.isfinite(loss) for loss in record["loss_curve"][:-1])
+    assert (record["loss_curve"][-1] is None) == (found[1] == "training")
+    assert record["train_images_per_s"] is None and record["final_test_accuracy"] is None
+    assert f"DIVERGED: {record['error']}" in result.stdout and "Traceback" not in result.stdout + result.stderr
+    rows = read_csv(tmp_path / "epochs.csv")
+    assert [int(row["epoch"]) for row in rows] == list(range(1, epoch + 1))
+    assert rows[-1]["train_loss" if found[1] == "training" else "test_loss"] == ""
+    for name in ("epochs.csv", "telemetry.csv"):
+        cells = {cell.lower() for row in read_csv(tmp_path / name) for cell in row.values()}
+        assert not cells & {"nan", "inf", "-inf", "infinity", "-infinity"}, name
 
 
 def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):

@@ -193,7 +193,7 @@ def test_a_streamed_study_runs_through_the_workflow_to_its_report(env_python, tm
               "min_steady_seconds": 0, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
               "contention": SHARED_MACHINE}  # fmt: skip
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([SNAKEMAKE, "--cores", "2"], cwd=tmp_path, capture_output=True, text=True)
+    result = subprocess.run([*SNAKEMAKE, "--cores", "2"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "skipping data placement 'stream' on digits: only image folders stream" in result.stderr
     summary = read_csv(tmp_path / "results" / "tables" / "summary.csv")

@@ -16,6 +16,7 @@ normalised with the ImageNet channel statistics on the training device.
 """
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +36,13 @@ def fingerprint(path):
     return {"sha256": file_sha256(path), "bytes": Path(path).stat().st_size}
 
 
-def changed(folder, always_hash):
+def changed(folder, always_hash, remember=True):
     """Why arrays.npz no longer matches the fingerprint written when it was prepared ('' when it does, or when it was
-    prepared before fingerprints existed). Without always_hash, a file whose size and modification time are those
-    of its last successful check (VERIFIED, beside it) counts as unchanged, so that planning stays cheap; training
-    always hashes. (Preparation's own modification time is no reference: Snakemake touches outputs after a job.)"""
+    prepared before fingerprints existed). Without always_hash, a file whose size, inode and modification and change
+    times are those of its last successful check (VERIFIED, beside it, written only with `remember`) counts as
+    unchanged, so that planning stays cheap; training always hashes. The change time moves with any write, also one
+    that puts the modification time back. (Preparation's own times are no reference: Snakemake touches outputs
+    after a job.)"""
     path, recorded = Path(folder) / ARRAYS, read_meta(folder).get("files", {}).get(ARRAYS)
     if not path.exists():
         return f"{path} is missing"
@@ -48,14 +51,46 @@ def changed(folder, always_hash):
     stat, verified = path.stat(), Path(folder) / VERIFIED
     if stat.st_size != recorded["bytes"]:
         return f"{path} has {stat.st_size} bytes, {recorded['bytes']} when it was prepared"
-    seen = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    seen = {"bytes": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns}
     if not always_hash and verified.exists() and json.loads(verified.read_text()) == seen:
         return ""
     digest = file_sha256(path)
     if digest != recorded["sha256"]:
+        if remember:  # the next planning must hash it too, to prepare it again
+            verified.unlink(missing_ok=True)
         return f"{path} has SHA-256 {digest[:16]}..., {recorded['sha256'][:16]}... when it was prepared"
-    write_json_atomic(verified, seen)
+    if remember:
+        write_json_atomic(verified, seen)
     return ""
+
+
+def generation(folder):
+    """(generation, problem): which preparation of a dataset its runs should read, and why it is not the one on
+    disk ('' when it is). The generation is the number meta.json records, one more where the arrays changed since
+    they were prepared, 0 where nothing is prepared yet. The prepare rule takes it as a parameter, so a changed
+    dataset is prepared again (and what trained on it rerun) in the same invocation: Snakemake reruns a job whose
+    parameters changed. Preparing records the number it was given, so the parameter then stays put. Changes no file
+    (planning and dry runs run it)."""
+    meta = Path(folder) / "meta.json"
+    if not meta.exists():
+        return 0, ""
+    try:
+        recorded = read_meta(folder).get("generation", 0)
+    except ValueError as error:  # a number no preparation recorded, which the next one records
+        return meta.stat().st_mtime_ns, f"{meta} is unreadable ({error})"
+    problem = changed(folder, always_hash=False, remember=False)
+    return (recorded + 1 if problem else recorded), problem
+
+
+def set_aside_if_changed(folder):
+    """Rename a prepared folder whose arrays or meta.json changed since preparation to <name>.changed-<time> beside
+    it, kept for inspection rather than deleted; the new path, or None where nothing changed."""
+    folder = Path(folder)
+    if not folder.exists() or not generation(folder)[1]:
+        return None
+    aside = folder.with_name(f"{folder.name}.changed-{time.strftime('%Y%m%dT%H%M%S')}")
+    folder.rename(aside)
+    return aside
 
 
 def verify(folder):
@@ -69,7 +104,8 @@ def verify(folder):
     problem = changed(folder, always_hash=True)
     if problem:
         raise PreparedDataError(f"{problem}: it is corrupted or was changed. The next `snakemake` run sets it aside "
-                                f"and prepares it again (or: snakemake --forcerun {Path(folder) / 'meta.json'})")  # fmt: skip
+                                f"and prepares it again (or: .venv/bin/python -m snakemake --forcerun "
+                                f"{Path(folder) / 'meta.json'})")  # fmt: skip
 
 
 def read_meta(folder):

@@ -7,6 +7,7 @@ import itertools
 import json
 from pathlib import Path
 
+from . import record
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
 from .variants import unsupported_reason
@@ -16,6 +17,7 @@ AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learn
 CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
                               "learning_rates", "epochs", "variants", "data_placements")))  # fmt: skip
 EXISTING_ENV_PREFIX = "existing-"
+NOTHING_PLANNED = "config error: every experiment is excluded; loosen `exclude` or add axis values"
 
 
 def grids(config):
@@ -192,37 +194,53 @@ def decided_rounds(config):
     return extra
 
 
-def finished_records(config, experiments):
-    """(experiment id, repeat, record path, record) of every planned run whose record exists."""
+def outcomes(config, experiments):
+    """(experiment id, repeat, record path, record) of every planned run that left a record or a log. An unreadable
+    record stands as status `error` naming the file; a run with a log and no record (it died before its runner
+    could write one, e.g. its env's interpreter is gone) as `error` with the log's last line."""
     for experiment, rep in runs(config, experiments):
         record_path = Path(RUN_DIRECTORY.format(experiment=experiment, rep=rep)) / "record.json"
+        log = Path(RUN_LOG.format(experiment=experiment, rep=rep))
         if record_path.exists():
-            yield experiment, rep, record_path, json.loads(record_path.read_text())
+            try:
+                outcome = record.read(record_path)
+            except record.UnreadableRecord as error:
+                outcome = {"status": "error", "error": str(error)}
+        elif log.exists():
+            outcome = {"status": "error", "error": f"left no record; its log ends: {last_line(log)}"}
+        else:
+            continue
+        yield experiment, rep, record_path, outcome
+
+
+def last_line(path):
+    lines = [line for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(the log is empty)"
 
 
 def failed_runs(config, experiments, statuses=()):
-    """The planned runs whose record exists with a status other than ok (only `statuses`, if given): dicts of
-    status, experiment, rep, record, log and error (a contended run's error is what kept it from being measured)."""
-    for experiment, rep, record_path, record in finished_records(config, experiments):
-        if record["status"] != "ok" and (not statuses or record["status"] in statuses):
-            error = record.get("error") or ""
-            if record["status"] == "contended":
-                error = f"not measured: machine busy in all {record['attempt']} tries: " + \
-                    "; ".join(record["contention"]["reasons"])  # fmt: skip
-            yield {"status": record["status"], "experiment": experiment, "rep": rep, "record": str(record_path),
+    """The planned runs whose outcome is not ok (only `statuses`, if given): dicts of status, experiment, rep,
+    record, log and error (a contended run's error is what kept it from being measured)."""
+    for experiment, rep, record_path, outcome in outcomes(config, experiments):
+        if outcome["status"] != "ok" and (not statuses or outcome["status"] in statuses):
+            error = outcome.get("error") or ""
+            if outcome["status"] == "contended":
+                error = f"not measured: machine busy in all {outcome['attempt']} tries: " + \
+                    "; ".join(outcome["contention"]["reasons"])  # fmt: skip
+            yield {"status": outcome["status"], "experiment": experiment, "rep": rep, "record": str(record_path),
                    "log": RUN_LOG.format(experiment=experiment, rep=rep), "error": error}  # fmt: skip
 
 
 def redone_runs(config, experiments):
     """The line printed at the end of a workflow run about runs that were run again because the machine was busy
     (None when none was): how many, and the reasons of their contended tries."""
-    redone = [record for *_, record in finished_records(config, experiments) if record.get("contended_attempts")]
+    redone = [outcome for *_, outcome in outcomes(config, experiments) if outcome.get("contended_attempts")]
     if not redone:
         return None
-    kinds = sorted({reason_kind(reason) for record in redone for attempt in record["contended_attempts"]
+    kinds = sorted({reason_kind(reason) for outcome in redone for attempt in outcome["contended_attempts"]
                     for reason in attempt["contention"]["reasons"]})  # fmt: skip
-    tries = sum(len(record["contended_attempts"]) for record in redone)
-    clean = sum(record["status"] == "ok" for record in redone)
+    tries = sum(len(outcome["contended_attempts"]) for outcome in redone)
+    clean = sum(outcome["status"] == "ok" for outcome in redone)
     return (f"{len(redone)} run(s) were run again because the machine was busy ({tries} contended tries, kept in "
             f"runs.csv; {clean} then measured clean): {'; '.join(kinds)}")
 

@@ -1,7 +1,7 @@
 """The run record: identity, outcome, timing, quality, resources, model and provenance of one run.
 
 Standard library only: the runner writes a record for a process that died before writing its own.
-workflow/schemas/run_record.schema.json is the contract; tests validate records against it.
+workflow/schemas/run_record.schema.yaml is the contract; tests validate records against it.
 """
 
 import datetime
@@ -15,7 +15,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from .io import write_text_atomic
+from .io import csv_cell, write_text_atomic
 
 SCHEMA_VERSION = 7
 IDENTITY_KEYS = (
@@ -174,6 +174,42 @@ def base_record(experiment, env_description, repo):
 
 
 def write_epochs_csv(path, rows):
-    """The per-epoch CSV beside the record (header only when no epoch finished)."""
-    lines = [",".join(EPOCH_COLUMNS)] + [",".join(str(row[column]) for column in EPOCH_COLUMNS) for row in rows]
+    """The per-epoch CSV beside the record (header only when no epoch finished); a loss that was not finite (a
+    diverged run) is an empty cell, as the record's null is."""
+    lines = [",".join(EPOCH_COLUMNS)] + [",".join(csv_cell(row[column]) for column in EPOCH_COLUMNS) for row in rows]
     write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+class UnreadableRecord(Exception):
+    """A record.json that is not a JSON object (truncated, edited, a disk error): its path and why."""
+
+
+def read(path):
+    """The record at path, or UnreadableRecord naming the file and what is wrong with it."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise UnreadableRecord(f"record unreadable: {path}: {error}") from None
+    if not isinstance(record, dict) or "status" not in record:
+        raise UnreadableRecord(f"record unreadable: {path}: not a run record (no status)")
+    return record
+
+
+UNREADABLE = "record unreadable"
+MACHINE_KEYS = ("host", "slurm_job_id", "cpu_model", "cpu_cores", "gpu")
+
+
+def stand_in(path, reason, like=None):
+    """The record an unreadable record.json counts as: status `error` with the reason, the identity and machine of
+    `like` (a readable repeat of the same experiment) where there is one, else only the experiment id and repeat
+    its path (results/runs/<experiment>/rep<N>/record.json) names. Nothing else is known of the run."""
+    run_folder = Path(path).parent
+    like = like or {"device": None, "provenance": {}}
+    experiment = {key: like.get(key) for key in IDENTITY_KEYS}
+    experiment.update(experiment_id=run_folder.parent.name, rep=int(run_folder.name.removeprefix("rep")))
+    empty = {key: None for key in ("env_file", "env_file_sha256", "deployment", "packages_sha256")}
+    record = base_record(dict(experiment, device=like.get("device")), empty, None)
+    record["provenance"] = dict.fromkeys(record["provenance"]) | {key: like["provenance"].get(key)
+                                                                  for key in MACHINE_KEYS}  # fmt: skip
+    record.update(device=like.get("device"), error=reason, cpu_energy_reason=reason)
+    return record

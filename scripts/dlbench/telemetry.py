@@ -13,7 +13,7 @@ import threading
 import time
 
 from . import contention
-from .io import write_text_atomic
+from .io import csv_cell, write_text_atomic
 
 # gpu_energy_mj: NVML's total energy counter (mJ since the driver loaded; Volta and newer); clocks_event_reasons:
 # NVML's bitmask of why the clocks are held down at the sample; gpu_foreign_processes: how many processes outside the
@@ -233,7 +233,7 @@ class Sampler:
 
     def write_trace(self, path):
         lines = [",".join(TRACE_COLUMNS)]
-        lines += [",".join("" if row[name] is None else str(row[name]) for name in TRACE_COLUMNS) for row in self.rows]
+        lines += [",".join(csv_cell(row[name]) for name in TRACE_COLUMNS) for row in self.rows]
         write_text_atomic(path, "\n".join(lines) + "\n")
 
 

@@ -1,62 +1,34 @@
-import itertools
+import functools
 import json
 import os
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import yaml
-from jsonschema import Draft202012Validator
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
-from dlbench.catalog import dataset_info, is_image_folder  # noqa: E402
-from dlbench.specs import known_model, model_spec, layer_shapes, MODELS  # noqa: E402
-from dlbench import catalog, data, image_folder, plan, slurm  # noqa: E402
-from dlbench import dependencies  # noqa: E402
+from dlbench import (
+    catalog,
+    cli,
+    configuration,
+    data,
+    dependencies,
+    plan,
+    slurm,
+)  # noqa: E402
 
-
-def validate_config():
-    """Check the config against its schema with one line per problem naming the key, then fill defaults."""
-    schema_path = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
-    errors = Draft202012Validator(yaml.safe_load(schema_path.read_text())).iter_errors(
-        config
-    )
-    problems = [
-        f"config error in `{'.'.join(map(str, e.absolute_path)) or '(top level)'}`: {e.message}"
-        for e in errors
-    ]
-    if problems:
-        raise WorkflowError(
-            "\n".join(sorted(problems)) + f"\n(every key is described in {schema_path})"
-        )
-    validate(config, schema="../schemas/config.schema.yaml")
-
-
-validate_config()
-
-STACKS = yaml.safe_load((Path(workflow.basedir) / "envs" / "stacks.yaml").read_text())
-REGISTRY = yaml.safe_load(Path(config["downloads"]["registry"]).read_text())
+# The config Snakemake layered (config.yaml, --configfile, --config), checked and with its defaults, refused with
+# every problem at once: the same checks scripts/plan.py makes (dlbench/configuration.py).
+configuration.with_defaults(config, workflow.config_settings.config)
+STACKS = configuration.load_stacks()
+REGISTRY = configuration.load_registry(config)
+configuration.check(config, STACKS, REGISTRY, configuration.this_machine())
+for warning in configuration.warnings(config):
+    print(warning, file=sys.stderr)
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-
-
-def refuse(key, value, allowed):
-    raise WorkflowError(
-        f"config error in `{key}`: {value!r} is not allowed. Allowed values: {', '.join(map(str, allowed))}"
-    )
-
-
-def gpu_present():
-    if shutil.which("nvidia-smi") is None:
-        return False
-    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    return listing.returncode == 0 and "GPU" in listing.stdout
 
 
 def axis_values(axis):
@@ -94,78 +66,6 @@ def slurm_gres(device):
     return "gpu:1" if device == "gpu" and config["scheduler"] == "slurm" else ""
 
 
-def check_image_folder(dataset):
-    """Refuse an image folder whose layout is wrong before anything runs, naming its config key."""
-    options, key = catalog.image_folder_options(dataset, config)
-    try:
-        image_folder.classes(options["path"])
-    except image_folder.ImageFolderError as error:
-        raise WorkflowError(f"config error in `{key}.path`: {error}")
-
-
-def check_config():
-    """Refuse bad config before any job runs, naming the key and what is allowed."""
-    for stack in axis_values("stack"):
-        if stack not in STACKS:
-            refuse("stacks", stack, STACKS)
-    for model in axis_values("model"):
-        if not known_model(model):
-            refuse("models", model, [*MODELS, "lstm<hidden units>"])
-    for grid in plan.grids(config):
-        for dataset in grid["dataset"]:
-            try:
-                info = dataset_info(dataset, config, REGISTRY)
-            except ValueError as error:
-                raise WorkflowError(f"config error in `datasets`: {error}")
-            if is_image_folder(dataset, config):
-                check_image_folder(dataset)
-            for model in grid["model"]:
-                try:
-                    layer_shapes(model_spec(model, info["classes"]), info["shape"])
-                except ValueError as error:
-                    raise WorkflowError(
-                        f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
-                    )
-    cap, largest = config["images_per_epoch"], max(axis_values("batch_size"))
-    if cap is not None and cap < largest:
-        raise WorkflowError(
-            f"config error in `images_per_epoch`: {cap} is below batch size {largest}; an epoch is whole "
-            f"batches, so make it at least {largest} (or null: whole epochs)"
-        )
-    for stack in config["max_batch"]["stacks"]:
-        if stack not in axis_values("stack"):
-            refuse("max_batch.stacks", stack, axis_values("stack"))
-    baseline = config["comparison_baseline"]
-    if baseline is not None and baseline not in axis_values("stack"):
-        refuse("comparison_baseline", baseline, axis_values("stack"))
-    if config["max_batch"]["start"] > config["max_batch"]["limit"]:
-        raise WorkflowError(
-            f"config error in `max_batch.start`: {config['max_batch']['start']} is above "
-            f"`max_batch.limit` ({config['max_batch']['limit']}); make start <= limit"
-        )
-    for stack in config["ops"]["stacks"]:
-        with_ops = [name for name, entry in STACKS.items() if entry.get("ops_adapter")]
-        if stack not in with_ops:
-            refuse("ops.stacks", stack, with_ops)
-    for grid in plan.grids(config):
-        for stack, device in itertools.product(grid["stack"], grid["device"]):
-            if stack not in config["existing_envs"] and not STACKS[stack]["env"].get(
-                device
-            ):
-                raise WorkflowError(
-                    f"config error in `existing_envs`: stack {stack} has no env file for {device} in "
-                    f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
-                    f"existing_envs: {{{stack}: /path/to/bin/python}}"
-                )
-    # On a cluster the GPUs are the compute nodes': a training job that finds none records the error.
-    if needs_gpu() and config["scheduler"] == "local" and not gpu_present():
-        raise WorkflowError(
-            "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU "
-            "(`nvidia-smi -L` lists none). Allowed here: cpu (on a Slurm cluster's login node, run with "
-            "--profile profiles/slurm)"
-        )
-
-
 def check_existing_envs():
     """{stack: packages hash} of each existing environment, validated before any job: the interpreter runs,
     imports the stack's framework at the stack's declared version (with the stack's variables set).
@@ -177,8 +77,6 @@ def check_existing_envs():
         )
     hashes = {}
     for stack, python in config["existing_envs"].items():
-        if stack not in STACKS:
-            refuse("existing_envs", stack, STACKS)
         entry = STACKS[stack]
         problem, found = check_existing(
             python, entry["framework"], entry["version"], entry["environment"]
@@ -206,35 +104,27 @@ def experiment_table():
     for entry in skipped:
         print(plan.skipped_message(entry), file=sys.stderr)
     if not table:
-        raise WorkflowError(
-            "config error: every experiment is excluded; loosen `exclude` or add axis values"
-        )
+        raise WorkflowError(plan.NOTHING_PLANNED)
     return table
 
 
-def set_aside_changed_data():
-    """A prepared dataset whose arrays are missing or changed since preparation (corrupted, edited) is renamed
-    aside, not deleted, so that this run prepares it again (and retrains what depends on it).
-    """
-    for dataset in axis_values("dataset"):
-        folder = Path("results/data") / dataset
-        if not (folder / "meta.json").exists():
-            continue
-        problem = data.changed(folder, always_hash=False)
-        if problem:
-            aside = folder.with_name(
-                f"{dataset}.changed-{time.strftime('%Y%m%dT%H%M%S')}"
-            )
-            folder.rename(aside)
-            print(
-                f"{problem}; set aside as {aside}, {dataset} is prepared again",
-                file=sys.stderr,
-            )
+def unwritable_output():
+    """One line naming the first output or log of this invocation's jobs in a folder that cannot be written (None
+    when all can): dlbench/cli.py's check, over the jobs the DAG will run."""
+    jobs = workflow.dag.needrun_jobs()
+    return cli.unwritable_output(
+        path for job in jobs for path in [*job.output, *job.log]
+    )
+
+
+FAILURES_LISTED = "results/.failures_listed"  # the output of rule list_failures
 
 
 def report_failures():
     """At the end of every run: the failed runs by status with their logs, and False when any status is not in
-    `expected_failures` (the exit code is then non-zero)."""
+    `expected_failures` (the exit code is then non-zero). Removes rule list_failures' output, so that the next
+    invocation runs it, and so this, again."""
+    Path(FAILURES_LISTED).unlink(missing_ok=True)
     redone = plan.redone_runs(config, EXPERIMENTS)
     if redone:
         print(redone, file=sys.stderr)
@@ -243,17 +133,19 @@ def report_failures():
         return True
     print("\n".join(plan.failure_summary(failed)), file=sys.stderr)
     unexpected = {run["status"] for run in failed} - set(config["expected_failures"])
-    retry = ".venv/bin/python scripts/plan.py failed"
+    arguments = configuration.command_line_arguments(
+        workflow.config_settings.configfiles, workflow.config_settings.config_args
+    )
+    failed_records = f".venv/bin/python scripts/plan.py failed {arguments}".strip()
+    snakemake = " ".join(filter(None, [".venv/bin/python -m snakemake", arguments]))
     print(
-        f"Retry them with: snakemake --cores all --forcerun $({retry})"
+        f"Retry them with: {snakemake} --forcerun $({failed_records})"
         + ("" if unexpected else " (expected_failures: these do not fail the run)"),
         file=sys.stderr,
     )
     return not unexpected
 
 
-check_config()
-set_aside_changed_data()
 SLURM = slurm_submission()
 EXISTING_ENVS = check_existing_envs()
 EXPERIMENTS = experiment_table()
@@ -471,6 +363,23 @@ def ops_outputs():
         f"results/ops/{stack}/{device}/{operator}.json"
         for stack, device, operator in OPS_JOBS
     ]
+
+
+def data_generation(wildcards):
+    """The prepare rule's `generation` (dlbench/data.py)."""
+    return dataset_generation(wildcards.dataset)
+
+
+@functools.cache
+def dataset_generation(dataset):
+    """A dataset's generation, saying once per invocation why it is prepared again."""
+    generation, problem = data.generation(Path("results/data") / dataset)
+    if problem:
+        print(
+            f"{problem}: it changed since it was prepared, so it is set aside and prepared again",
+            file=sys.stderr,
+        )
+    return generation
 
 
 def dataset_options(wildcards):

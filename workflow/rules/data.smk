@@ -28,9 +28,10 @@ rule prepare_dataset:
         script="scripts/prepare_dataset.py",
         library=library_files("scripts/prepare_dataset.py"),
         archives=archives,
+    # update(): Snakemake leaves the old files in place, so that a changed dataset is set aside, not deleted.
     output:
-        arrays="results/data/{dataset}/arrays.npz",
-        meta="results/data/{dataset}/meta.json",
+        arrays=update("results/data/{dataset}/arrays.npz"),
+        meta=update("results/data/{dataset}/meta.json"),
     log:
         "logs/data/{dataset}.log",
     priority: SETUP_PRIORITY
@@ -40,9 +41,12 @@ rule prepare_dataset:
         python=env_python("tools"),
         options=dataset_options,
         archive_dir=lambda wildcards: f"resources/archives/{wildcards.dataset}",
+        # Changes where the prepared data changed on disk: preparing it again in this invocation.
+        generation=data_generation,
     shell:
         "{params.python} {input.script} {wildcards.dataset} results/data/{wildcards.dataset}"
-        " --options {params.options:q} --archives {params.archive_dir} > {log} 2>&1"
+        " --options {params.options:q} --archives {params.archive_dir}"
+        " --generation {params.generation} > {log} 2>&1"
 
 
 # A streamed image folder is read in place: preparing it indexes the JPEGs that decode (threads: one decode each).

@@ -1,0 +1,339 @@
+"""The config as the workflow and `scripts/plan.py` both see it, and every refusal of a config that cannot run.
+
+Loading layers the workflow's config.yaml, then each --configfile, then --config, merged key by key as Snakemake
+does, checks the result against workflow/schemas/config.schema.yaml and fills its defaults. `refusals` then lists
+every problem the schema cannot see (unknown stacks, models and datasets, values no study means, a dataset larger
+than the machine's memory, a GPU study on a machine without one): plain functions of the config, envs/stacks.yaml,
+the download registry and the machine, one message per problem naming its key. Needs the driver (Snakemake for its
+merge and --config parser, jsonschema, PyYAML).
+"""
+
+import math
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from jsonschema import Draft202012Validator
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import update_config, validate
+
+from . import catalog, image_folder, plan
+from .specs import MODELS, known_model, layer_shapes, model_spec
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+STACKS = REPO / "envs" / "stacks.yaml"
+WORKFLOW_CONFIG = "config.yaml"  # the Snakefile's `configfile:`, relative to the directory Snakemake runs in
+# No optimiser here trains at a learning rate above this; 1e6 is a typo, not a study.
+MAX_LEARNING_RATE = 10
+
+
+class ConfigError(WorkflowError):
+    """A config that cannot run: one line per problem, each naming its key or its file and what would be allowed.
+    A WorkflowError, so that Snakemake prints it as its own message, without a traceback."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What planning needs to know of the machine it plans for."""
+
+    has_gpu: bool
+    memory_bytes: int | None
+
+
+def this_machine():
+    return Machine(has_gpu=gpu_present(), memory_bytes=memory_bytes())
+
+
+def gpu_present():
+    if shutil.which("nvidia-smi") is None:
+        return False
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return listing.returncode == 0 and "GPU" in listing.stdout
+
+
+def memory_bytes():
+    """The machine's memory (MemTotal), None where /proc/meminfo cannot tell."""
+    try:
+        line = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) * 1024
+
+
+def read_mapping(path):
+    """A config file's content, refused (naming the file) unless it is a YAML mapping of keys."""
+    try:
+        content = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError([f"config file {path}: cannot be read: {error.strerror}"]) from None
+    except yaml.YAMLError as error:
+        raise ConfigError([f"config file {path}: not valid YAML: {error}"]) from None
+    if not isinstance(content, dict):
+        found = "it is empty" if content is None else f"it holds a {type(content).__name__}"
+        raise ConfigError([f"config file {path}: a config is a mapping of keys (stacks:, datasets:, ...); {found}"])
+    return content
+
+
+def workflow_config_file(path=WORKFLOW_CONFIG):
+    """The Snakefile's `configfile:`, refused here (naming it) where it is not a mapping: Snakemake's own message
+    does not say which file."""
+    read_mapping(path)
+    return path
+
+
+def layered(configfiles=(), command_line=None, workflow_config=WORKFLOW_CONFIG):
+    """The config Snakemake builds: the workflow's config.yaml, updated key by key with each --configfile in order,
+    then with the --config values ({key: value} as Snakemake parsed them)."""
+    config = read_mapping(workflow_config)
+    for path in configfiles:
+        update_config(config, read_mapping(path))
+    update_config(config, dict(command_line or {}))
+    return config
+
+
+def load(configfiles=(), command_line=None, workflow_config=WORKFLOW_CONFIG):
+    """The layered config, checked against the schema, defaults filled."""
+    return with_defaults(layered(configfiles, command_line, workflow_config), command_line)
+
+
+def with_defaults(config, command_line=None):
+    """Check the config against its schema, one line per problem naming the key, then fill the defaults (in place).
+    `command_line` ({key: value} given with --config) adds a hint where a problem comes from Snakemake reading
+    the items of a command-line list as strings."""
+    problems = [*non_finite_values(config)]
+    if not problems:  # the schema's bounds cannot judge a NaN
+        schema = yaml.safe_load(SCHEMA.read_text())
+        problems = [schema_message(error, command_line or {}) for error in
+                    Draft202012Validator(schema).iter_errors(config)]  # fmt: skip
+    if problems:
+        raise ConfigError([*sorted(problems), f"(every key is described in {SCHEMA})"])
+    validate(config, str(SCHEMA), set_default=True)
+    return config
+
+
+def key_name(path):
+    return ".".join(map(str, path)) or "(top level)"
+
+
+def schema_message(error, command_line):
+    message = f"config error in `{key_name(error.absolute_path)}`: {error.message}"
+    if error.absolute_path and error.absolute_path[0] in command_line and isinstance(error.instance, str):
+        message += (" (Snakemake's --config reads the items of a list, and values it cannot read as a number, as "
+                    "strings: put lists of numbers in a config file and pass it with --configfile)")  # fmt: skip
+    return message
+
+
+def non_finite_values(value, path=()):
+    """'config error' lines for every NaN or infinite number in the config (YAML's .nan, .inf)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from non_finite_values(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from non_finite_values(item, (*path, index))
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield f"config error in `{key_name(path)}`: {value} is not a finite number"
+
+
+def load_stacks():
+    return yaml.safe_load(STACKS.read_text())
+
+
+def load_registry(config):
+    return yaml.safe_load(Path(config["downloads"]["registry"]).read_text())
+
+
+def refusals(config, stacks, registry, machine):
+    """Every problem of a schema-valid config that keeps it from running, one line each naming the key."""
+    checks = (unknown_names, datasets_models, learning_rates, epoch_cap, exclusions, named_stacks, max_batch_range,
+              existing_env_files, dataset_memory, gpu_on_this_machine)  # fmt: skip
+    return [problem for check in checks for problem in check(config, stacks, registry, machine)]
+
+
+def check(config, stacks, registry, machine):
+    problems = refusals(config, stacks, registry, machine)
+    if problems:
+        raise ConfigError(problems)
+
+
+def warnings(config):
+    """What a runnable config will not measure, said once at planning."""
+    short = sorted({epochs for epochs in plan.axis_values(config, "epochs") if epochs < 2})
+    if short:
+        yield (f"warning: `epochs` {short[0]}: with fewer than 2 epochs there is no steady epoch, so images/s "
+               "(train_images_per_s) is not measured, only the first epoch, which includes compilation and warm-up; "
+               "use epochs of at least 2 (3, the default, gives 2 steady epochs)")  # fmt: skip
+
+
+def axis_sources(config, axis):
+    """(key, value) of every value an axis is given: the top-level list and each `grids` entry's."""
+    name = plan.CONFIG_AXES[axis]
+    for index, value in enumerate(config[name]):
+        yield f"{name}.{index}", value
+    for number, grid in enumerate(config["grids"]):
+        for index, value in enumerate(grid.get(name, [])):
+            yield f"grids.{number}.{name}.{index}", value
+
+
+def not_allowed(key, value, allowed):
+    return f"config error in `{key}`: {value!r} is not allowed. Allowed values: {', '.join(map(str, allowed))}"
+
+
+def name_problem(axis, value, config, stacks, registry):
+    """Why a stack, model or dataset name is unknown ('' when it is known)."""
+    if axis == "stack" and value not in stacks:
+        return f"{value!r} is not allowed. Allowed values: {', '.join(stacks)}"
+    if axis == "model" and not known_model(value):
+        return f"{value!r} is not allowed. Allowed values: {', '.join([*MODELS, 'lstm<hidden units>'])}"
+    if axis == "dataset":
+        try:
+            catalog.dataset_info(value, config, registry)
+        except ValueError as error:
+            return str(error)
+    return ""
+
+
+def unknown_names(config, stacks, registry, machine):
+    for axis in ("stack", "model", "dataset"):
+        for key, value in axis_sources(config, axis):
+            problem = name_problem(axis, value, config, stacks, registry)
+            if problem:
+                yield f"config error in `{key}`: {problem}"
+
+
+def datasets_models(config, stacks, registry, machine):
+    """Each image folder's layout, and each model's layers on each dataset's images, within every grid."""
+    seen = set()
+    for grid in plan.grids(config):
+        for dataset in grid["dataset"]:
+            if name_problem("dataset", dataset, config, stacks, registry):
+                continue
+            info = catalog.dataset_info(dataset, config, registry)
+            if catalog.is_image_folder(dataset, config) and dataset not in seen:
+                options, key = catalog.image_folder_options(dataset, config)
+                try:
+                    image_folder.classes(options["path"])
+                except image_folder.ImageFolderError as error:
+                    yield f"config error in `{key}.path`: {error}"
+            seen.add(dataset)
+            for model in grid["model"]:
+                if (model, dataset) in seen or not known_model(model):
+                    continue
+                seen.add((model, dataset))
+                try:
+                    layer_shapes(model_spec(model, info["classes"]), info["shape"])
+                except ValueError as error:
+                    yield f"config error: model {model!r} cannot run on dataset {dataset!r}: {error}"
+
+
+def learning_rates(config, stacks, registry, machine):
+    for key, rate in axis_sources(config, "learning_rate"):
+        if rate > MAX_LEARNING_RATE:
+            yield (f"config error in `{key}`: {rate:g} is above {MAX_LEARNING_RATE}, where every optimiser here "
+                   "diverges; learning rates are typically 1e-4 to 1 (the default is 0.001)")  # fmt: skip
+
+
+def epoch_cap(config, stacks, registry, machine):
+    cap, largest = config["images_per_epoch"], max(plan.axis_values(config, "batch_size"))
+    if cap is not None and cap < largest:
+        yield (f"config error in `images_per_epoch`: {cap} is below batch size {largest}; an epoch is whole "
+               f"batches, so make it at least {largest} (or null: whole epochs)")  # fmt: skip
+
+
+def exclusions(config, stacks, registry, machine):
+    """Every value an `exclude` entry names must be one the axis could take: a typo would silently exclude nothing."""
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]
+    for number, entry in enumerate(config["exclude"]):
+        for axis, values in entry.items():
+            for value in values if isinstance(values, list) else [values]:
+                key = f"exclude.{number}.{axis}"
+                problem = name_problem(axis, value, config, stacks, registry) or next(
+                    (error.message for error in Draft202012Validator(schema[plan.CONFIG_AXES[axis]]["items"])
+                     .iter_errors(value)), "")  # fmt: skip
+                if problem:
+                    yield f"config error in `{key}`: {problem}"
+
+
+def named_stacks(config, stacks, registry, machine):
+    """Stacks named by other keys: they must be stacks this config runs (or, for ops, that have an ops adapter)."""
+    planned = plan.axis_values(config, "stack")
+    for stack in config["max_batch"]["stacks"]:
+        if stack not in planned:
+            yield not_allowed("max_batch.stacks", stack, planned)
+    baseline = config["comparison_baseline"]
+    if baseline is not None and baseline not in planned:
+        yield not_allowed("comparison_baseline", baseline, planned)
+    with_ops = [name for name, entry in stacks.items() if entry.get("ops_adapter")]
+    for stack in config["ops"]["stacks"]:
+        if stack not in with_ops:
+            yield not_allowed("ops.stacks", stack, with_ops)
+    for stack in config["existing_envs"]:
+        if stack not in stacks:
+            yield not_allowed("existing_envs", stack, stacks)
+
+
+def max_batch_range(config, stacks, registry, machine):
+    options = config["max_batch"]
+    if options["start"] > options["limit"]:
+        yield (f"config error in `max_batch.start`: {options['start']} is above `max_batch.limit` "
+               f"({options['limit']}); make start <= limit")  # fmt: skip
+
+
+def existing_env_files(config, stacks, registry, machine):
+    for grid in plan.grids(config):
+        for stack in grid["stack"]:
+            for device in grid["device"]:
+                if stack in stacks and stack not in config["existing_envs"] and not stacks[stack]["env"].get(device):
+                    yield (f"config error in `existing_envs`: stack {stack} has no env file for {device} in "
+                           f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
+                           f"existing_envs: {{{stack}: /path/to/bin/python}}")  # fmt: skip
+                    return
+
+
+def dataset_memory(config, stacks, registry, machine):
+    """A dataset staged as arrays (device or host placement) must fit in the machine's memory with room to train."""
+    if machine.memory_bytes is None:
+        return
+    arrays = {dataset for grid in plan.grids(config) for dataset in grid["dataset"]
+              if set(grid["data_placement"]) - {"stream"}}  # fmt: skip
+    for dataset in sorted(arrays):
+        if name_problem("dataset", dataset, config, stacks, registry):
+            continue
+        info = catalog.dataset_info(dataset, config, registry)
+        if info["train_size"] is None:
+            continue
+        needed = info["train_size"] * math.prod(info["shape"])  # uint8 images, before any float copy
+        if needed > machine.memory_bytes:
+            yield (f"config error in `datasets`: {dataset} needs at least {needed / 2**30:,.1f} GiB for its "
+                   f"{info['train_size']:,} training images of {'x'.join(map(str, info['shape']))}, more than this "
+                   f"machine's {machine.memory_bytes / 2**30:,.1f} GiB of memory; use smaller images or fewer "
+                   "(`synthetic.train_size`), or stream an image folder")  # fmt: skip
+
+
+def gpu_on_this_machine(config, stacks, registry, machine):
+    # On a cluster the GPUs are the compute nodes': a training job that finds none records the error.
+    wanted = "gpu" in plan.axis_values(config, "device") + config["ops"]["devices"]
+    if wanted and config["scheduler"] == "local" and not machine.has_gpu:
+        yield ("config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU (`nvidia-smi -L` lists "
+               "none). Allowed here: cpu (on a Slurm cluster's login node, run with --profile profiles/slurm)")
+
+
+def command_line_arguments(configfiles, config_args):
+    """The config arguments a user ran Snakemake with, as a command line to repeat (e.g. in a retry hint)."""
+    words = [f"--configfile {os.path.relpath(path)}" for path in configfiles]
+    if config_args:
+        words.append("--config " + " ".join(quoted(argument) for argument in config_args))
+    return " ".join(words)
+
+
+def quoted(argument):
+    return argument if re.fullmatch(r"[\w.,=@%+/:-]+", argument) else "'" + argument.replace("'", "'\\''") + "'"

@@ -1,0 +1,174 @@
+"""Configs that cannot run are refused before anything runs, every problem at once, each naming its key (or file) and
+what is allowed: dlbench/configuration.py, the checks the workflow and scripts/plan.py share, tested as functions.
+Layering matches Snakemake's: config.yaml, then each --configfile, then --config."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import REPO, SNAKEMAKE
+from dlbench import configuration, plan
+
+MACHINE = configuration.Machine(has_gpu=False, memory_bytes=24 * 2**30)  # this project's 2-core, 24 GiB machine
+WORKFLOW_CONFIG = REPO / "config.yaml"
+
+# (what the study config sets, what the refusal says): every one of these is nonsense that must not run.
+HOSTILE = [
+    ({"learning_rates": [float("nan")]}, "`learning_rates.0`: nan is not a finite number"),
+    ({"learning_rates": [float("inf")]}, "`learning_rates.0`: inf is not a finite number"),
+    ({"learning_rates": [float("-inf")]}, "`learning_rates.0`: -inf is not a finite number"),
+    ({"learning_rates": [1e6]}, "`learning_rates.0`: 1e+06 is above 10, where every optimiser here diverges"),
+    ({"learning_rates": [0]}, "`learning_rates.0`: 0 is less than or equal to the minimum of 0"),
+    ({"learning_rates": [-0.1]}, "`learning_rates.0`: -0.1 is less than or equal to the minimum of 0"),
+    ({"grids": [{"learning_rates": [50]}]}, "`grids.0.learning_rates.0`: 50 is above 10"),
+    ({"epochs": [0]}, "`epochs.0`: 0 is less than the minimum of 1"),
+    ({"epochs": [10**9]}, "`epochs.0`: 1000000000 is greater than the maximum of 1000"),
+    ({"epochs": ["3"]}, "`epochs.0`: '3' is not of type 'integer'"),
+    ({"batch_sizes": [0]}, "`batch_sizes.0`: 0 is less than the minimum of 1"),
+    ({"batch_sizes": [64, -3]}, "`batch_sizes.1`: -3 is less than the minimum of 1"),
+    ({"batch_sizes": [64.5]}, "`batch_sizes.0`: 64.5 is not of type 'integer'"),
+    ({"stacks": ["caffe-1.0"]}, "`stacks.0`: 'caffe-1.0' is not allowed. Allowed values: mxnet-1.9, torch-2.13"),
+    ({"stacks": []}, "`stacks`: [] should be non-empty"),
+    ({"models": ["alexnet"]}, "`models.0`: 'alexnet' is not allowed. Allowed values: mlp, cnn, lenet"),
+    ({"datasets": ["imagenet-21k"]}, "`datasets.0`: unknown dataset 'imagenet-21k'; allowed: cifar10"),
+    ({"datasets": ["synthetic-100000x100000x3"]}, "synthetic-100000x100000x3 needs at least 57,220.5 GiB"),
+    ({"datasets": ["synthetic-4x4x1"]}, "model 'lenet' cannot run on dataset 'synthetic-4x4x1'"),
+    ({"datasets": ["synthetic-8x8x2"]}, "height and width must be positive and channels 1 or 3"),
+    ({"datasets": ["synthetic-0x8x1"]}, "height and width must be positive and channels 1 or 3"),
+    ({"datasets": ["imagenet"]}, "dataset 'imagenet' needs `imagenet.path`"),
+    ({"synthetic": {"train_size": 10**9}}, "synthetic-32x32x3 needs at least 2,861.0 GiB"),
+    ({"synthetic": {"train_size": 0}}, "`synthetic.train_size`: 0 is less than the minimum of 1"),
+    ({"devices": ["tpu"]}, "`devices.0`: 'tpu' is not one of ['cpu', 'gpu']"),
+    ({"devices": ["gpu"]}, "`devices`: 'gpu' is listed but this machine has no NVIDIA GPU"),
+    ({"ops": {"devices": ["gpu"]}}, "'gpu' is listed but this machine has no NVIDIA GPU"),
+    ({"variants": ["turbo"]}, "`variants.0`: 'turbo' does not match"),
+    ({"optimizers": ["lbfgs"]}, "`optimizers.0`: 'lbfgs' is not one of ['adam', 'sgd', 'rmsprop']"),
+    ({"data_placements": ["disk"]}, "`data_placements.0`: 'disk' is not one of ['device', 'host', 'stream']"),
+    ({"exclude": [{"stack": "keras-3-jx"}]}, "`exclude.0.stack`: 'keras-3-jx' is not allowed. Allowed values:"),
+    ({"exclude": [{"stack": ["torch-2.13", "tf-2.21"]}]}, "`exclude.0.stack`: 'tf-2.21' is not allowed."),
+    ({"exclude": [{"variant": "turbo"}]}, "`exclude.0.variant`: 'turbo' does not match"),
+    ({"exclude": [{"model": "alexnet"}]}, "`exclude.0.model`: 'alexnet' is not allowed."),
+    ({"exclude": [{"device": "tpu"}]}, "`exclude.0.device`: 'tpu' is not one of ['cpu', 'gpu']"),
+    ({"exclude": [{"batch_size": "64"}]}, "`exclude.0.batch_size`: '64' is not of type 'integer'"),
+    ({"exclude": [{"colour": "red"}]}, "`exclude.0`: 'colour' is not one of ['stack', 'dataset'"),
+    ({"exclude": [{}]}, "`exclude.0`: {} should be non-empty"),
+    ({"grids": [{"stacks": ["torch-2.99"]}]}, "`grids.0.stacks.0`: 'torch-2.99' is not allowed."),
+    ({"grids": [{"batchsize": [3]}]}, "`grids.0`: Additional properties are not allowed ('batchsize' was unexpected)"),
+    ({"grids": [{"models": ["alexnet"]}]}, "`grids.0.models.0`: 'alexnet' is not allowed."),
+    ({"grids": [{"learning_rates": [float("nan")]}]}, "`grids.0.learning_rates.0`: nan is not a finite number"),
+    ({"images_per_epoch": 32}, "`images_per_epoch`: 32 is below batch size 64"),
+    ({"max_batch": {"stacks": ["caffe-1.0"]}}, "`max_batch.stacks`: 'caffe-1.0' is not allowed."),
+    ({"max_batch": {"start": 512, "limit": 64}}, "`max_batch.start`: 512 is above `max_batch.limit` (64)"),
+    ({"comparison_baseline": "caffe-1.0"}, "`comparison_baseline`: 'caffe-1.0' is not allowed."),
+    ({"ops": {"stacks": ["keras-3-tensorflow"]}}, "`ops.stacks`: 'keras-3-tensorflow' is not allowed."),
+    ({"existing_envs": {"caffe-1.0": "/usr/bin/python3"}}, "`existing_envs`: 'caffe-1.0' is not allowed."),
+    ({"batchsize": 3}, "`(top level)`: Additional properties are not allowed ('batchsize' was unexpected)"),
+    ({"repeats": 0}, "`repeats`: 0 is less than the minimum of 1"),
+    ({"repeats": 10**6}, "`repeats`: 1000000 is greater than the maximum of 100"),
+    ({"equivalence_margin": 0}, "`equivalence_margin`: 0 is less than or equal to the minimum of 0"),
+    ({"momentum": float("nan")}, "`momentum`: nan is not a finite number"),
+    ({"weight_decay": float("inf")}, "`weight_decay`: inf is not a finite number"),
+    ({"contention": {"max_steal_share": 1.5}}, "`contention.max_steal_share`: 1.5 is greater than the maximum of 1"),
+    ({"contention": {"max_foreign_cpu_cores": -0.1}}, "`contention.max_foreign_cpu_cores`: -0.1 is less than"),
+    ({"contention": {"retries": -1}}, "`contention.retries`: -1 is less than the minimum of 0"),
+    ({"contention": {"foreign_gpu_process": "kill"}}, "`contention.foreign_gpu_process`: 'kill' is not one of"),
+    ({"contention": {"throttle_reasons": ["gpu_idle"]}}, "`contention.throttle_reasons.0`: 'gpu_idle' is not one of"),
+    ({"expected_failures": ["crashed"]}, "`expected_failures.0`: 'crashed' is not one of"),
+]  # fmt: skip
+
+
+def checked(tmp_path, study, command_line=None):
+    """The study config layered over config.yaml, loaded and checked as the workflow does."""
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(study))
+    config = configuration.load([tmp_path / "study.yaml"], command_line, WORKFLOW_CONFIG)
+    configuration.check(config, configuration.load_stacks(), configuration.load_registry(config), MACHINE)
+    return config
+
+
+@pytest.mark.parametrize(("study", "expected"), HOSTILE, ids=[str(study)[:60] for study, _ in HOSTILE])
+def test_a_hostile_config_is_refused_naming_the_key(tmp_path, monkeypatch, study, expected):
+    monkeypatch.chdir(REPO)  # the registry path in config.yaml is relative to the repository
+    with pytest.raises(configuration.ConfigError) as refusal:
+        checked(tmp_path, study)
+    assert expected in str(refusal.value)
+
+
+def test_every_problem_is_named_at_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(configuration.ConfigError) as refusal:
+        checked(tmp_path, {"stacks": ["caffe-1.0"], "models": ["alexnet"], "learning_rates": [1e6]})
+    assert len(refusal.value.problems) == 3
+
+
+@pytest.mark.parametrize(("content", "found"), [("", "it is empty"), ("- stacks\n", "it holds a list"),
+                                                ("just words\n", "it holds a str")])  # fmt: skip
+def test_a_config_file_that_is_not_a_mapping_is_refused_naming_the_file(tmp_path, content, found):
+    (tmp_path / "study.yaml").write_text(content)
+    with pytest.raises(configuration.ConfigError, match=f"config file {tmp_path / 'study.yaml'}: a config is a "
+                                                        f"mapping of keys .*; {found}"):  # fmt: skip
+        configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
+
+
+def test_a_config_file_that_is_not_yaml_is_refused_naming_the_file(tmp_path):
+    (tmp_path / "study.yaml").write_text("stacks: [torch-2.13\n")
+    with pytest.raises(configuration.ConfigError, match=f"config file {tmp_path / 'study.yaml'}: not valid YAML"):
+        configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
+
+
+def test_a_list_of_numbers_on_the_command_line_is_refused_explaining_the_string_trap(tmp_path, monkeypatch):
+    """Snakemake's --config batch_sizes=[64,128] gives strings ('64'): the refusal says why and what to do."""
+    monkeypatch.chdir(REPO)
+    from snakemake.cli import parse_config
+
+    with pytest.raises(configuration.ConfigError) as refusal:
+        checked(tmp_path, {}, parse_config(["batch_sizes=[64,128]"]))
+    assert "`batch_sizes.0`: '64' is not of type 'integer' (Snakemake's --config reads the items of a list" in str(
+        refusal.value)
+    assert "pass it with --configfile" in str(refusal.value)
+
+
+def test_fewer_than_two_epochs_runs_with_a_warning_that_says_how_to_get_a_steady_epoch(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = checked(tmp_path, {"epochs": [1, 3]})
+    (warning,) = configuration.warnings(config)
+    assert "`epochs` 1: with fewer than 2 epochs there is no steady epoch" in warning and "at least 2" in warning
+    assert not list(configuration.warnings(checked(tmp_path, {})))
+
+
+def test_layering_is_snakemakes_config_yaml_then_each_configfile_then_the_command_line(tmp_path):
+    (tmp_path / "one.yaml").write_text("models: [cnn]\nsynthetic: {classes: 4}\ncontention: {retries: 1}\n")
+    (tmp_path / "two.yaml").write_text("synthetic: {train_size: 128}\n")
+    config = configuration.layered([tmp_path / "one.yaml", tmp_path / "two.yaml"], {"repeats": 5},
+                                   WORKFLOW_CONFIG)  # fmt: skip
+    base = yaml.safe_load(WORKFLOW_CONFIG.read_text())
+    assert config["stacks"] == base["stacks"] and config["models"] == ["cnn"] and config["repeats"] == 5
+    assert config["synthetic"] == dict(base["synthetic"], classes=4, train_size=128)  # merged key by key
+
+
+def test_the_retry_hint_repeats_the_users_config_arguments(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    words = configuration.command_line_arguments([tmp_path / "config/seeds.yaml"], ["repeats=5", "exclude=[{a: b}]"])
+    assert words == "--configfile config/seeds.yaml --config repeats=5 'exclude=[{a: b}]'"
+    assert configuration.command_line_arguments([], None) == ""
+
+
+def test_the_planning_command_layers_a_study_config_as_the_workflow_does():
+    """scripts/plan.py with a study config plans the experiments Snakemake plans (both layer it on config.yaml)."""
+    planned = subprocess.run([sys.executable, "scripts/plan.py", "experiments", "--configfile", "config/versions.yaml"],
+                             cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    experiments = planned.stdout.split()
+    dry_run = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"], cwd=REPO,
+                             capture_output=True, text=True, check=True)  # fmt: skip
+    study = yaml.safe_load((REPO / "config/versions.yaml").read_text())
+    repeats = study.get("repeats", yaml.safe_load(WORKFLOW_CONFIG.read_text())["repeats"])
+    train_jobs = next(line for line in dry_run.stdout.splitlines() if line.startswith("train "))
+    assert len(experiments) > 1 and int(train_jobs.split()[1]) == len(experiments) * repeats
+    assert all(experiment in dry_run.stdout for experiment in experiments)
+
+
+def test_the_planning_command_refuses_what_the_workflow_refuses(tmp_path):
+    (tmp_path / "study.yaml").write_text("learning_rates: [.nan]\n")
+    result = subprocess.run([sys.executable, "scripts/plan.py", "experiments", "--configfile", str(tmp_path / "study.yaml")],
+                            cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert result.returncode != 0 and "config error in `learning_rates.0`: nan is not a finite number" in result.stderr
