@@ -89,12 +89,13 @@ rule all:
         rules.list_failures.output,
 
 
+# Before any job: Snakemake's own removal of an old output in a folder it cannot write ends in a long traceback.
 onstart:
-    # Before Snakemake removes an old output in a folder it cannot write, which it reports in a long traceback.
     problem = unwritable_output()
     if problem:
         print(problem, file=sys.stderr)
         sys.exit(1)
+    set_aside_changed_data()
 
 
 onsuccess:

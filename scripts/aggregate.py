@@ -393,7 +393,9 @@ def main():
     runs = pd.DataFrame([flatten(record) for _, record in records])
     runs.insert(1, "machine", machines(runs))
     epochs = pd.concat([epoch_rows(path, record, machine) for (path, record), machine in zip(records, runs["machine"])
-                        if not (record["error"] or "").startswith(run_record.UNREADABLE)], ignore_index=True)  # fmt: skip
+                        if not (record["error"] or "").startswith(run_record.UNREADABLE)]
+                       or [pd.DataFrame(columns=["experiment_id", "machine", "rep", *run_record.EPOCH_COLUMNS])],
+                       ignore_index=True)  # fmt: skip
     telemetry = telemetry_table(records, runs["machine"])
     runs = with_contended_tries(runs, records).sort_values(["experiment_id", "machine", "rep", "attempt"])
     runs["overlapping_runs"] = overlapping_runs(runs)

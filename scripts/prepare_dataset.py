@@ -173,8 +173,8 @@ def image_folder_dataset(options):
 
 
 def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, source, generation=0):
-    """Write arrays.npz and meta.json into a temporary sibling folder, then rename it into place; a folder there whose
-    content changed since its own preparation is set aside first (dlbench.data.generation says why)."""
+    """Write arrays.npz and meta.json into a temporary sibling folder, then rename it into place, recording the
+    generation it was given (dlbench.data.generation)."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
@@ -194,10 +194,7 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
         "generation": generation,
     }
     (staging / "meta.json").write_text(json_text(meta))  # the whole staging folder replaces the old one at once
-    aside = data.set_aside_if_changed(folder)
-    if aside:
-        print(f"{folder} changed since it was prepared: set aside as {aside}")
-    elif folder.exists():
+    if folder.exists():
         shutil.rmtree(folder)
     os.replace(staging, folder)
     print(f"{name}: {len(train_x)} train / {len(test_x)} test images of shape {meta['shape']} -> {folder}")

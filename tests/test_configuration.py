@@ -172,3 +172,39 @@ def test_the_planning_command_refuses_what_the_workflow_refuses(tmp_path):
     result = subprocess.run([sys.executable, "scripts/plan.py", "experiments", "--configfile", str(tmp_path / "study.yaml")],
                             cwd=REPO, capture_output=True, text=True)  # fmt: skip
     assert result.returncode != 0 and "config error in `learning_rates.0`: nan is not a finite number" in result.stderr
+
+
+def test_a_top_level_list_every_grid_replaces_is_not_judged(tmp_path, monkeypatch):
+    """Grids that all name their own datasets and rates plan none of the top-level ones, so those are not refused."""
+    monkeypatch.chdir(REPO)
+    config = checked(tmp_path, {"datasets": ["imagenet"], "learning_rates": [50],
+                                "grids": [{"datasets": ["digits"], "learning_rates": [0.01]}]})  # fmt: skip
+    assert plan.axis_values(config, "dataset") == ["digits"]
+
+
+@pytest.mark.parametrize("value", [5, {"a": 1}, [None]])
+def test_an_exclude_value_of_the_wrong_type_is_a_config_error_not_a_traceback(tmp_path, monkeypatch, value):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(configuration.ConfigError, match="config error in `exclude.0.dataset`: .* is not of type 'string'"):
+        checked(tmp_path, {"exclude": [{"dataset": value}]})
+
+
+def test_a_dataset_too_large_for_memory_is_judged_only_where_it_is_planned_as_arrays(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    large = {"datasets": ["digits", "synthetic-4000x4000x3"], "models": ["mlp"]}
+    with pytest.raises(configuration.ConfigError, match="synthetic-4000x4000x3 needs at least 91.6 GiB"):
+        checked(tmp_path, large)
+    checked(tmp_path, dict(large, exclude=[{"dataset": "synthetic-4000x4000x3"}]))
+
+
+def test_a_json_config_file_reads_as_snakemake_reads_it(tmp_path):
+    (tmp_path / "study.json").write_text('{"learning_rates": [1e-3], "repeats": 2}')
+    config = configuration.load([tmp_path / "study.json"], None, WORKFLOW_CONFIG)
+    assert config["learning_rates"] == [0.001] and config["repeats"] == 2
+
+
+def test_several_config_files_follow_one_flag_in_the_retry_hint(tmp_path, monkeypatch):
+    """Snakemake's --configfile takes a list, and a second flag replaces the first: one flag, every file."""
+    monkeypatch.chdir(tmp_path)
+    words = configuration.command_line_arguments([tmp_path / "a.yaml", tmp_path / "b c.yaml"], None)
+    assert words == "--configfile a.yaml 'b c.yaml'"

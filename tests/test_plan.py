@@ -164,3 +164,24 @@ def test_runs_that_left_no_record_or_an_unreadable_one_are_failed_runs_naming_wh
     assert failed[1]["status"] == "error"
     assert failed[1]["error"] == "left no record; its log ends: bash: line 1: .venvs/torch/bin/python: No such file or directory"
     assert failed[2]["status"] == "error" and failed[2]["error"].startswith(f"record unreadable: {record.relative_to(tmp_path)}: ")
+
+
+def test_an_old_log_of_a_run_not_run_again_is_no_failure_of_this_invocation(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table, _ = plan.experiment_table(CONFIG, STACKS, {})
+    experiment = next(iter(table))
+    log = tmp_path / plan.RUN_LOG.format(experiment=experiment, rep=1)
+    log.parent.mkdir(parents=True)
+    log.write_text("an old run's log\n")
+    os.utime(log, (1_000_000, 1_000_000))
+    assert list(plan.failed_runs(CONFIG, table, logs_since=2_000_000)) == []
+    assert len(list(plan.failed_runs(CONFIG, table))) == 1  # asked for outright (scripts/plan.py failed): listed
+
+
+def test_an_unreadable_prepared_meta_does_not_stop_planning(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    meta = tmp_path / plan.prepared_meta("synthetic-8x8x1", "device")
+    meta.parent.mkdir(parents=True)
+    meta.write_text('{"train_size": ')
+    config = dict(CONFIG, datasets=["synthetic-8x8x1"], synthetic={"classes": 4, "train_size": 64})
+    assert plan.train_sizes(config, {}) == {"synthetic-8x8x1": 64}

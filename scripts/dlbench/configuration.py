@@ -8,12 +8,12 @@ the download registry and the machine, one message per problem naming its key. N
 merge and --config parser, jsonschema, PyYAML).
 """
 
+import json
 import math
 import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -41,22 +41,31 @@ class ConfigError(WorkflowError):
         super().__init__("\n".join(self.problems))
 
 
-@dataclass(frozen=True)
 class Machine:
-    """What planning needs to know of the machine it plans for."""
+    """What planning needs to know of the machine it plans for. Asked lazily: nvidia-smi runs only where a config
+    asks for a GPU."""
 
-    has_gpu: bool
-    memory_bytes: int | None
+    def __init__(self, has_gpu=None, memory_bytes=None):
+        self._has_gpu, self.memory_bytes = has_gpu, memory_bytes
+
+    @property
+    def has_gpu(self):
+        if self._has_gpu is None:
+            self._has_gpu = gpu_present()
+        return self._has_gpu
 
 
 def this_machine():
-    return Machine(has_gpu=gpu_present(), memory_bytes=memory_bytes())
+    return Machine(memory_bytes=memory_bytes())
 
 
 def gpu_present():
     if shutil.which("nvidia-smi") is None:
         return False
-    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return False
     return listing.returncode == 0 and "GPU" in listing.stdout
 
 
@@ -70,13 +79,19 @@ def memory_bytes():
 
 
 def read_mapping(path):
-    """A config file's content, refused (naming the file) unless it is a YAML mapping of keys."""
+    """A config file's content, read as Snakemake reads it (JSON, else YAML), refused (naming the file) unless it is
+    a mapping of keys."""
     try:
-        content = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
     except OSError as error:
         raise ConfigError([f"config file {path}: cannot be read: {error.strerror}"]) from None
-    except yaml.YAMLError as error:
-        raise ConfigError([f"config file {path}: not valid YAML: {error}"]) from None
+    try:
+        content = json.loads(text)
+    except ValueError:
+        try:
+            content = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError([f"config file {path}: not valid YAML: {error}"]) from None
     if not isinstance(content, dict):
         found = "it is empty" if content is None else f"it holds a {type(content).__name__}"
         raise ConfigError([f"config file {path}: a config is a mapping of keys (stacks:, datasets:, ...); {found}"])
@@ -85,18 +100,21 @@ def read_mapping(path):
 
 def workflow_config_file(path=WORKFLOW_CONFIG):
     """The Snakefile's `configfile:`, refused here (naming it) where it is not a mapping: Snakemake's own message
-    does not say which file."""
-    read_mapping(path)
+    does not say which file. A missing one is Snakemake's to judge (it is optional beside --configfile)."""
+    if Path(path).exists():
+        read_mapping(path)
     return path
 
 
 def layered(configfiles=(), command_line=None, workflow_config=WORKFLOW_CONFIG):
-    """The config Snakemake builds: the workflow's config.yaml, updated key by key with each --configfile in order,
-    then with the --config values ({key: value} as Snakemake parsed them)."""
-    config = read_mapping(workflow_config)
+    """The config Snakemake builds: the --configfile files merged key by key in order, then the --config values
+    ({key: value} as Snakemake parsed them), and that override merged into the workflow's config.yaml."""
+    override = {}
     for path in configfiles:
-        update_config(config, read_mapping(path))
-    update_config(config, dict(command_line or {}))
+        update_config(override, read_mapping(path))
+    update_config(override, dict(command_line or {}))
+    config = read_mapping(workflow_config) if Path(workflow_config).exists() or not configfiles else {}
+    update_config(config, override)
     return config
 
 
@@ -175,10 +193,12 @@ def warnings(config):
 
 
 def axis_sources(config, axis):
-    """(key, value) of every value an axis is given: the top-level list and each `grids` entry's."""
+    """(key, value) of every value an axis is planned with: each `grids` entry's, and the top-level list's where
+    there are no grids or a grid leaves the axis out."""
     name = plan.CONFIG_AXES[axis]
-    for index, value in enumerate(config[name]):
-        yield f"{name}.{index}", value
+    if not config["grids"] or any(name not in grid for grid in config["grids"]):  # else every grid replaces it
+        for index, value in enumerate(config[name]):
+            yield f"{name}.{index}", value
     for number, grid in enumerate(config["grids"]):
         for index, value in enumerate(grid.get(name, [])):
             yield f"grids.{number}.{name}.{index}", value
@@ -256,9 +276,10 @@ def exclusions(config, stacks, registry, machine):
         for axis, values in entry.items():
             for value in values if isinstance(values, list) else [values]:
                 key = f"exclude.{number}.{axis}"
-                problem = name_problem(axis, value, config, stacks, registry) or next(
-                    (error.message for error in Draft202012Validator(schema[plan.CONFIG_AXES[axis]]["items"])
-                     .iter_errors(value)), "")  # fmt: skip
+                item_schema = Draft202012Validator(schema[plan.CONFIG_AXES[axis]]["items"])
+                problem = next((error.message for error in item_schema.iter_errors(value)), "")
+                if not problem and isinstance(value, str):
+                    problem = name_problem(axis, value, config, stacks, registry)
                 if problem:
                     yield f"config error in `{key}`: {problem}"
 
@@ -300,22 +321,22 @@ def existing_env_files(config, stacks, registry, machine):
 
 
 def dataset_memory(config, stacks, registry, machine):
-    """A dataset staged as arrays (device or host placement) must fit in the machine's memory with room to train."""
-    if machine.memory_bytes is None:
+    """A dataset that planned experiments stage as arrays (device or host placement) must fit in the machine's
+    memory: its uint8 training images alone, before any float copy, must."""
+    if machine.memory_bytes is None or list(unknown_names(config, stacks, registry, machine)):
         return
-    arrays = {dataset for grid in plan.grids(config) for dataset in grid["dataset"]
-              if set(grid["data_placement"]) - {"stream"}}  # fmt: skip
-    for dataset in sorted(arrays):
-        if name_problem("dataset", dataset, config, stacks, registry):
-            continue
+    sizes = plan.train_sizes(config, registry)
+    table, _ = plan.experiment_table(config, stacks, sizes)
+    for dataset in sorted({row["dataset"] for row in table.values() if row["data_placement"] != "stream"}):
         info = catalog.dataset_info(dataset, config, registry)
-        if info["train_size"] is None:
+        size = info["train_size"] or sizes[dataset]  # the config's count; a prepared image folder's own
+        if size is None:
             continue
-        needed = info["train_size"] * math.prod(info["shape"])  # uint8 images, before any float copy
+        needed = size * math.prod(info["shape"])
         if needed > machine.memory_bytes:
             yield (f"config error in `datasets`: {dataset} needs at least {needed / 2**30:,.1f} GiB for its "
-                   f"{info['train_size']:,} training images of {'x'.join(map(str, info['shape']))}, more than this "
-                   f"machine's {machine.memory_bytes / 2**30:,.1f} GiB of memory; use smaller images or fewer "
+                   f"{size:,} training images of {'x'.join(map(str, info['shape']))}, more than this machine's "
+                   f"{machine.memory_bytes / 2**30:,.1f} GiB of memory; use smaller images or fewer "
                    "(`synthetic.train_size`), or stream an image folder")  # fmt: skip
 
 
@@ -329,7 +350,7 @@ def gpu_on_this_machine(config, stacks, registry, machine):
 
 def command_line_arguments(configfiles, config_args):
     """The config arguments a user ran Snakemake with, as a command line to repeat (e.g. in a retry hint)."""
-    words = [f"--configfile {os.path.relpath(path)}" for path in configfiles]
+    words = ["--configfile " + " ".join(quoted(os.path.relpath(path)) for path in configfiles)] if configfiles else []
     if config_args:
         words.append("--config " + " ".join(quoted(argument) for argument in config_args))
     return " ".join(words)

@@ -52,7 +52,7 @@ def changed(folder, always_hash, remember=True):
     if stat.st_size != recorded["bytes"]:
         return f"{path} has {stat.st_size} bytes, {recorded['bytes']} when it was prepared"
     seen = {"bytes": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns}
-    if not always_hash and verified.exists() and json.loads(verified.read_text()) == seen:
+    if not always_hash and remembered(verified) == seen:
         return ""
     digest = file_sha256(path)
     if digest != recorded["sha256"]:
@@ -62,6 +62,14 @@ def changed(folder, always_hash, remember=True):
     if remember:
         write_json_atomic(verified, seen)
     return ""
+
+
+def remembered(verified):
+    """The fingerprint a run last verified by hash, None where there is none (or it cannot be read)."""
+    try:
+        return json.loads(verified.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def generation(folder):
@@ -76,7 +84,7 @@ def generation(folder):
         return 0, ""
     try:
         recorded = read_meta(folder).get("generation", 0)
-    except ValueError as error:  # a number no preparation recorded, which the next one records
+    except (OSError, ValueError, AttributeError) as error:  # a number no preparation recorded; the next one records it
         return meta.stat().st_mtime_ns, f"{meta} is unreadable ({error})"
     problem = changed(folder, always_hash=False, remember=False)
     return (recorded + 1 if problem else recorded), problem

@@ -69,9 +69,17 @@ def train_sizes(config, registry):
     sizes = {}
     for dataset in axis_values(config, "dataset"):
         metas = [Path(prepared_meta(dataset, placement)) for placement in ("device", "stream")]
-        known = next((json.loads(meta.read_text())["train_size"] for meta in metas if meta.exists()), None)
+        known = next((prepared_train_size(meta) for meta in metas if meta.exists()), None)
         sizes[dataset] = known or dataset_info(dataset, config, registry)["train_size"]
     return sizes
+
+
+def prepared_train_size(meta):
+    """The training examples a prepared meta.json counts, None where it cannot be read (planning prepares it again)."""
+    try:
+        return json.loads(meta.read_text())["train_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def experiment_table(config, stacks, train_sizes=None):
@@ -194,10 +202,11 @@ def decided_rounds(config):
     return extra
 
 
-def outcomes(config, experiments):
+def outcomes(config, experiments, logs_since=None):
     """(experiment id, repeat, record path, record) of every planned run that left a record or a log. An unreadable
     record stands as status `error` naming the file; a run with a log and no record (it died before its runner
-    could write one, e.g. its env's interpreter is gone) as `error` with the log's last line."""
+    could write one, e.g. its env's interpreter is gone) as `error` with the log's last line: with `logs_since` (a
+    time.time()), only a log written since then, so that an old log of a run not run again is no failure."""
     for experiment, rep in runs(config, experiments):
         record_path = Path(RUN_DIRECTORY.format(experiment=experiment, rep=rep)) / "record.json"
         log = Path(RUN_LOG.format(experiment=experiment, rep=rep))
@@ -206,7 +215,7 @@ def outcomes(config, experiments):
                 outcome = record.read(record_path)
             except record.UnreadableRecord as error:
                 outcome = {"status": "error", "error": str(error)}
-        elif log.exists():
+        elif log.exists() and log.stat().st_mtime >= (logs_since or 0):
             outcome = {"status": "error", "error": f"left no record; its log ends: {last_line(log)}"}
         else:
             continue
@@ -218,10 +227,10 @@ def last_line(path):
     return lines[-1].strip() if lines else "(the log is empty)"
 
 
-def failed_runs(config, experiments, statuses=()):
+def failed_runs(config, experiments, statuses=(), logs_since=None):
     """The planned runs whose outcome is not ok (only `statuses`, if given): dicts of status, experiment, rep,
     record, log and error (a contended run's error is what kept it from being measured)."""
-    for experiment, rep, record_path, outcome in outcomes(config, experiments):
+    for experiment, rep, record_path, outcome in outcomes(config, experiments, logs_since):
         if outcome["status"] != "ok" and (not statuses or outcome["status"] in statuses):
             error = outcome.get("error") or ""
             if outcome["status"] == "contended":

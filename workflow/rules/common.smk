@@ -2,6 +2,7 @@ import functools
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -108,13 +109,32 @@ def experiment_table():
     return table
 
 
+# A run without a record lists as failed where its log was written in this invocation (plan.outcomes).
+INVOCATION_START = time.time()
+
+
+def jobs_to_run():
+    """The jobs this invocation runs (Snakemake's DAG; for the onstart hook, where it is built)."""
+    return workflow.dag.needrun_jobs()
+
+
 def unwritable_output():
     """One line naming the first output or log of this invocation's jobs in a folder that cannot be written (None
-    when all can): dlbench/cli.py's check, over the jobs the DAG will run."""
-    jobs = workflow.dag.needrun_jobs()
+    when all can): dlbench/cli.py's check."""
     return cli.unwritable_output(
-        path for job in jobs for path in [*job.output, *job.log]
+        path for job in jobs_to_run() for path in [*job.output, *job.log]
     )
+
+
+def set_aside_changed_data():
+    """Rename aside each prepared dataset that changed since preparation and is prepared again in this run (its
+    `generation` parameter moved), kept for inspection: from the onstart hook, so never in a dry run.
+    """
+    for job in jobs_to_run():
+        if job.rule.name == "prepare_dataset":
+            aside = data.set_aside_if_changed(Path(job.output.meta).parent)
+            if aside:
+                print(f"set aside as {aside}", file=sys.stderr)
 
 
 FAILURES_LISTED = "results/.failures_listed"  # the output of rule list_failures
@@ -128,7 +148,7 @@ def report_failures():
     redone = plan.redone_runs(config, EXPERIMENTS)
     if redone:
         print(redone, file=sys.stderr)
-    failed = list(plan.failed_runs(config, EXPERIMENTS))
+    failed = list(plan.failed_runs(config, EXPERIMENTS, logs_since=INVOCATION_START))
     if not failed:
         return True
     print("\n".join(plan.failure_summary(failed)), file=sys.stderr)
@@ -137,7 +157,10 @@ def report_failures():
         workflow.config_settings.configfiles, workflow.config_settings.config_args
     )
     failed_records = f".venv/bin/python scripts/plan.py failed {arguments}".strip()
-    snakemake = " ".join(filter(None, [".venv/bin/python -m snakemake", arguments]))
+    profile = "--profile profiles/slurm" if config["scheduler"] == "slurm" else ""
+    snakemake = " ".join(
+        filter(None, [".venv/bin/python -m snakemake", profile, arguments])
+    )
     print(
         f"Retry them with: {snakemake} --forcerun $({failed_records})"
         + ("" if unexpected else " (expected_failures: these do not fail the run)"),

@@ -28,10 +28,9 @@ rule prepare_dataset:
         script="scripts/prepare_dataset.py",
         library=library_files("scripts/prepare_dataset.py"),
         archives=archives,
-    # update(): Snakemake leaves the old files in place, so that a changed dataset is set aside, not deleted.
     output:
-        arrays=update("results/data/{dataset}/arrays.npz"),
-        meta=update("results/data/{dataset}/meta.json"),
+        arrays="results/data/{dataset}/arrays.npz",
+        meta="results/data/{dataset}/meta.json",
     log:
         "logs/data/{dataset}.log",
     priority: SETUP_PRIORITY
@@ -41,7 +40,8 @@ rule prepare_dataset:
         python=env_python("tools"),
         options=dataset_options,
         archive_dir=lambda wildcards: f"resources/archives/{wildcards.dataset}",
-        # Changes where the prepared data changed on disk: preparing it again in this invocation.
+        # Moves where the prepared data changed on disk: it is prepared again in this invocation (set aside first by
+        # the onstart hook).
         generation=data_generation,
     shell:
         "{params.python} {input.script} {wildcards.dataset} results/data/{wildcards.dataset}"
