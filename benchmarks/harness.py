@@ -19,9 +19,9 @@ INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3), "resnet50": (256,
 
 
 def stacks():
-    import yaml
+    from dlbench.configuration import load_stacks
 
-    return yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+    return load_stacks()
 
 
 def interpreter(name, entry, device, existing, venv_root):

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 # The stacks the tests run: those with a CPU env file (a stack without one runs only in an existing environment).
-STACKS = {name: entry for name, entry in yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text()).items()
-          if entry["env"].get("cpu")}  # fmt: skip
+from dlbench.configuration import load_stacks  # noqa: E402
+
+STACKS = {name: entry for name, entry in load_stacks().items() if entry["env"].get("cpu")}
 VENV_ROOT = Path(os.environ.get("DLBENCH_VENV_ROOT", REPO / ".venvs")).absolute()
 # Snakemake through this interpreter: the venv's bin/snakemake starts with the absolute path the venv was built at,
 # so it stops working once the checkout is moved (test_readme.py).

@@ -6,6 +6,7 @@ import subprocess
 import pytest
 import yaml
 from conftest import REPO, SNAKEMAKE, copy_repository
+from dlbench import configuration
 
 
 def dry_run(*config):
@@ -121,7 +122,7 @@ def test_the_versions_study_plans_each_framework_at_two_releases():
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     study = yaml.safe_load((REPO / "config" / "versions.yaml").read_text())
-    stacks = yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+    stacks = configuration.load_stacks()
     releases = {}
     for stack in study["stacks"]:
         releases.setdefault((stacks[stack]["framework"], stacks[stack]["backend"]), set()).add(stacks[stack]["env"]["cpu"])

@@ -6,11 +6,10 @@ import os
 
 import numpy as np
 import pytest
-import yaml
 from conftest import REPO
-from dlbench import data, plan
+from dlbench import configuration, data, plan
 
-STACKS = yaml.safe_load((REPO / "envs" / "stacks.yaml").read_text())
+STACKS = configuration.load_stacks()
 AXIS_DEFAULTS = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "models": ["mlp"], "devices": ["cpu"],
                  "batch_sizes": [32, 512], "optimizers": ["adam"], "learning_rates": [0.001], "epochs": [2],
                  "variants": ["eager", "graph"], "data_placements": ["device"]}  # fmt: skip
