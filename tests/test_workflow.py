@@ -203,7 +203,7 @@ def test_changing_one_batch_size_reruns_exactly_its_experiments(workdir):
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     try:
         # the five stacks' experiments at batch 32 with device-staged data, three with host data; two repeats each
-        assert planned_jobs(workdir) == {"train": (5 + 3) * 2, "aggregate": 1, "report": 1, "all": 1}
+        assert planned_jobs(workdir) == {"train": (5 + 3) * 2, "aggregate": 1, "report": 1}
     finally:
         (workdir / "config.yaml").write_text(yaml.safe_dump(TINY_CONFIG))
 
@@ -213,8 +213,7 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
     original = env_file.read_text()
     env_file.write_text(original + "# edited\n")
     try:
-        assert planned_jobs(workdir) == {"build_env": 1, "train": 2 * 2, "max_batch": 2, "aggregate": 1, "report": 1,
-                                         "all": 1}  # fmt: skip
+        assert planned_jobs(workdir) == {"build_env": 1, "train": 2 * 2, "max_batch": 2, "aggregate": 1, "report": 1}
     finally:
         env_file.write_text(original)
 
