@@ -149,13 +149,19 @@ def test_an_unreadable_meta_json_asks_for_a_generation_no_preparation_recorded(p
     assert generation > 1 and "meta.json is unreadable" in problem
 
 
-def test_runs_that_left_no_record_or_an_unreadable_one_are_failed_runs_naming_why(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def run_log(root, text):
+    """The planned experiments, with a log of the first one's repeat 1 holding text (and no record)."""
     table, _ = plan.experiment_table(CONFIG, STACKS, {})
     experiment = next(iter(table))
-    log = tmp_path / plan.RUN_LOG.format(experiment=experiment, rep=1)
+    log = root / plan.RUN_LOG.format(experiment=experiment, rep=1)
     log.parent.mkdir(parents=True)
-    log.write_text("bash: line 1: .venvs/torch/bin/python: No such file or directory\n\n")
+    log.write_text(text)
+    return table, experiment, log
+
+
+def test_runs_that_left_no_record_or_an_unreadable_one_are_failed_runs_naming_why(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table, experiment, _ = run_log(tmp_path, "bash: line 1: .venvs/torch/bin/python: No such file or directory\n\n")
     record = tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=2) / "record.json"
     record.parent.mkdir(parents=True)
     record.write_text('{"status": "ok", "experiment_id": "tr')  # truncated
@@ -167,11 +173,7 @@ def test_runs_that_left_no_record_or_an_unreadable_one_are_failed_runs_naming_wh
 
 def test_an_old_log_of_a_run_not_run_again_is_no_failure_of_this_invocation(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    table, _ = plan.experiment_table(CONFIG, STACKS, {})
-    experiment = next(iter(table))
-    log = tmp_path / plan.RUN_LOG.format(experiment=experiment, rep=1)
-    log.parent.mkdir(parents=True)
-    log.write_text("an old run's log\n")
+    table, _, log = run_log(tmp_path, "an old run's log\n")
     os.utime(log, (1_000_000, 1_000_000))
     assert list(plan.failed_runs(CONFIG, table, logs_since=2_000_000)) == []
     assert len(list(plan.failed_runs(CONFIG, table))) == 1  # asked for outright (scripts/plan.py failed): listed

@@ -8,6 +8,7 @@ the download registry and the machine, one message per problem naming its key. N
 merge and --config parser, jsonschema, PyYAML).
 """
 
+import functools
 import json
 import math
 import os
@@ -129,13 +130,18 @@ def with_defaults(config, command_line=None):
     the items of a command-line list as strings."""
     problems = [*non_finite_values(config)]
     if not problems:  # the schema's bounds cannot judge a NaN
-        schema = yaml.safe_load(SCHEMA.read_text())
         problems = [schema_message(error, command_line or {}) for error in
-                    Draft202012Validator(schema).iter_errors(config)]  # fmt: skip
+                    Draft202012Validator(config_schema()).iter_errors(config)]  # fmt: skip
     if problems:
         raise ConfigError([*sorted(problems), f"(every key is described in {SCHEMA})"])
     validate(config, str(SCHEMA), set_default=True)
     return config
+
+
+@functools.cache
+def config_schema():
+    """The config schema, read once per process (the checks and the exclude refusals both use it)."""
+    return yaml.safe_load(SCHEMA.read_text())
 
 
 def key_name(path):
@@ -271,7 +277,7 @@ def epoch_cap(config, stacks, registry, machine):
 
 def exclusions(config, stacks, registry, machine):
     """Every value an `exclude` entry names must be one the axis could take: a typo would silently exclude nothing."""
-    schema = yaml.safe_load(SCHEMA.read_text())["properties"]
+    schema = config_schema()["properties"]
     for number, entry in enumerate(config["exclude"]):
         for axis, values in entry.items():
             for value in values if isinstance(values, list) else [values]:
