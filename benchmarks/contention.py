@@ -45,8 +45,9 @@ def run_study(root, config, venv_root, hog_at, hog_seconds):
     (root / "config.yaml").write_text(yaml.safe_dump({**base, **study, "venv_root": str(venv_root)}))
     snakemake = [sys.executable, "-m", "snakemake"]  # the venv's bin/snakemake names the path it was installed at
     started = time.perf_counter()
-    workflow = subprocess.Popen([*snakemake, "--cores", "all"], cwd=root, stdout=subprocess.DEVNULL,
-                                stderr=open(root / "snakemake.log", "w"))  # fmt: skip
+    workflow = subprocess.Popen(
+        [*snakemake, "--cores", "all"], cwd=root, stdout=subprocess.DEVNULL, stderr=open(root / "snakemake.log", "w")
+    )
     window = None
     if hog_at is not None:
         try:
@@ -67,9 +68,13 @@ def when(text):
 
 def overlapping(tries, window):
     """The tries (runs-table rows) whose timed window overlapped the hog's."""
-    return [row for row in tries if row["contention_window_started_at"]
-            and when(row["contention_window_started_at"]) < window[1]
-            and window[0] < when(row["contention_window_finished_at"])]  # fmt: skip
+    return [
+        row
+        for row in tries
+        if row["contention_window_started_at"]
+        and when(row["contention_window_started_at"]) < window[1]
+        and window[0] < when(row["contention_window_finished_at"])
+    ]
 
 
 def scenario_figures(root, wall_s, window):
@@ -79,22 +84,35 @@ def scenario_figures(root, wall_s, window):
     tries, summary = read_csv(tables / "runs.csv"), read_csv(tables / "summary.csv")
     comparisons = read_csv(tables / "comparisons.csv")
     cvs = [float(row["train_images_per_s_cv"]) for row in summary if row["train_images_per_s_cv"]]
-    widths = [float(row["train_images_per_s_ci95_high"]) / float(row["train_images_per_s_ci95_low"])
-              for row in summary if row["train_images_per_s_ci95_low"]]  # fmt: skip
+    widths = [
+        float(row["train_images_per_s_ci95_high"]) / float(row["train_images_per_s_ci95_low"])
+        for row in summary
+        if row["train_images_per_s_ci95_low"]
+    ]
     decided = [row for row in comparisons if row["verdict"] in DECISIVE or row["verdict"].startswith("equivalent")]
     contended = [row for row in tries if row["status"] == "contended"]
-    figures = {"wall_s": wall_s, "runs": sum(row["final_try"] == "True" for row in tries),
-               "contended_tries": len(contended), "never_clean": sum(row["status"] == "contended" and
-                                                                     row["final_try"] == "True" for row in tries),
-               "median_cv": statistics.median(cvs) if cvs else None, "max_cv": max(cvs, default=None),
-               "widest_interval": max(widths, default=None), "comparisons": len(comparisons),
-               "decisive": len(decided), "verdicts": {verdict: sum(row["verdict"] == verdict for row in comparisons)
-                                                      for verdict in sorted({row["verdict"] for row in comparisons})},
-               "reasons": sorted({row["contention_reasons"].split(":")[0] for row in contended})}  # fmt: skip
+    figures = {
+        "wall_s": wall_s,
+        "runs": sum(row["final_try"] == "True" for row in tries),
+        "contended_tries": len(contended),
+        "never_clean": sum(row["status"] == "contended" and row["final_try"] == "True" for row in tries),
+        "median_cv": statistics.median(cvs) if cvs else None,
+        "max_cv": max(cvs, default=None),
+        "widest_interval": max(widths, default=None),
+        "comparisons": len(comparisons),
+        "decisive": len(decided),
+        "verdicts": {
+            verdict: sum(row["verdict"] == verdict for row in comparisons)
+            for verdict in sorted({row["verdict"] for row in comparisons})
+        },
+        "reasons": sorted({row["contention_reasons"].split(":")[0] for row in contended}),
+    }
     if window:
         hit = overlapping(tries, window)
         missed = [row for row in hit if row["status"] == "ok"]
-        figures.update(hog_overlapped=len(hit), hog_missed=[f"{row['experiment_id']} rep {row['rep']}" for row in missed])
+        figures.update(
+            hog_overlapped=len(hit), hog_missed=[f"{row['experiment_id']} rep {row['rep']}" for row in missed]
+        )
     return figures
 
 
@@ -103,19 +121,27 @@ def report(name, figures):
     if "error" in figures:
         print(f"   FAILED after {figures['wall_s'] / 60:.1f} min: {figures['error']}")
         return
-    print(f"   wall time {figures['wall_s'] / 60:.1f} min; {figures['runs']} runs; {figures['contended_tries']} "
-          f"contended tries redone ({', '.join(figures['reasons']) or 'none'}); {figures['never_clean']} never clean")
+    print(
+        f"   wall time {figures['wall_s'] / 60:.1f} min; {figures['runs']} runs; {figures['contended_tries']} "
+        f"contended tries redone ({', '.join(figures['reasons']) or 'none'}); {figures['never_clean']} never clean"
+    )
     if "hog_overlapped" in figures:
-        print(f"   injected hog overlapped {figures['hog_overlapped']} tries; missed (ended ok): "
-              f"{len(figures['hog_missed'])} {figures['hog_missed'][:5]}")  # fmt: skip
+        print(
+            f"   injected hog overlapped {figures['hog_overlapped']} tries; missed (ended ok): "
+            f"{len(figures['hog_missed'])} {figures['hog_missed'][:5]}"
+        )
     if figures["median_cv"] is not None:
-        print(f"   steady throughput CV across repeats: median {figures['median_cv']:.1%}, max {figures['max_cv']:.1%} "
-              f"(goal: median <= 5 %)")  # fmt: skip
+        print(
+            f"   steady throughput CV across repeats: median {figures['median_cv']:.1%}, max {figures['max_cv']:.1%} "
+            f"(goal: median <= 5 %)"
+        )
     if figures["widest_interval"] is not None:
         print(f"   widest 95% interval (high / low): {figures['widest_interval']:.2f}x (goal: <= 1.5x)")
     share = figures["decisive"] / figures["comparisons"] if figures["comparisons"] else 0
-    print(f"   comparisons decisive: {figures['decisive']} of {figures['comparisons']} ({share:.0%}; goal >= 80 %): "
-          f"{figures['verdicts']}")  # fmt: skip
+    print(
+        f"   comparisons decisive: {figures['decisive']} of {figures['comparisons']} ({share:.0%}; goal >= 80 %): "
+        f"{figures['verdicts']}"
+    )
 
 
 def main():
@@ -135,8 +161,11 @@ def main():
             root = base / name
             root.mkdir(parents=True, exist_ok=False)
             hog = args.hog_at if name == "hog" else None
-            print(f"{name}: running the study in {root}" + (f" (hog at {hog:g}s for {args.hog_seconds:g}s)" if hog
-                                                             is not None else ""), flush=True)  # fmt: skip
+            print(
+                f"{name}: running the study in {root}"
+                + (f" (hog at {hog:g}s for {args.hog_seconds:g}s)" if hog is not None else ""),
+                flush=True,
+            )
             wall_s, window = run_study(root, args.config, Path(args.venv_root).absolute(), hog, args.hog_seconds)
             results[name] = scenario_figures(root, wall_s, window)
             report(name, results[name])

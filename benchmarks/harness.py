@@ -65,10 +65,12 @@ def synthetic_arrays(shape, images, batch_size):
     import numpy as np
 
     rng = np.random.default_rng(0)
-    return {"train_x": rng.normal(size=(images, *shape)).astype(np.float32),
-            "train_y": rng.integers(0, 10, images).astype(np.int32),
-            "test_x": rng.normal(size=(batch_size, *shape)).astype(np.float32),
-            "test_y": rng.integers(0, 10, batch_size).astype(np.int32)}  # fmt: skip
+    return {
+        "train_x": rng.normal(size=(images, *shape)).astype(np.float32),
+        "train_y": rng.integers(0, 10, images).astype(np.int32),
+        "test_x": rng.normal(size=(batch_size, *shape)).astype(np.float32),
+        "test_y": rng.integers(0, 10, batch_size).astype(np.int32),
+    }
 
 
 def import_adapter(name, device, threads, environment):
@@ -87,8 +89,13 @@ def harness_epoch(adapter, model, arrays, experiment, batch_size):
 
     shape = arrays["train_x"].shape[1:]
     spec = specs.model_spec(model, 10)
-    experiment = {"optimizer": "adam", "learning_rate": LEARNING_RATE, "momentum": 0.9, "weight_decay": 0.0,
-                  **experiment}  # fmt: skip
+    experiment = {
+        "optimizer": "adam",
+        "learning_rate": LEARNING_RATE,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        **experiment,
+    }
     network = adapter.build(spec, shape, specs.initial_weights(spec, shape, 0), experiment)
     staged = adapter.stage(arrays, experiment)
     return (lambda order: adapter.train_epoch(network, staged, order, batch_size)), adapter.parameter_count(network)
@@ -105,8 +112,9 @@ def epoch_timer(adapter, device, epoch, images, batch_size):
 
 def run_inside(python, environment, script, options):
     """The JSON line a benchmark's --inside measurement prints, run in `python` with the stack's variables."""
-    output = subprocess.run([str(python), str(script), *options], env=dict(os.environ, **environment),
-                            capture_output=True, text=True)  # fmt: skip
+    output = subprocess.run(
+        [str(python), str(script), *options], env=dict(os.environ, **environment), capture_output=True, text=True
+    )
     if output.returncode != 0:
         lines = output.stderr.strip().splitlines() or ["(no output)"]
         raise RuntimeError(lines[-1])

@@ -35,15 +35,21 @@ def measure(args):
 
     adapter = harness.import_adapter(args.inside, args.device, args.threads, {})
     meta = data.read_meta(Path(args.index).parent)
-    experiment = {"device": args.device, "batch_size": args.batch_size, "variant": args.variant,
-                  "data_placement": "stream"}  # fmt: skip
+    experiment = {
+        "device": args.device,
+        "batch_size": args.batch_size,
+        "variant": args.variant,
+        "data_placement": "stream",
+    }
     staged = adapter.stream(meta, experiment, args.workers)
     sizes = data.stream_files(meta, "train")[2]
 
     def one_pass(epoch):
         order = data.stream_order(sizes, args.batch_size, 0, epoch)[: args.images]
-        return len(order) / timed(lambda: adapter.sync(args.device), adapter.loader_pass, staged, order,
-                                  args.batch_size)[1]  # fmt: skip
+        return (
+            len(order)
+            / timed(lambda: adapter.sync(args.device), adapter.loader_pass, staged, order, args.batch_size)[1]
+        )
 
     one_pass(0)
     rates = [one_pass(epoch) for epoch in range(1, args.trials + 1)]
@@ -63,13 +69,39 @@ def prepare_index(args, work):
     if folder is None:
         folder = work / "images"
         per_class = -(-args.images // args.classes)
-        subprocess.run([str(python), str(harness.REPO / "scripts" / "make_image_folder.py"), str(folder),
-                        "--classes", str(args.classes), "--train", str(per_class), "--val", "1",
-                        "--sides", *map(str, args.sides), "--noise", str(args.noise)], check=True)  # fmt: skip
-    options = {"imagenet": {"path": None}, "image_folders": {"bench": {"path": str(folder),
-               "resolution": args.resolution, "max_images_per_class": None}}}  # fmt: skip
-    subprocess.run([str(python), str(harness.REPO / "scripts" / "index_image_folder.py"), "bench",
-                    str(work / "index" / "meta.json"), "--options", json.dumps(options)], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                str(python),
+                str(harness.REPO / "scripts" / "make_image_folder.py"),
+                str(folder),
+                "--classes",
+                str(args.classes),
+                "--train",
+                str(per_class),
+                "--val",
+                "1",
+                "--sides",
+                *map(str, args.sides),
+                "--noise",
+                str(args.noise),
+            ],
+            check=True,
+        )
+    options = {
+        "imagenet": {"path": None},
+        "image_folders": {"bench": {"path": str(folder), "resolution": args.resolution, "max_images_per_class": None}},
+    }
+    subprocess.run(
+        [
+            str(python),
+            str(harness.REPO / "scripts" / "index_image_folder.py"),
+            "bench",
+            str(work / "index" / "meta.json"),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
     return work / "index" / "meta.json"
 
 
@@ -83,8 +115,13 @@ def default_config_stacks(stacks):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stacks", nargs="+", help="default: the default config's stacks")
-    parser.add_argument("--python", nargs="+", default=[], metavar="STACK=PATH",
-                        help="run STACK in this existing interpreter (validated like config existing_envs)")
+    parser.add_argument(
+        "--python",
+        nargs="+",
+        default=[],
+        metavar="STACK=PATH",
+        help="run STACK in this existing interpreter (validated like config existing_envs)",
+    )
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="worker counts to measure")
     parser.add_argument("--folder", type=Path, help="an image folder in ImageNet's layout (default: generated)")
@@ -114,9 +151,11 @@ def main():
         kib = statistics.mean((Path(meta["root"]) / entry[0]).stat().st_size / 1024 for entry in meta["train"])
         pixels = statistics.mean(entry[2] * entry[3] for entry in meta["train"])
         print(f"{meta['root']}: JPEGs of {kib:.0f} KiB and {pixels / 1e3:.0f} kilopixels on average")
-        print(f"device {args.device}; {meta['root']}: {meta['train_size']} images, crops to {args.resolution}x"
-              f"{args.resolution}, batch {args.batch_size}; median of {args.trials} passes of {args.images} images "
-              f"after one untimed pass")  # fmt: skip
+        print(
+            f"device {args.device}; {meta['root']}: {meta['train_size']} images, crops to {args.resolution}x"
+            f"{args.resolution}, batch {args.batch_size}; median of {args.trials} passes of {args.images} images "
+            f"after one untimed pass"
+        )
         print(f"{'stack':<20} {'workers':>7} {'img/s':>9} {'img/s per worker':>16}  loader")
         for stack in chosen:
             entry = stacks[stack]
@@ -126,16 +165,38 @@ def main():
                 try:
                     if problem:
                         raise RuntimeError(problem)
-                    options = ["--inside", entry["adapter"], "--index", str(index), "--variant", compiled_variant(entry),
-                               "--workers", str(workers), "--device", args.device, "--threads", args.threads,
-                               "--images", str(args.images), "--batch-size", str(args.batch_size),
-                               "--trials", str(args.trials)]  # fmt: skip
+                    options = [
+                        "--inside",
+                        entry["adapter"],
+                        "--index",
+                        str(index),
+                        "--variant",
+                        compiled_variant(entry),
+                        "--workers",
+                        str(workers),
+                        "--device",
+                        args.device,
+                        "--threads",
+                        args.threads,
+                        "--images",
+                        str(args.images),
+                        "--batch-size",
+                        str(args.batch_size),
+                        "--trials",
+                        str(args.trials),
+                    ]
                     result = harness.run_inside(python, entry["environment"], __file__, options)
-                    row.update(version=result["framework_version"], loader=result["loader"].split(" (")[0],
-                               images_per_s=result["images_per_s"],
-                               images_per_s_per_worker=result["images_per_s"] / workers)  # fmt: skip
-                    print(f"{stack:<20} {workers:>7} {row['images_per_s']:>9,.0f} "
-                          f"{row['images_per_s_per_worker']:>16,.0f}  {row['loader']}", flush=True)  # fmt: skip
+                    row.update(
+                        version=result["framework_version"],
+                        loader=result["loader"].split(" (")[0],
+                        images_per_s=result["images_per_s"],
+                        images_per_s_per_worker=result["images_per_s"] / workers,
+                    )
+                    print(
+                        f"{stack:<20} {workers:>7} {row['images_per_s']:>9,.0f} "
+                        f"{row['images_per_s_per_worker']:>16,.0f}  {row['loader']}",
+                        flush=True,
+                    )
                 except RuntimeError as error:
                     row["reason"] = f"failed: {error}"
                     print(f"{stack:<20} {workers:>7} not run: {row['reason']}", flush=True)

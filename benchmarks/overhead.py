@@ -47,9 +47,11 @@ def measure(args):
         for sampling in (False, True) if pair % 2 == 0 else (True, False):
             (with_sampler if sampling else without).append(epoch_seconds(sampling))
     images = args.images // args.batch_size * args.batch_size
-    return {"images_per_s": images / statistics.median(without),
-            "sampling_images_per_s": images / statistics.median(with_sampler),
-            "paired_ratios": sorted(a / b for a, b in zip(with_sampler, without))}  # fmt: skip
+    return {
+        "images_per_s": images / statistics.median(without),
+        "sampling_images_per_s": images / statistics.median(with_sampler),
+        "paired_ratios": sorted(a / b for a, b in zip(with_sampler, without)),
+    }
 
 
 def median_interval(values):
@@ -84,8 +86,11 @@ def main():
     parser.add_argument("--stacks", nargs="+")
     parser.add_argument("--trials", type=int, default=20, help="pairs of epochs per process")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per stack")
-    parser.add_argument("--threads", default="framework",
-                        help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number")
+    parser.add_argument(
+        "--threads",
+        default="framework",
+        help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number",
+    )
     parser.add_argument("--rate", type=float, default=10.0, help="telemetry sampling rate (Hz)")
     parser.add_argument("--model", choices=["lenet", "resnet20"], default="lenet")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -100,12 +105,28 @@ def main():
         print(json.dumps(measure(args)))
         return
     per_sample, share = sampler_cost(args.rate)
-    print(f"sampler without NVML: {per_sample * 1e6:.1f} us CPU per sample; at {args.rate:g} Hz {share:.4%} of one core")
-    print(f"{'stack':<20} {'variant':<8} {'without img/s':>14} {'sampling img/s':>15} "
-          f"{'epoch time with / without: median of pairs [95% interval]':>58}")  # fmt: skip
+    print(
+        f"sampler without NVML: {per_sample * 1e6:.1f} us CPU per sample; at {args.rate:g} Hz {share:.4%} of one core"
+    )
+    print(
+        f"{'stack':<20} {'variant':<8} {'without img/s':>14} {'sampling img/s':>15} "
+        f"{'epoch time with / without: median of pairs [95% interval]':>58}"
+    )
     stacks, pooled = harness.stacks(), []
-    options = ["--model", args.model, "--batch-size", str(args.batch_size), "--images", str(args.images),
-               "--trials", str(args.trials), "--threads", str(args.threads), "--rate", str(args.rate)]  # fmt: skip
+    options = [
+        "--model",
+        args.model,
+        "--batch-size",
+        str(args.batch_size),
+        "--images",
+        str(args.images),
+        "--trials",
+        str(args.trials),
+        "--threads",
+        str(args.threads),
+        "--rate",
+        str(args.rate),
+    ]
     for name in args.stacks or stacks:
         entry = stacks[name]
         python, problem = harness.interpreter(name, entry, "cpu", {}, args.venv_root)
@@ -116,9 +137,12 @@ def main():
         for _ in range(args.rounds):
             result = harness.run_inside(python, entry["environment"], __file__, inside + options)
             pooled += result["paired_ratios"]
-            print(f"{name:<20} {compiled_variant(entry):<8} {result['images_per_s']:>14,.1f} "
-                  f"{result['sampling_images_per_s']:>15,.1f} "
-                  f"{'%.4f [%.4f, %.4f]' % median_interval(result['paired_ratios']):>58}", flush=True)  # fmt: skip
+            print(
+                f"{name:<20} {compiled_variant(entry):<8} {result['images_per_s']:>14,.1f} "
+                f"{result['sampling_images_per_s']:>15,.1f} "
+                f"{'%.4f [%.4f, %.4f]' % median_interval(result['paired_ratios']):>58}",
+                flush=True,
+            )
     print(f"all {len(pooled)} pairs: {'%.4f [%.4f, %.4f]' % median_interval(pooled)}")
 
 

@@ -35,8 +35,19 @@ from dlbench.variants import parse, unsupported_reason
 
 TARGET = 0.97
 PRECISIONS = ("fp32", "amp", "fastest")
-COLUMNS = ["stack", "version", "model", "precision", "variant", "workflow_images_per_s", "bare_images_per_s", "ratio",
-           "workflow_parameters", "bare_parameters", "reason"]  # fmt: skip
+COLUMNS = [
+    "stack",
+    "version",
+    "model",
+    "precision",
+    "variant",
+    "workflow_images_per_s",
+    "bare_images_per_s",
+    "ratio",
+    "workflow_parameters",
+    "bare_parameters",
+    "reason",
+]
 
 
 def practitioner_mode(entry, device):
@@ -55,8 +66,14 @@ def variant_for(entry, device, precision):
 
 def data_placement(entry, variant, device):
     """Device placement, as the bare scripts hold the data, unless the stack refuses it (Keras on TensorFlow)."""
-    return next((placement for placement in ("device", "host")
-                 if unsupported_reason(entry, variant, device, placement) is None), "device")  # fmt: skip
+    return next(
+        (
+            placement
+            for placement in ("device", "host")
+            if unsupported_reason(entry, variant, device, placement) is None
+        ),
+        "device",
+    )
 
 
 def not_run_reason(entry, variant, device):
@@ -77,23 +94,45 @@ def measure(args):
         epoch, parameters = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
     else:
         variant, bare = parse(args.variant), importlib.import_module(f"bare.{args.inside}")
-        epoch, parameters = bare.make_epoch(arrays, args.batch_size, harness.LEARNING_RATE, args.model, args.device,
-                                            variant.mixed_precision, variant.channels_last)  # fmt: skip
+        epoch, parameters = bare.make_epoch(
+            arrays,
+            args.batch_size,
+            harness.LEARNING_RATE,
+            args.model,
+            args.device,
+            variant.mixed_precision,
+            variant.channels_last,
+        )
     seconds = harness.epoch_timer(adapter, args.device, epoch, args.images, args.batch_size)
     for _ in range(args.warmup):
         seconds()
     images = args.images // args.batch_size * args.batch_size
-    return {"images_per_s": images / statistics.median(seconds() for _ in range(args.trials)),
-            "parameters": int(parameters), "framework_version": adapter.version()}
+    return {
+        "images_per_s": images / statistics.median(seconds() for _ in range(args.trials)),
+        "parameters": int(parameters),
+        "framework_version": adapter.version(),
+    }
 
 
 def compare(python, entry, stack, model, precision, args):
     """The table row of one stack, model and precision: both sides' median images/s over rounds and their ratio."""
     variant = variant_for(entry, args.device, precision)
-    options = ["--inside", entry["adapter"], "--variant", variant, "--model", model, "--device", args.device,
-               "--placement", data_placement(entry, variant, args.device)]  # fmt: skip
-    options += [f"--{name.replace('_', '-')}={getattr(args, name)}"
-                for name in ("image_size", "images", "batch_size", "warmup", "trials", "threads")]  # fmt: skip
+    options = [
+        "--inside",
+        entry["adapter"],
+        "--variant",
+        variant,
+        "--model",
+        model,
+        "--device",
+        args.device,
+        "--placement",
+        data_placement(entry, variant, args.device),
+    ]
+    options += [
+        f"--{name.replace('_', '-')}={getattr(args, name)}"
+        for name in ("image_size", "images", "batch_size", "warmup", "trials", "threads")
+    ]
     rates, parameters, version = {"workflow": [], "bare": []}, {}, None
     for round_index in range(args.rounds):
         for side in ("workflow", "bare") if round_index % 2 == 0 else ("bare", "workflow"):
@@ -101,21 +140,35 @@ def compare(python, entry, stack, model, precision, args):
             rates[side].append(result["images_per_s"])
             parameters[side], version = result["parameters"], result["framework_version"]
     workflow, bare = statistics.median(rates["workflow"]), statistics.median(rates["bare"])
-    return {"stack": stack, "version": version, "model": model, "precision": precision, "variant": variant,
-            "workflow_images_per_s": workflow, "bare_images_per_s": bare, "ratio": workflow / bare,
-            "workflow_parameters": parameters["workflow"], "bare_parameters": parameters["bare"]}  # fmt: skip
+    return {
+        "stack": stack,
+        "version": version,
+        "model": model,
+        "precision": precision,
+        "variant": variant,
+        "workflow_images_per_s": workflow,
+        "bare_images_per_s": bare,
+        "ratio": workflow / bare,
+        "workflow_parameters": parameters["workflow"],
+        "bare_parameters": parameters["bare"],
+    }
 
 
 def print_row(row):
     if "reason" in row:
-        print(f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} not run: {row['reason']}")
+        print(
+            f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} not run: {row['reason']}"
+        )
         return
     flags = [] if row["ratio"] >= TARGET else [f"below {TARGET}"]
     if row["workflow_parameters"] != row["bare_parameters"]:
         flags.append(f"parameters differ: {row['workflow_parameters']:,} vs {row['bare_parameters']:,}")
-    print(f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} "
-          f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f}  "
-          f"{'; '.join(flags)}", flush=True)  # fmt: skip
+    print(
+        f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} "
+        f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f}  "
+        f"{'; '.join(flags)}",
+        flush=True,
+    )
 
 
 def gpu_description():
@@ -129,8 +182,13 @@ def gpu_description():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stacks", nargs="+", help="default: every stack in envs/stacks.yaml")
-    parser.add_argument("--python", nargs="+", default=[], metavar="STACK=PATH",
-                        help="run STACK in this existing interpreter (validated like config existing_envs)")
+    parser.add_argument(
+        "--python",
+        nargs="+",
+        default=[],
+        metavar="STACK=PATH",
+        help="run STACK in this existing interpreter (validated like config existing_envs)",
+    )
     parser.add_argument("--device", choices=["cpu", "gpu"], default="gpu")
     parser.add_argument("--models", nargs="+", choices=sorted(harness.INPUT_SHAPES), default=["resnet50", "resnet20"])
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
@@ -140,8 +198,11 @@ def main():
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per process (the first compiles)")
     parser.add_argument("--trials", type=int, default=3, help="timed epochs per process")
     parser.add_argument("--rounds", type=int, default=2, help="fresh processes per side")
-    parser.add_argument("--threads", default="framework",
-                        help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number")
+    parser.add_argument(
+        "--threads",
+        default="framework",
+        help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number",
+    )
     parser.add_argument("--csv", type=Path, help="also write the table here")
     parser.add_argument("--venv-root", type=Path, default=harness.REPO / ".venvs", help="where stack venvs are built")
     parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
@@ -156,11 +217,15 @@ def main():
         print(json.dumps(measure(args)))
         return
     stacks, existing, chosen = harness.chosen_stacks(parser, args, default=list)
-    print(f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
-          f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
-          f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}")
-    print(f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "
-          f"{'ratio':>6}")  # fmt: skip
+    print(
+        f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
+        f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
+        f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}"
+    )
+    print(
+        f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "
+        f"{'ratio':>6}"
+    )
     rows = []
     for stack in chosen:
         entry = stacks[stack]

@@ -43,8 +43,9 @@ rule one:
 def timed_dry_run(root):
     snakemake = [sys.executable, "-m", "snakemake"]  # the venv's bin/snakemake names the path it was installed at
     start = time.perf_counter()
-    result = subprocess.run([*snakemake, "-n", "--cores", "2", "--quiet", "rules"], cwd=root, capture_output=True,
-                            text=True)  # fmt: skip
+    result = subprocess.run(
+        [*snakemake, "-n", "--cores", "2", "--quiet", "rules"], cwd=root, capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-3000:])
@@ -63,10 +64,19 @@ def dry_run_seconds(experiments, repeats):
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         copy_workflow(root)
-        config = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "models": ["mlp"], "devices": ["cpu"],
-                  "batch_sizes": list(range(1, experiments + 1)), "epochs": [2], "variants": ["eager"],
-                  "repeats": repeats, "synthetic": {"classes": 4, "train_size": experiments, "test_size": 8},
-                  "ops": {"stacks": []}, "max_batch": {"enabled": False}}  # fmt: skip
+        config = {
+            "stacks": ["torch-2.13"],
+            "datasets": ["synthetic-8x8x1"],
+            "models": ["mlp"],
+            "devices": ["cpu"],
+            "batch_sizes": list(range(1, experiments + 1)),
+            "epochs": [2],
+            "variants": ["eager"],
+            "repeats": repeats,
+            "synthetic": {"classes": 4, "train_size": experiments, "test_size": 8},
+            "ops": {"stacks": []},
+            "max_batch": {"enabled": False},
+        }
         (root / "config.yaml").write_text(yaml.safe_dump(config))
         return timed_dry_run(root)
 
@@ -80,7 +90,9 @@ def main():
     for experiments in args.experiments:
         jobs = experiments * args.repeats
         seconds, floor = dry_run_seconds(experiments, args.repeats), floor_seconds(jobs)
-        print(f"{experiments:>11,} {jobs:>10,} {seconds:>17.2f} {floor:>10.2f} {seconds / jobs * 1000:>11.2f}", flush=True)
+        print(
+            f"{experiments:>11,} {jobs:>10,} {seconds:>17.2f} {floor:>10.2f} {seconds / jobs * 1000:>11.2f}", flush=True
+        )
 
 
 if __name__ == "__main__":

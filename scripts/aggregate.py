@@ -47,8 +47,22 @@ from dlbench.plan import COMPARISON_GROUP
 
 # An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
 # CPUs) are never pooled, and only experiments on the same machine are compared.
-IDENTITY = ["experiment_id", "machine", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
-            "optimizer", "learning_rate", "epochs", "variant", "data_placement"]  # fmt: skip
+IDENTITY = [
+    "experiment_id",
+    "machine",
+    "stack",
+    "framework",
+    "backend",
+    "dataset",
+    "model",
+    "device",
+    "batch_size",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "variant",
+    "data_placement",
+]
 GROUP = ["machine", *COMPARISON_GROUP]  # the planner's comparison groups, per machine
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
@@ -58,10 +72,24 @@ STATISTICS = {
 }
 
 
-RESOURCES = ["input_share", "loader_images_per_s", "input_bound_share", "host_rss_peak_mb", "cpu_utilisation_mean",
-             "gpu_utilisation_mean", "gpu_utilisation_p95", "gpu_memory_peak_mb", "allocator_peak_mb",
-             "gpu_power_mean_w", "gpu_energy_per_image_j", "gpu_idle_power_w", "gpu_energy_above_idle_j",
-             "cpu_energy_j", "train_flops_per_s", "model_flops_utilisation"]  # fmt: skip
+RESOURCES = [
+    "input_share",
+    "loader_images_per_s",
+    "input_bound_share",
+    "host_rss_peak_mb",
+    "cpu_utilisation_mean",
+    "gpu_utilisation_mean",
+    "gpu_utilisation_p95",
+    "gpu_memory_peak_mb",
+    "allocator_peak_mb",
+    "gpu_power_mean_w",
+    "gpu_energy_per_image_j",
+    "gpu_idle_power_w",
+    "gpu_energy_above_idle_j",
+    "cpu_energy_j",
+    "train_flops_per_s",
+    "model_flops_utilisation",
+]
 
 
 def flatten(record):
@@ -87,23 +115,35 @@ def flatten(record):
 def contention_columns(contention):
     """The record's contention section as runs-table columns (a record from before it was measured: empty)."""
     contention = contention or {}
-    columns = {f"contention_{key}": contention.get(key) for key in ("window_s", "foreign_cpu_cores",
-                                                                    "foreign_cpu_peak_cores", "launcher_cpu_cores",
-                                                                    "steal_share",
-                                                                    "window_started_at", "window_finished_at")}  # fmt: skip
+    columns = {
+        f"contention_{key}": contention.get(key)
+        for key in (
+            "window_s",
+            "foreign_cpu_cores",
+            "foreign_cpu_peak_cores",
+            "launcher_cpu_cores",
+            "steal_share",
+            "window_started_at",
+            "window_finished_at",
+        )
+    }
     columns["contention_foreign_gpu_processes"] = describe_gpu_processes(contention.get("foreign_gpu_processes") or [])
     columns["contention_throttle_reasons"] = ", ".join(contention.get("throttle_reasons") or [])
     columns["contention_reasons"] = "; ".join(contention.get("reasons") or [])
-    columns["contention_unavailable"] = "; ".join(f"{part}: {why}" for part, why in
-                                                  (contention.get("unavailable") or {}).items())  # fmt: skip
+    columns["contention_unavailable"] = "; ".join(
+        f"{part}: {why}" for part, why in (contention.get("unavailable") or {}).items()
+    )
     return columns
 
 
 def with_contended_tries(runs, records):
     """The runs table with a row for each contended try kept inside a final record (final_try false, the machine
     of its run): listed with its figures, never in the statistics, which take status ok only."""
-    tries = [dict(flatten(attempt), machine=machine, final_try=False)
-             for (_, record), machine in zip(records, runs["machine"]) for attempt in record.get("contended_attempts", [])]  # fmt: skip
+    tries = [
+        dict(flatten(attempt), machine=machine, final_try=False)
+        for (_, record), machine in zip(records, runs["machine"])
+        for attempt in record.get("contended_attempts", [])
+    ]
     return pd.concat([runs, pd.DataFrame(tries)], ignore_index=True) if tries else runs
 
 
@@ -129,9 +169,11 @@ def not_measured(contended):
     load = contended["contention_foreign_cpu_cores"].astype(float)
     steal = contended["contention_steal_share"].astype(float)
     gpu = sorted(set(contended["contention_foreign_gpu_processes"].dropna()) - {""})
-    parts = [f"other processes used {load.min():.2f}-{load.max():.2f} CPU cores" if load.notna().any() else "",
-             f"steal up to {steal.max():.0%}" if steal.notna().any() and steal.max() > 0 else "",
-             f"GPU shared with {', '.join(gpu)}" if gpu else ""]  # fmt: skip
+    parts = [
+        f"other processes used {load.min():.2f}-{load.max():.2f} CPU cores" if load.notna().any() else "",
+        f"steal up to {steal.max():.0%}" if steal.notna().any() and steal.max() > 0 else "",
+        f"GPU shared with {', '.join(gpu)}" if gpu else "",
+    ]
     return f"not measured: machine busy in all {len(contended)} tries (" + "; ".join(filter(None, parts)) + ")"
 
 
@@ -139,20 +181,35 @@ def summarise(group):
     ok = group[group["status"] == "ok"]
     versions, backends = group["framework_version"].dropna(), group["backend_version"].dropna()
     contended = group[group["status"] == "contended"]
-    row = {"framework_version": versions.iloc[0] if len(versions) else None,
-           "backend_version": backends.iloc[0] if len(backends) else None, "runs": int(group["final_try"].sum()),
-           "runs_ok": len(ok), "tries_contended": len(contended), "statuses": ",".join(sorted(set(group["status"]))),
-           "errors": " | ".join(sorted(set(group["error"].dropna()))),
-           "measurement_note": not_measured(contended) if len(ok) == 0 and len(contended) else ""}  # fmt: skip
+    row = {
+        "framework_version": versions.iloc[0] if len(versions) else None,
+        "backend_version": backends.iloc[0] if len(backends) else None,
+        "runs": int(group["final_try"].sum()),
+        "runs_ok": len(ok),
+        "tries_contended": len(contended),
+        "statuses": ",".join(sorted(set(group["status"]))),
+        "errors": " | ".join(sorted(set(group["error"].dropna()))),
+        "measurement_note": not_measured(contended) if len(ok) == 0 and len(contended) else "",
+    }
     for column in STATISTICS:
         values = ok[column].dropna().astype(float)
         centre, low, high = log_interval(values)
         std = values.std(ddof=1) if len(values) > 1 else np.nan
-        row.update({f"{column}_mean": values.mean(), f"{column}_std": std, f"{column}_cv": std / values.mean(),
-                    f"{column}_min": values.min(), f"{column}_median": values.median(), f"{column}_gmean": centre,
-                    f"{column}_ci95_low": low, f"{column}_ci95_high": high})  # fmt: skip
-    row["interval_note"] = "" if len(ok) >= MIN_REPEATS else \
-        f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"  # fmt: skip
+        row.update(
+            {
+                f"{column}_mean": values.mean(),
+                f"{column}_std": std,
+                f"{column}_cv": std / values.mean(),
+                f"{column}_min": values.min(),
+                f"{column}_median": values.median(),
+                f"{column}_gmean": centre,
+                f"{column}_ci95_low": low,
+                f"{column}_ci95_high": high,
+            }
+        )
+    row["interval_note"] = (
+        "" if len(ok) >= MIN_REPEATS else f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"
+    )
     for column in RESOURCES:
         row[f"{column}_mean"] = ok[column].astype(float).mean()
     loaders = group[["stream_loader", "stream_workers"]].dropna()
@@ -172,11 +229,29 @@ def baseline_of(part, named):
 
 
 TEST_COLUMNS = ["method", "pairs", "ratio", "ratio_ci95_low", "ratio_ci95_high"]
-DECISION_COLUMNS = ["p_value", "p_holm", "p_equivalence", "p_equivalence_holm", "equivalence_margin", "verdict",
-                    "repeats_to_decide"]  # fmt: skip
-COMPARISON_COLUMNS = [*GROUP, "stack", "variant", "experiment_id", "runs_ok", "baseline_stack", "baseline_variant",
-                      "baseline_experiment_id", "baseline_runs_ok", "baseline_rule", *TEST_COLUMNS,
-                      *DECISION_COLUMNS]  # fmt: skip
+DECISION_COLUMNS = [
+    "p_value",
+    "p_holm",
+    "p_equivalence",
+    "p_equivalence_holm",
+    "equivalence_margin",
+    "verdict",
+    "repeats_to_decide",
+]
+COMPARISON_COLUMNS = [
+    *GROUP,
+    "stack",
+    "variant",
+    "experiment_id",
+    "runs_ok",
+    "baseline_stack",
+    "baseline_variant",
+    "baseline_experiment_id",
+    "baseline_runs_ok",
+    "baseline_rule",
+    *TEST_COLUMNS,
+    *DECISION_COLUMNS,
+]
 
 
 def machines(runs):
@@ -192,8 +267,10 @@ def ok_throughputs(runs):
     """(experiment id, machine) -> {round (rep): steady throughput} of its ok runs: a run of any other status (an
     error, or one contended by other load) never enters a statistic."""
     ok = runs[(runs["status"] == "ok") & runs["train_images_per_s"].notna()]
-    return {key: dict(zip(group["rep"].astype(int), group["train_images_per_s"].astype(float)))
-            for key, group in ok.groupby(["experiment_id", "machine"])}  # fmt: skip
+    return {
+        key: dict(zip(group["rep"].astype(int), group["train_images_per_s"].astype(float)))
+        for key, group in ok.groupby(["experiment_id", "machine"])
+    }
 
 
 def on_machine(row):
@@ -234,10 +311,21 @@ def comparisons(runs, summary, named_baseline, margin):
         for _, row in part[part["experiment_id"] != baseline["experiment_id"]].iterrows():
             values, reference = throughputs[on_machine(row)], throughputs[on_machine(baseline)]
             tests, log_ratio = ratio_columns(values, reference, row, baseline)
-            rows.append(dict(zip(GROUP, key), stack=row["stack"], variant=row["variant"],
-                             experiment_id=row["experiment_id"], runs_ok=len(values), baseline_stack=baseline["stack"],
-                             baseline_variant=baseline["variant"], baseline_experiment_id=baseline["experiment_id"],
-                             baseline_runs_ok=len(reference), baseline_rule=rule, **tests))  # fmt: skip
+            rows.append(
+                dict(
+                    zip(GROUP, key),
+                    stack=row["stack"],
+                    variant=row["variant"],
+                    experiment_id=row["experiment_id"],
+                    runs_ok=len(values),
+                    baseline_stack=baseline["stack"],
+                    baseline_variant=baseline["variant"],
+                    baseline_experiment_id=baseline["experiment_id"],
+                    baseline_runs_ok=len(reference),
+                    baseline_rule=rule,
+                    **tests,
+                )
+            )
             log_ratios.append(log_ratio)
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
@@ -256,9 +344,22 @@ def stack_release(row):
 
 
 VERSION_IDENTITY = ["framework", "backend", "variant", *GROUP]
-VERSION_COLUMNS = [*VERSION_IDENTITY, "older_stack", "older_version", "older_packages_sha256", "older_runs_ok",
-                   "newer_stack", "newer_version", "newer_packages_sha256", "newer_runs_ok", *TEST_COLUMNS,
-                   *DECISION_COLUMNS, "regression", "first_epoch_ratio", "accuracy_difference"]  # fmt: skip
+VERSION_COLUMNS = [
+    *VERSION_IDENTITY,
+    "older_stack",
+    "older_version",
+    "older_packages_sha256",
+    "older_runs_ok",
+    "newer_stack",
+    "newer_version",
+    "newer_packages_sha256",
+    "newer_runs_ok",
+    *TEST_COLUMNS,
+    *DECISION_COLUMNS,
+    "regression",
+    "first_epoch_ratio",
+    "accuracy_difference",
+]
 
 
 def version_pairs(runs, summary, margin):
@@ -278,13 +379,22 @@ def version_pairs(runs, summary, margin):
                 continue  # two stacks of one release: a stack comparison, not a version one
             values, reference = throughputs[on_machine(newer)], throughputs[on_machine(older)]
             tests, log_ratio = ratio_columns(values, reference, newer, older)
-            rows.append(dict(zip(VERSION_IDENTITY, key), older_stack=older["stack"],
-                             older_version=older["release_name"],
-                             older_packages_sha256=packages.get(on_machine(older)), older_runs_ok=len(reference),
-                             newer_stack=newer["stack"], newer_version=newer["release_name"],
-                             newer_packages_sha256=packages.get(on_machine(newer)), newer_runs_ok=len(values),
-                             **tests, first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
-                             accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"]))  # fmt: skip
+            rows.append(
+                dict(
+                    zip(VERSION_IDENTITY, key),
+                    older_stack=older["stack"],
+                    older_version=older["release_name"],
+                    older_packages_sha256=packages.get(on_machine(older)),
+                    older_runs_ok=len(reference),
+                    newer_stack=newer["stack"],
+                    newer_version=newer["release_name"],
+                    newer_packages_sha256=packages.get(on_machine(newer)),
+                    newer_runs_ok=len(values),
+                    **tests,
+                    first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
+                    accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"],
+                )
+            )
             log_ratios.append(log_ratio)
     table = with_verdicts(rows, log_ratios, VERSION_COLUMNS, margin)
     table["regression"] = table["verdict"] == "slower"
@@ -303,8 +413,9 @@ def trace_rows(record_path, record, machine):
         return trace
     width = max(trace["t_s"].max() / TRACE_POINTS, 1e-9)
     bins = (trace["t_s"] // width).astype(int)
-    binned = trace.groupby(bins).agg(t_s=("t_s", "first"), phase=("phase", "first"),
-                                     **{name: (name, "mean") for name in TRACE_VALUES})  # fmt: skip
+    binned = trace.groupby(bins).agg(
+        t_s=("t_s", "first"), phase=("phase", "first"), **{name: (name, "mean") for name in TRACE_VALUES}
+    )
     binned.insert(0, "rep", record["rep"])
     binned.insert(0, "machine", machine)
     binned.insert(0, "experiment_id", record["experiment_id"])
@@ -334,8 +445,15 @@ def read_records(paths):
             print(f"counted as error: {error}", file=sys.stderr)
             unreadable[path] = str(error)
     like = {Path(path).parent.parent: record for path, record in readable.items()}
-    return [(path, readable[path] if path in readable else
-             run_record.stand_in(path, unreadable[path], like.get(Path(path).parent.parent))) for path in paths]  # fmt: skip
+    return [
+        (
+            path,
+            readable[path]
+            if path in readable
+            else run_record.stand_in(path, unreadable[path], like.get(Path(path).parent.parent)),
+        )
+        for path in paths
+    ]
 
 
 def epoch_rows(record_path, record, machine):
@@ -361,16 +479,35 @@ def overlapping_runs(runs):
     return counts
 
 
-MAX_BATCH_COLUMNS = ["search_id", "stack", "framework", "dataset", "model", "device", "optimizer", "variant",
-                     "data_placement", "status", "max_batch", "first_failure", "limit_reached", "limit", "probes",
-                     "allocator_peak_mb", "error"]  # fmt: skip
+MAX_BATCH_COLUMNS = [
+    "search_id",
+    "stack",
+    "framework",
+    "dataset",
+    "model",
+    "device",
+    "optimizer",
+    "variant",
+    "data_placement",
+    "status",
+    "max_batch",
+    "first_failure",
+    "limit_reached",
+    "limit",
+    "probes",
+    "allocator_peak_mb",
+    "error",
+]
 
 
 def max_batch_row(result):
     """One search: the largest batch that fit, the first that did not, and the allocator peak at the largest."""
     at_largest = [probe for probe in result["probes"] if probe["batch_size"] == result["max_batch"]]
-    return dict({key: result.get(key) for key in MAX_BATCH_COLUMNS}, probes=len(result["probes"]),
-                allocator_peak_mb=at_largest[0].get("allocator_peak_mb") if at_largest else None)  # fmt: skip
+    return dict(
+        {key: result.get(key) for key in MAX_BATCH_COLUMNS},
+        probes=len(result["probes"]),
+        allocator_peak_mb=at_largest[0].get("allocator_peak_mb") if at_largest else None,
+    )
 
 
 def write_table(frame, folder, name):
@@ -385,17 +522,26 @@ def main():
     parser.add_argument("--records", nargs="+", required=True)
     parser.add_argument("--max-batch", nargs="*", default=[], help="results of scripts/max_batch.py")
     parser.add_argument("--baseline", help="stack each comparison is against where its group has it (default: slowest)")
-    parser.add_argument("--equivalence-margin", type=float, default=0.05,
-                        help="a ratio within [1 / (1 + margin), 1 + margin] is equivalent, where proven")  # fmt: skip
+    parser.add_argument(
+        "--equivalence-margin",
+        type=float,
+        default=0.05,
+        help="a ratio within [1 / (1 + margin), 1 + margin] is equivalent, where proven",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     records = read_records(args.records)
     runs = pd.DataFrame([flatten(record) for _, record in records])
     runs.insert(1, "machine", machines(runs))
-    epochs = pd.concat([epoch_rows(path, record, machine) for (path, record), machine in zip(records, runs["machine"])
-                        if not (record["error"] or "").startswith(run_record.UNREADABLE)]
-                       or [pd.DataFrame(columns=["experiment_id", "machine", "rep", *run_record.EPOCH_COLUMNS])],
-                       ignore_index=True)  # fmt: skip
+    epochs = pd.concat(
+        [
+            epoch_rows(path, record, machine)
+            for (path, record), machine in zip(records, runs["machine"])
+            if not (record["error"] or "").startswith(run_record.UNREADABLE)
+        ]
+        or [pd.DataFrame(columns=["experiment_id", "machine", "rep", *run_record.EPOCH_COLUMNS])],
+        ignore_index=True,
+    )
     telemetry = telemetry_table(records, runs["machine"])
     runs = with_contended_tries(runs, records).sort_values(["experiment_id", "machine", "rep", "attempt"])
     runs["overlapping_runs"] = overlapping_runs(runs)
@@ -410,27 +556,38 @@ def main():
     write_table(versions, out, "versions")
     write_table(telemetry, out, "telemetry")
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
-    write_table(pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
-                out, "max_batch")  # fmt: skip
+    write_table(
+        pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
+        out,
+        "max_batch",
+    )
     final = runs[runs["final_try"]]
     print(f"{len(final)} runs ({int((final['status'] != 'ok').sum())} not ok) in {len(summary)} experiments -> {out}")
     redone = runs[~runs["final_try"]]
     if len(redone):
-        print(f"{len(redone)} contended tries kept apart and run again; {int((final['status'] == 'contended').sum())} "
-              "runs never measured clean (summary.csv measurement_note)")
+        print(
+            f"{len(redone)} contended tries kept apart and run again; {int((final['status'] == 'contended').sum())} "
+            "runs never measured clean (summary.csv measurement_note)"
+        )
     spread = summary.dropna(subset=["train_images_per_s_cv"])
     if len(spread):
         worst = spread.loc[spread["train_images_per_s_cv"].idxmax()]
-        print(f"steady throughput across repeats: coefficient of variation median "
-              f"{spread['train_images_per_s_cv'].median():.1%}, max {worst['train_images_per_s_cv']:.1%} "
-              f"({worst['experiment_id']}); {int((spread['train_images_per_s_cv'] >= 0.05).sum())} of {len(spread)} "
-              "experiments at 5% or more")  # fmt: skip
+        print(
+            f"steady throughput across repeats: coefficient of variation median "
+            f"{spread['train_images_per_s_cv'].median():.1%}, max {worst['train_images_per_s_cv']:.1%} "
+            f"({worst['experiment_id']}); {int((spread['train_images_per_s_cv'] >= 0.05).sum())} of {len(spread)} "
+            "experiments at 5% or more"
+        )
     for _, pair in versions[versions["regression"]].iterrows():
-        print(f"REGRESSION: {pair['framework']} {pair['newer_version']} trains at {pair['ratio']:.2f}x of "
-              f"{pair['older_version']} on {pair['model']}/{pair['dataset']} ({pair['variant']}), beyond noise")
+        print(
+            f"REGRESSION: {pair['framework']} {pair['newer_version']} trains at {pair['ratio']:.2f}x of "
+            f"{pair['older_version']} on {pair['model']}/{pair['dataset']} ({pair['variant']}), beyond noise"
+        )
     if runs["overlapping_runs"].any():
-        print(f"WARNING: {int((runs['overlapping_runs'] > 0).sum())} timed runs overlapped another run on the same "
-              "host: their timings are not trustworthy (were jobs run with --resources gpu=1 and all cores?)")
+        print(
+            f"WARNING: {int((runs['overlapping_runs'] > 0).sum())} timed runs overlapped another run on the same "
+            "host: their timings are not trustworthy (were jobs run with --resources gpu=1 and all cores?)"
+        )
 
 
 if __name__ == "__main__":

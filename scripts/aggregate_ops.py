@@ -14,11 +14,38 @@ import pandas as pd
 
 from dlbench.cli import run_main
 
-COLUMNS = ["stack", "framework", "framework_version", "operator", "device", "dtype", "size", "status", "error",
-           "median_s", "q1_s", "q3_s", "inner", "samples", "elements", "elements_per_s", "gb_per_s", "gflop_per_s",
-           "fraction_of_ceiling", "ceiling_gemm_gflop_per_s", "ceiling_bandwidth_gb_per_s", "ceiling_source",
-           "attempt", "contention_foreign_cpu_cores", "contention_steal_share", "contention_reasons", "host",
-           "cpu_model", "packages_sha256", "workflow_commit"]  # fmt: skip
+COLUMNS = [
+    "stack",
+    "framework",
+    "framework_version",
+    "operator",
+    "device",
+    "dtype",
+    "size",
+    "status",
+    "error",
+    "median_s",
+    "q1_s",
+    "q3_s",
+    "inner",
+    "samples",
+    "elements",
+    "elements_per_s",
+    "gb_per_s",
+    "gflop_per_s",
+    "fraction_of_ceiling",
+    "ceiling_gemm_gflop_per_s",
+    "ceiling_bandwidth_gb_per_s",
+    "ceiling_source",
+    "attempt",
+    "contention_foreign_cpu_cores",
+    "contention_steal_share",
+    "contention_reasons",
+    "host",
+    "cpu_model",
+    "packages_sha256",
+    "workflow_commit",
+]
 
 
 def rows(record):
@@ -26,16 +53,23 @@ def rows(record):
     common = {key: record[key] for key in ("stack", "framework", "framework_version", "operator", "device")}
     ceiling = record["ceiling"] or {}
     common.update({f"ceiling_{key}": ceiling.get(key) for key in ("gemm_gflop_per_s", "bandwidth_gb_per_s", "source")})
-    common.update({key: record["provenance"][key] for key in ("host", "cpu_model", "packages_sha256", "workflow_commit")})
+    common.update(
+        {key: record["provenance"][key] for key in ("host", "cpu_model", "packages_sha256", "workflow_commit")}
+    )
     contention = record.get("contention") or {}
-    common.update(attempt=record.get("attempt", 1), contention_foreign_cpu_cores=contention.get("foreign_cpu_cores"),
-                  contention_steal_share=contention.get("steal_share"),
-                  contention_reasons="; ".join(contention.get("reasons") or []))  # fmt: skip
+    common.update(
+        attempt=record.get("attempt", 1),
+        contention_foreign_cpu_cores=contention.get("foreign_cpu_cores"),
+        contention_steal_share=contention.get("steal_share"),
+        contention_reasons="; ".join(contention.get("reasons") or []),
+    )
     if record["status"] not in ("ok", "contended"):
         return [dict(common, status=record["status"], error=record["error"])]
     # A contended job's figures are kept under its status; a size that failed inside a clean job keeps its own.
-    return [dict(common, **row, **({"status": "contended"} if record["status"] == "contended" else {}))
-            for row in record["rows"]]  # fmt: skip
+    return [
+        dict(common, **row, **({"status": "contended"} if record["status"] == "contended" else {}))
+        for row in record["rows"]
+    ]
 
 
 def job_rows(record):
@@ -48,8 +82,9 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--records", nargs="*", default=[])
     args = parser.parse_args()
-    table = pd.DataFrame([row for path in args.records for row in job_rows(json.loads(Path(path).read_text()))],
-                         columns=COLUMNS)  # fmt: skip
+    table = pd.DataFrame(
+        [row for path in args.records for row in job_rows(json.loads(Path(path).read_text()))], columns=COLUMNS
+    )
     table.to_csv(args.out, index=False)
     table.to_parquet(Path(args.out).with_suffix(".parquet"), index=False)
     print(f"{len(table)} operator rows from {len(args.records)} jobs -> {args.out}")

@@ -87,8 +87,12 @@ def build_venv(env_file, prefix):
         # The pinned interpreter where PATH has it (python3.11), else this one: which Python runs this script
         # (and so the workflow's driver path) does not decide what the venv is made with.
         interpreter = (shutil.which(f"python{pin}") if pin else None) or sys.executable
-        made_with = subprocess.run([interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                   capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        made_with = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         if pin and made_with != pin:
             print(f"WARNING: {env_file} pins python={pin} but the venv is made with Python {made_with}", flush=True)
         if prefix.exists():
@@ -115,8 +119,12 @@ print(json.dumps({"version": version, "python_version": platform.python_version(
 
 def inspect(python, module=None, environment=None):
     """{version of `module` as imported, python_version, packages} of the interpreter `python`."""
-    output = subprocess.run([str(python), "-c", INSPECT, module or ""], capture_output=True, text=True,
-                            env=dict(os.environ, **(environment or {})))  # fmt: skip
+    output = subprocess.run(
+        [str(python), "-c", INSPECT, module or ""],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(environment or {})),
+    )
     if output.returncode != 0:
         tail = " | ".join(output.stderr.strip().splitlines()[-2:])
         raise RuntimeError(f"`{python}` cannot import {module or 'its standard library'}: {tail}")
@@ -147,8 +155,11 @@ def describe(env_file, python, deployment):
     (no env file) is listed with pip freeze where it has pip, else with importlib.metadata."""
     freeze = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True, text=True)
     found = inspect(python)
-    packages = sorted(line for line in freeze.stdout.splitlines() if line.strip()) if freeze.returncode == 0 \
-        else found["packages"]  # fmt: skip
+    packages = (
+        sorted(line for line in freeze.stdout.splitlines() if line.strip())
+        if freeze.returncode == 0
+        else found["packages"]
+    )
     version = found["python_version"]
     return {
         "env_file": str(env_file) if env_file else None,

@@ -77,7 +77,8 @@ def fetch(args):
                 return
             problems.append(f"{url}: checksum mismatch (expected sha256 {args.sha256})")
     raise SystemExit(
-        f"{args.dataset}: could not fetch {args.name}.\n  tried: " + "\n  tried: ".join(problems)
+        f"{args.dataset}: could not fetch {args.name}.\n  tried: "
+        + "\n  tried: ".join(problems)
         + f"\n  On a machine without network, place the file at {offline} (sha256 {args.sha256}) and rerun."
     )
 

@@ -29,14 +29,15 @@ def main():
     options, key = image_folder_options(args.name, json.loads(args.options))
     start = time.perf_counter()
     try:
-        meta = image_folder.index(options["path"], options["resolution"], options["max_images_per_class"],
-                                  args.workers)  # fmt: skip
+        meta = image_folder.index(options["path"], options["resolution"], options["max_images_per_class"], args.workers)
     except image_folder.ImageFolderError as error:
         raise SystemExit(f"dataset {args.name!r} (`{key}`): {error}")
     meta.update(name=args.name, source={"kind": "image-folder", "config_key": key, **options})
     write_json_atomic(args.out, meta, indent=None)  # compact: ImageNet indexes 1.33 million files
-    print(f"{args.name}: indexed {meta['train_size']} train / {meta['test_size']} val images, "
-          f"{len(meta['skipped'])} skipped, in {time.perf_counter() - start:.1f}s -> {args.out}")  # fmt: skip
+    print(
+        f"{args.name}: indexed {meta['train_size']} train / {meta['test_size']} val images, "
+        f"{len(meta['skipped'])} skipped, in {time.perf_counter() - start:.1f}s -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

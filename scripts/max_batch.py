@@ -68,8 +68,17 @@ def largest_fitting(fits, start, limit, resolution):
 
 def run_probe(search, batch_size, arguments):
     """One probe in a fresh process: its outcome as a dict with status ok | oom | error."""
-    command = [sys.executable, __file__, "--probe", "--search", json.dumps(dict(search, batch_size=batch_size)),
-               "--dataset-dir", arguments.dataset_dir, "--threads", str(thread_policy(arguments.threads))]  # fmt: skip
+    command = [
+        sys.executable,
+        __file__,
+        "--probe",
+        "--search",
+        json.dumps(dict(search, batch_size=batch_size)),
+        "--dataset-dir",
+        arguments.dataset_dir,
+        "--threads",
+        str(thread_policy(arguments.threads)),
+    ]
     started = time.perf_counter()
     child = subprocess.run(command, capture_output=True, text=True)
     sys.stderr.write(child.stderr[-4000:])
@@ -102,8 +111,11 @@ def probe(search, dataset_dir, threads):
         started = time.perf_counter()
         adapter.train_epoch(model, staged, order, batch)
         adapter.sync(device)
-        return {"status": "ok", "seconds": time.perf_counter() - started,
-                "allocator_peak_mb": adapter.allocator_peak_mb(device)}  # fmt: skip
+        return {
+            "status": "ok",
+            "seconds": time.perf_counter() - started,
+            "allocator_peak_mb": adapter.allocator_peak_mb(device),
+        }
     except Exception as error:  # the outcome of a probe, not a failure of this script
         out_of_memory = isinstance(error, MemoryError) or adapter.is_oom(error)
         return {"status": "oom" if out_of_memory else "error", "error": f"{type(error).__name__}: {error}"[:2000]}
@@ -133,11 +145,30 @@ def main():
 def search_once(search, arguments):
     """One whole search: its result, with the contention over all its probes."""
     env_description = json.loads(Path(arguments.env_description).read_text())
-    result = {key: search[key] for key in ("search_id", "stack", "framework", "dataset", "model", "device",
-                                           "optimizer", "variant", "data_placement", "start", "limit",
-                                           "resolution", "steps")}  # fmt: skip
-    result.update(status="ok", error=None, probes=[], provenance=provenance(env_description, SCRIPTS.parent,
-                                                                             thread_policy(arguments.threads)))  # fmt: skip
+    result = {
+        key: search[key]
+        for key in (
+            "search_id",
+            "stack",
+            "framework",
+            "dataset",
+            "model",
+            "device",
+            "optimizer",
+            "variant",
+            "data_placement",
+            "start",
+            "limit",
+            "resolution",
+            "steps",
+        )
+    }
+    result.update(
+        status="ok",
+        error=None,
+        probes=[],
+        provenance=provenance(env_description, SCRIPTS.parent, thread_policy(arguments.threads)),
+    )
 
     def fits(batch_size):
         outcome = run_probe(search, batch_size, arguments)
@@ -153,8 +184,10 @@ def search_once(search, arguments):
     try:
         largest, first_failure = largest_fitting(fits, search["start"], search["limit"], search["resolution"])
         result.update(max_batch=largest, first_failure=first_failure, limit_reached=first_failure is None)
-        log(f"largest batch that fits: {largest}" + (" (the limit)" if first_failure is None else
-                                                     f"; {first_failure} does not"))  # fmt: skip
+        log(
+            f"largest batch that fits: {largest}"
+            + (" (the limit)" if first_failure is None else f"; {first_failure} does not")
+        )
     except ProbeFailed as failure:
         result.update(status="error", error=str(failure), max_batch=None, first_failure=None, limit_reached=False)
         log(f"FAILED: {failure}")

@@ -52,15 +52,20 @@ def main():
         found = list(plan.failed_runs(config, experiments, args.status))
         for run in found:
             print(run["record"])
-        print(f"{len(found)} run(s) not ok" + (f" with status {', '.join(args.status)}" if args.status else ""),
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{len(found)} run(s) not ok" + (f" with status {', '.join(args.status)}" if args.status else ""),
+            file=sys.stderr,
+        )
         return
     for entry in skipped:
         print(plan.skipped_message(entry), file=sys.stderr)
     for experiment in experiments:
         print(experiment)
-    print(f"{len(experiments)} experiments x {config['repeats']} repeats = "
-          f"{len(plan.runs(config, experiments))} training runs", file=sys.stderr)  # fmt: skip
+    print(
+        f"{len(experiments)} experiments x {config['repeats']} repeats = "
+        f"{len(plan.runs(config, experiments))} training runs",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

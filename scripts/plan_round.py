@@ -60,13 +60,20 @@ def main():
         except run_record.UnreadableRecord as error:
             print(f"left out: {error}", file=sys.stderr)
     groups = grouped(records)
-    needed = experiments_needing_a_round(groups, options["repeats"], adaptive["max_repeats"],
-                                         adaptive["target_half_width"], options["equivalence_margin"],
-                                         baseline_experiments(records, options["comparison_baseline"]))  # fmt: skip
+    needed = experiments_needing_a_round(
+        groups,
+        options["repeats"],
+        adaptive["max_repeats"],
+        adaptive["target_half_width"],
+        options["equivalence_margin"],
+        baseline_experiments(records, options["comparison_baseline"]),
+    )
     undecided = sorted({key for key, runs in groups.items() if set(runs) & set(needed)})
     write_json_atomic(args.out, {"round": args.round, "next_round": needed, "undecided_groups": undecided})
-    print(f"after round {args.round}: {len(needed)} experiment(s) in {len(undecided)} of {len(groups)} group(s) run "
-          f"round {args.round + 1}" + ("" if needed else ": every comparison decided or at its target"))  # fmt: skip
+    print(
+        f"after round {args.round}: {len(needed)} experiment(s) in {len(undecided)} of {len(groups)} group(s) run "
+        f"round {args.round + 1}" + ("" if needed else ": every comparison decided or at its target")
+    )
 
 
 if __name__ == "__main__":

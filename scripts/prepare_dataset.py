@@ -90,8 +90,10 @@ def read_idx(path, dimensions):
         raise DatasetError(f"{path}: not a readable gzip file ({error}); truncated or wrong format")
     magic = int.from_bytes(raw[:4], "big")
     if magic != 0x800 + dimensions:
-        raise DatasetError(f"{path}: not an IDX file of {dimensions} dimension(s) (magic {magic:#010x}, "
-                           f"expected {0x800 + dimensions:#010x})")  # fmt: skip
+        raise DatasetError(
+            f"{path}: not an IDX file of {dimensions} dimension(s) (magic {magic:#010x}, "
+            f"expected {0x800 + dimensions:#010x})"
+        )
     sizes = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(dimensions)]
     body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dimensions)
     if body.size != np.prod(sizes):
@@ -103,8 +105,12 @@ def idx_dataset(entry, archives):
     files = {role: Path(archives) / spec["name"] for role, spec in entry["files"].items()}
     for role, spec in entry["files"].items():
         verify(files[role], spec["sha256"])
-    arrays = [read_idx(files["train_images"], 3)[..., np.newaxis], read_idx(files["train_labels"], 1),
-              read_idx(files["test_images"], 3)[..., np.newaxis], read_idx(files["test_labels"], 1)]  # fmt: skip
+    arrays = [
+        read_idx(files["train_images"], 3)[..., np.newaxis],
+        read_idx(files["train_labels"], 1),
+        read_idx(files["test_images"], 3)[..., np.newaxis],
+        read_idx(files["test_labels"], 1),
+    ]
     for images, labels, role in ((arrays[0], arrays[1], "train"), (arrays[2], arrays[3], "test")):
         if len(images) != len(labels):
             raise DatasetError(f"{role}: {len(images)} images but {len(labels)} labels in {archives}")
@@ -149,8 +155,10 @@ def imagenet_split(folder, resolution, max_per_class, classes):
             with Image.open(path) as image:
                 image = image.convert("RGB")
                 scale = resolution / min(image.size)
-                image = image.resize((max(resolution, round(image.width * scale)),
-                                      max(resolution, round(image.height * scale))), Image.BILINEAR)  # fmt: skip
+                image = image.resize(
+                    (max(resolution, round(image.width * scale)), max(resolution, round(image.height * scale))),
+                    Image.BILINEAR,
+                )
                 left, top = (image.width - resolution) // 2, (image.height - resolution) // 2
                 images.append(np.asarray(image.crop((left, top, left + resolution, top + resolution))))
                 labels.append(label)
@@ -204,7 +212,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name")
     parser.add_argument("folder")
-    parser.add_argument("--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, image_folders, entry")
+    parser.add_argument(
+        "--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, image_folders, entry"
+    )
     parser.add_argument("--archives", help="folder of the verified downloads of this dataset")
     parser.add_argument("--seed", type=int, default=0, help="digits: seed of the train/test split")
     parser.add_argument("--generation", type=int, default=0, help="the number to record (dlbench.data.generation)")

@@ -42,8 +42,17 @@ def label(frame):
 
 # The machine is part of every panel and group: runs on different cluster nodes are never drawn or compared as one.
 PANEL = ["dataset", "model", "batch_size", "device", "machine"]
-GROUP = ["machine", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs",
-         "data_placement"]  # fmt: skip
+GROUP = [
+    "machine",
+    "dataset",
+    "model",
+    "device",
+    "batch_size",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "data_placement",
+]
 
 
 def panel_titles(summary):
@@ -106,8 +115,10 @@ def throughput_figure(summary, path):
 def group_title(row):
     """An experiment group: what its members share (comparisons are made within one)."""
     placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
-    return (f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {row['device']}, {row['optimizer']} "
-            f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}")  # fmt: skip
+    return (
+        f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {row['device']}, {row['optimizer']} "
+        f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}"
+    )
 
 
 def comparison_groups(comparisons):
@@ -126,8 +137,9 @@ def verdict_colour(verdict):
 
 def ratio_axis(axis, part, labels, title, xlabel):
     """Ratios with their 95% intervals on a log axis around 1, coloured by verdict (verdict_colour)."""
-    for y, (ratio, low, high, verdict) in enumerate(zip(part["ratio"], part["ratio_ci95_low"], part["ratio_ci95_high"],
-                                                        part["verdict"])):  # fmt: skip
+    for y, (ratio, low, high, verdict) in enumerate(
+        zip(part["ratio"], part["ratio_ci95_low"], part["ratio_ci95_high"], part["verdict"])
+    ):
         colour = verdict_colour(verdict)
         below, above = (0, 0) if pd.isna(low) else (ratio - low, high - ratio)
         axis.errorbar(ratio, y, xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
@@ -156,16 +168,22 @@ def ratio_figure(groups, labeller, titler, xlabel, empty, path):
 def speedup_figure(comparisons, path):
     """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; blue:
     faster or slower, green: equivalent, grey: inconclusive or not tested."""
-    ratio_figure(list(comparison_groups(comparisons)), label,
-                 lambda first: f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
-                 "throughput / baseline throughput (log scale)", "no group has two experiments that finished", path)  # fmt: skip
+    ratio_figure(
+        list(comparison_groups(comparisons)),
+        label,
+        lambda first: f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
+        "throughput / baseline throughput (log scale)",
+        "no group has two experiments that finished",
+        path,
+    )
 
 
 def epoch_time_figure(summary, epochs, path):
     shown = ["stack", "variant", "data_placement", *PANEL]
     merged = epochs.merge(summary[["experiment_id", *shown]])
     per_epoch = merged.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
-        train_s=("train_s", "median"), **{column: (column, "first") for column in shown if column != "machine"})
+        train_s=("train_s", "median"), **{column: (column, "first") for column in shown if column != "machine"}
+    )
     finished = summary[summary["runs_ok"] > 0]
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
     figure, axes = figure_grid(len(panels))
@@ -182,8 +200,18 @@ def epoch_time_figure(summary, epochs, path):
     save(figure, path)
 
 
-SWEEP = ["machine", "dataset", "model", "device", "optimizer", "learning_rate", "epochs", "stack", "variant",
-         "data_placement"]  # fmt: skip
+SWEEP = [
+    "machine",
+    "dataset",
+    "model",
+    "device",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "stack",
+    "variant",
+    "data_placement",
+]
 
 
 def batch_sweeps(summary):
@@ -202,18 +230,28 @@ def batch_size_figure(sweeps, path):
     for axis, panel in zip(axes, panels):
         part = panel_rows(sweeps, panel, where)
         dataset, model, device, machine = panel
-        training = part["optimizer"] + " lr " + part["learning_rate"].map("{:g}".format) + ", " + \
-            part["epochs"].astype(str) + " epochs"  # fmt: skip
+        training = (
+            part["optimizer"]
+            + " lr "
+            + part["learning_rate"].map("{:g}".format)
+            + ", "
+            + part["epochs"].astype(str)
+            + " epochs"
+        )
         names = label(part) + ("" if training.nunique() == 1 else " · " + training)
         for name, line in part.groupby(names):
             line = line.sort_values("batch_size")
             centre = line["train_images_per_s_gmean"]
-            spread = [(centre - line["train_images_per_s_ci95_low"]).fillna(0),
-                      (line["train_images_per_s_ci95_high"] - centre).fillna(0)]  # fmt: skip
+            spread = [
+                (centre - line["train_images_per_s_ci95_low"]).fillna(0),
+                (line["train_images_per_s_ci95_high"] - centre).fillna(0),
+            ]
             axis.errorbar(line["batch_size"], centre, yerr=spread, marker="o", capsize=3, label=name)
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
-        axis.set_xticks(sorted(part["batch_size"].unique()), [str(size) for size in sorted(part["batch_size"].unique())])
+        axis.set_xticks(
+            sorted(part["batch_size"].unique()), [str(size) for size in sorted(part["batch_size"].unique())]
+        )
         axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_title(f"{model} on {dataset}, {device} on {machine}", fontsize=10)
         axis.set_xlabel("batch size")
@@ -227,8 +265,10 @@ def batch_size_markdown(summary, figures):
     if sweeps.empty:
         return "This configuration runs each experiment at one batch size (`batch_sizes` sweeps it).\n"
     batch_size_figure(sweeps, figures / "batch_size.svg")
-    return ("Steady-epoch throughput against batch size (geometric mean and 95% interval over repeats):\n\n"
-            "![Training throughput against batch size](figures/batch_size.svg)\n")
+    return (
+        "Steady-epoch throughput against batch size (geometric mean and 95% interval over repeats):\n\n"
+        "![Training throughput against batch size](figures/batch_size.svg)\n"
+    )
 
 
 def convergence_figure(summary, epochs, path):
@@ -237,15 +277,18 @@ def convergence_figure(summary, epochs, path):
     epochs = epochs.sort_values(["experiment_id", "machine", "rep", "epoch"])
     epochs = epochs.assign(trained_s=epochs.groupby(["experiment_id", "machine", "rep"])["train_s"].cumsum())
     curves = epochs.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
-        trained_s=("trained_s", "median"), test_accuracy=("test_accuracy", "mean"), test_loss=("test_loss", "mean"))
+        trained_s=("trained_s", "median"), test_accuracy=("test_accuracy", "mean"), test_loss=("test_loss", "mean")
+    )
     curves = curves.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
     panels = panel_titles(curves)
     figure, axes = figure_grid(2 * len(panels))
     axes = list(axes)
     for index, panel in enumerate(panels):
         part = panel_rows(curves, panel)
-        for axis, column, ylabel in ((axes[2 * index], "test_accuracy", "test accuracy"),
-                                     (axes[2 * index + 1], "test_loss", "test loss")):  # fmt: skip
+        for axis, column, ylabel in (
+            (axes[2 * index], "test_accuracy", "test accuracy"),
+            (axes[2 * index + 1], "test_loss", "test loss"),
+        ):
             for name, line in part.groupby(label(part)):
                 axis.plot(line["trained_s"], line[column], marker="o", markersize=3, label=name)
             axis.set_xscale("log")
@@ -256,23 +299,29 @@ def convergence_figure(summary, epochs, path):
     save(figure, path)
 
 
-TRACE_METRICS = {"gpu_util_pct": "GPU utilisation %", "gpu_memory_mb": "GPU memory used MiB",
-                 "power_w": "GPU power W", "cpu_util_pct": "CPU utilisation, % of all cores",
-                 "rss_mb": "host resident memory MiB"}  # fmt: skip
+TRACE_METRICS = {
+    "gpu_util_pct": "GPU utilisation %",
+    "gpu_memory_mb": "GPU memory used MiB",
+    "power_w": "GPU power W",
+    "cpu_util_pct": "CPU utilisation, % of all cores",
+    "rss_mb": "host resident memory MiB",
+}
 
 
 def telemetry_figure(summary, telemetry, path):
     """Each experiment's first finished repeat over time, as its sampler recorded it: a row per dataset, model,
     batch and device panel, a column per quantity measured there (the GPU's only where NVML read them)."""
     traces = telemetry.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
-    panels = [(panel, [name for name in TRACE_METRICS if panel_rows(traces, panel)[name].notna().any()])
-              for panel in panel_titles(traces)]  # fmt: skip
+    panels = [
+        (panel, [name for name in TRACE_METRICS if panel_rows(traces, panel)[name].notna().any()])
+        for panel in panel_titles(traces)
+    ]
     columns = max(len(metrics) for _, metrics in panels)
     figure, axes = figure_grid(len(panels) * columns, max_columns=columns, panel_size=(4.4, 2.8))
     axes = list(axes)
     for row, (panel, metrics) in enumerate(panels):
         part = panel_rows(traces, panel)
-        for column, axis in enumerate(axes[row * columns:(row + 1) * columns]):
+        for column, axis in enumerate(axes[row * columns : (row + 1) * columns]):
             if column >= len(metrics):
                 axis.set_visible(False)
                 continue
@@ -286,8 +335,11 @@ def telemetry_figure(summary, telemetry, path):
     save(figure, path)
 
 
-MEMORY_PEAKS = {"host_rss_peak_mb_mean": "host RSS", "gpu_memory_peak_mb_mean": "GPU (NVML)",
-                "allocator_peak_mb_mean": "framework allocator"}  # fmt: skip
+MEMORY_PEAKS = {
+    "host_rss_peak_mb_mean": "host RSS",
+    "gpu_memory_peak_mb_mean": "GPU (NVML)",
+    "allocator_peak_mb_mean": "framework allocator",
+}
 
 
 def memory_figure(summary, path):
@@ -327,16 +379,20 @@ def resource_figures_markdown(summary, telemetry, figures):
     pieces = []
     if len(telemetry):
         telemetry_figure(summary, telemetry, figures / "telemetry.svg")
-        pieces.append("Over each experiment's first finished repeat, from the sampler's trace (on GPU: utilisation, "
-                      "memory and power from NVML):\n\n![Telemetry over a run](figures/telemetry.svg)")  # fmt: skip
+        pieces.append(
+            "Over each experiment's first finished repeat, from the sampler's trace (on GPU: utilisation, "
+            "memory and power from NVML):\n\n![Telemetry over a run](figures/telemetry.svg)"
+        )
     if (summary["runs_ok"] > 0).any():
         memory_figure(summary, figures / "memory.svg")
         pieces.append("Peak memory per experiment:\n\n![Peak memory](figures/memory.svg)")
     energy = summary[summary["gpu_energy_per_image_j_mean"].notna()]
     if len(energy):
         energy_figure(energy, figures / "energy.svg")
-        pieces.append("Energy per training image, GPU board power integrated over the training epochs:\n\n"
-                      "![Energy per image](figures/energy.svg)")  # fmt: skip
+        pieces.append(
+            "Energy per training image, GPU board power integrated over the training epochs:\n\n"
+            "![Energy per image](figures/energy.svg)"
+        )
     else:
         pieces.append("Energy is measured from the GPU's board power (NVML): no run of this report had it.")
     return "\n\n".join(pieces) + "\n"
@@ -351,8 +407,14 @@ def operator_grid(ops, column, ylabel, path, log_y):
         part = ops[(ops["operator"] == operator) & (ops["device"] == device)]
         for (framework, dtype), line in part.groupby(["framework", "dtype"]):
             line = line.sort_values("size")
-            axis.plot(line["size"], line[column], marker=".", color=colours[framework],
-                      linestyle="-" if dtype == "float32" else "--", label=f"{framework} {dtype}")  # fmt: skip
+            axis.plot(
+                line["size"],
+                line[column],
+                marker=".",
+                color=colours[framework],
+                linestyle="-" if dtype == "float32" else "--",
+                label=f"{framework} {dtype}",
+            )
             if column == "median_s":
                 axis.fill_between(line["size"], line["q1_s"], line["q3_s"], color=colours[framework], alpha=0.2)
         axis.set_xscale("log")
@@ -373,61 +435,119 @@ def ops_markdown(ops, figures):
     operator_grid(measured, "median_s", "seconds per call (median, IQR band)", figures / "ops_time.svg", True)
     operator_grid(measured, "fraction_of_ceiling", "fraction of the ceiling", figures / "ops_ceiling.svg", False)
     largest = measured.loc[measured.groupby(["operator", "framework", "device", "dtype"])["size"].idxmax()]
-    rows = [[row["operator"], row["framework"], row["device"], row["dtype"], f"{row['size']:,}",
-             f"{row['median_s'] * 1e6:,.1f}", number(row["gflop_per_s"], 1), number(row["gb_per_s"], 2),
-             f"{row['fraction_of_ceiling']:.1%}"] for _, row in largest.iterrows()]  # fmt: skip
-    ceilings = measured.drop_duplicates(["stack", "device"])[["stack", "device", "ceiling_gemm_gflop_per_s",
-                                                               "ceiling_bandwidth_gb_per_s", "ceiling_source"]]  # fmt: skip
-    ceiling_rows = [[row["stack"], row["device"], number(row["ceiling_gemm_gflop_per_s"], 1),
-                     number(row["ceiling_bandwidth_gb_per_s"], 1), row["ceiling_source"]] for _, row in ceilings.iterrows()]  # fmt: skip
+    rows = [
+        [
+            row["operator"],
+            row["framework"],
+            row["device"],
+            row["dtype"],
+            f"{row['size']:,}",
+            f"{row['median_s'] * 1e6:,.1f}",
+            number(row["gflop_per_s"], 1),
+            number(row["gb_per_s"], 2),
+            f"{row['fraction_of_ceiling']:.1%}",
+        ]
+        for _, row in largest.iterrows()
+    ]
+    ceilings = measured.drop_duplicates(["stack", "device"])[
+        ["stack", "device", "ceiling_gemm_gflop_per_s", "ceiling_bandwidth_gb_per_s", "ceiling_source"]
+    ]
+    ceiling_rows = [
+        [
+            row["stack"],
+            row["device"],
+            number(row["ceiling_gemm_gflop_per_s"], 1),
+            number(row["ceiling_bandwidth_gb_per_s"], 1),
+            row["ceiling_source"],
+        ]
+        for _, row in ceilings.iterrows()
+    ]
     failed = ops[ops["status"] == "error"]
-    failures = "" if failed.empty else "\nFailed operator measurements:\n\n" + markdown_table(
-        ["stack", "operator", "size", "error"],
-        [[row["stack"], row["operator"], row["size"], str(row["error"])[:200]] for _, row in failed.iterrows()])  # fmt: skip
-    return ("Time per call against size (log-log; GEMM by matrix side, the others by element count):\n\n"
-            "![Operator time per call](figures/ops_time.svg)\n\n"
-            "Achieved fraction of the machine's ceiling (GEMM and dot: of the GEMM GFLOP/s ceiling; the others: "
-            "of the memory-bandwidth ceiling):\n\n![Fraction of the ceiling](figures/ops_ceiling.svg)\n\n"
-            "At each operator's largest size:\n\n"
-            + markdown_table(["operator", "framework", "device", "dtype", "size", "µs/call", "GFLOP/s", "GB/s",
-                              "of ceiling"], rows)
-            + "\nCeilings, measured in each job:\n\n"
-            + markdown_table(["stack", "device", "GEMM GFLOP/s", "bandwidth GB/s", "how"], ceiling_rows) + failures)  # fmt: skip
+    failures = (
+        ""
+        if failed.empty
+        else "\nFailed operator measurements:\n\n"
+        + markdown_table(
+            ["stack", "operator", "size", "error"],
+            [[row["stack"], row["operator"], row["size"], str(row["error"])[:200]] for _, row in failed.iterrows()],
+        )
+    )
+    return (
+        "Time per call against size (log-log; GEMM by matrix side, the others by element count):\n\n"
+        "![Operator time per call](figures/ops_time.svg)\n\n"
+        "Achieved fraction of the machine's ceiling (GEMM and dot: of the GEMM GFLOP/s ceiling; the others: "
+        "of the memory-bandwidth ceiling):\n\n![Fraction of the ceiling](figures/ops_ceiling.svg)\n\n"
+        "At each operator's largest size:\n\n"
+        + markdown_table(
+            ["operator", "framework", "device", "dtype", "size", "µs/call", "GFLOP/s", "GB/s", "of ceiling"], rows
+        )
+        + "\nCeilings, measured in each job:\n\n"
+        + markdown_table(["stack", "device", "GEMM GFLOP/s", "bandwidth GB/s", "how"], ceiling_rows)
+        + failures
+    )
 
 
 def version_label(part):
-    return part["framework"] + " " + part["older_version"] + " → " + part["newer_version"] + " · " + \
-        variant_labels(part)  # fmt: skip
+    return (
+        part["framework"] + " " + part["older_version"] + " → " + part["newer_version"] + " · " + variant_labels(part)
+    )
 
 
 def version_figure(versions, path):
     """Newer over older release throughput per framework pair (log axis, 95% interval), a panel per group."""
-    ratio_figure(list(comparison_groups(versions)), version_label, group_title,
-                 "newer / older release throughput (log scale)", "no framework ran at two versions", path)  # fmt: skip
+    ratio_figure(
+        list(comparison_groups(versions)),
+        version_label,
+        group_title,
+        "newer / older release throughput (log scale)",
+        "no framework ran at two versions",
+        path,
+    )
 
 
 def versions_markdown(versions, figures):
     """The version study: each framework's consecutive releases on the same experiment."""
     if versions.empty:
-        return ("No framework ran at two versions here. A version study runs two stacks of one framework on the "
-                "same experiments (see the README's version study).\n")  # fmt: skip
+        return (
+            "No framework ran at two versions here. A version study runs two stacks of one framework on the "
+            "same experiments (see the README's version study).\n"
+        )
     version_figure(versions, figures / "versions.svg")
-    header = ["framework", "variant", "older (stack, packages)", "newer (stack, packages)", "throughput ratio",
-              "p (Holm), method", "verdict", "first-epoch ratio", "accuracy change"]  # fmt: skip
+    header = [
+        "framework",
+        "variant",
+        "older (stack, packages)",
+        "newer (stack, packages)",
+        "throughput ratio",
+        "p (Holm), method",
+        "verdict",
+        "first-epoch ratio",
+        "accuracy change",
+    ]
     sections = []
     for _, part in comparison_groups(versions):
-        rows = [[row["framework"], variant_label(row["variant"], row["data_placement"]),
-                 f"{row['older_version']} ({row['older_stack']}, {str(row['older_packages_sha256'])[:12]})",
-                 f"{row['newer_version']} ({row['newer_stack']}, {str(row['newer_packages_sha256'])[:12]})",
-                 ratio_text(row), p_method_text(row), "REGRESSION" if row["regression"] else verdict_text(row),
-                 f"{row['first_epoch_ratio']:.2f}x", number(row["accuracy_difference"] * 100, 2) + " pts"]
-                for _, row in part.iterrows()]  # fmt: skip
+        rows = [
+            [
+                row["framework"],
+                variant_label(row["variant"], row["data_placement"]),
+                f"{row['older_version']} ({row['older_stack']}, {str(row['older_packages_sha256'])[:12]})",
+                f"{row['newer_version']} ({row['newer_stack']}, {str(row['newer_packages_sha256'])[:12]})",
+                ratio_text(row),
+                p_method_text(row),
+                "REGRESSION" if row["regression"] else verdict_text(row),
+                f"{row['first_epoch_ratio']:.2f}x",
+                number(row["accuracy_difference"] * 100, 2) + " pts",
+            ]
+            for _, row in part.iterrows()
+        ]
         sections.append(f"### {group_title(part.iloc[0])}\n\n" + markdown_table(header, rows))
-    return ("Newer release over older, per framework, backend and variant on otherwise identical experiments, "
-            "tested as the comparisons are (ratio of geometric-mean steady throughput with its 95% interval, paired "
-            "by round or else unpaired, Holm-adjusted within each experiment group; equivalence within "
-            f"{margin_text(versions)}); REGRESSION marks a proven slowdown:\n\n"
-            "![Version ratios](figures/versions.svg)\n\n" + "\n".join(sections))  # fmt: skip
+    return (
+        "Newer release over older, per framework, backend and variant on otherwise identical experiments, "
+        "tested as the comparisons are (ratio of geometric-mean steady throughput with its 95% interval, paired "
+        "by round or else unpaired, Holm-adjusted within each experiment group; equivalence within "
+        f"{margin_text(versions)}); REGRESSION marks a proven slowdown:\n\n"
+        "![Version ratios](figures/versions.svg)\n\n" + "\n".join(sections)
+    )
 
 
 def number(value, digits=0):
@@ -461,19 +581,38 @@ def interval_cell(row, low, high):
 
 def summary_markdown(summary):
     """One table per dataset x model x batch x device, so each fits a page in the PDF."""
-    header = ["stack", "variant", "images/s", "95% interval", "CV", "steady epoch s", "first epoch s",
-              "inference images/s", "accuracy", "runs ok"]  # fmt: skip
+    header = [
+        "stack",
+        "variant",
+        "images/s",
+        "95% interval",
+        "CV",
+        "steady epoch s",
+        "first epoch s",
+        "inference images/s",
+        "accuracy",
+        "runs ok",
+    ]
     sections = []
     for panel, part in summary.groupby(PANEL):
         rows = []
         part = part.assign(variant_label=variant_labels(part))
         for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
             throughput = row["measurement_note"] or cell(row, "train_images_per_s_gmean")
-            rows.append([row["stack"], row["variant_label"], throughput,
-                         interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
-                         cell(row, "train_images_per_s_cv", 1, percent), cell(row, "steady_epoch_s_median", 3),
-                         cell(row, "first_epoch_s_median", 3), cell(row, "inference_images_per_s_gmean"),
-                         cell(row, "final_test_accuracy_mean", 3), f"{row['runs_ok']}/{row['runs']}"])  # fmt: skip
+            rows.append(
+                [
+                    row["stack"],
+                    row["variant_label"],
+                    throughput,
+                    interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
+                    cell(row, "train_images_per_s_cv", 1, percent),
+                    cell(row, "steady_epoch_s_median", 3),
+                    cell(row, "first_epoch_s_median", 3),
+                    cell(row, "inference_images_per_s_gmean"),
+                    cell(row, "final_test_accuracy_mean", 3),
+                    f"{row['runs_ok']}/{row['runs']}",
+                ]
+            )
         sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(header, rows))
     return "\n".join(sections)
 
@@ -525,18 +664,38 @@ def comparisons_markdown(comparisons):
     equivalence tests, verdict, and the repeats it rests on with the method."""
     if comparisons.empty:
         return "No group has two experiments with a finished run, so nothing is compared.\n"
-    header = ["stack", "variant", "ratio [95% interval]", "p difference (Holm)", "p equivalence (Holm)", "verdict",
-              "repeats"]  # fmt: skip
+    header = [
+        "stack",
+        "variant",
+        "ratio [95% interval]",
+        "p difference (Holm)",
+        "p equivalence (Holm)",
+        "verdict",
+        "repeats",
+    ]
     sections = []
     for _, part in comparison_groups(comparisons):
         first = part.iloc[0]
-        rows = [[row["stack"], variant_label(row["variant"], row["data_placement"]), ratio_text(row),
-                 p_text(row["p_holm"]), p_text(row["p_equivalence_holm"]), verdict_text(row), repeats_text(row)]
-                for _, row in part.sort_values("ratio").iterrows()]  # fmt: skip
-        sections.append(f"### {group_title(first)}\n\nBaseline: {first['baseline_stack']} ({first['baseline_variant']}), "
-                        f"{first['baseline_rule']}.\n\n" + markdown_table(header, rows))  # fmt: skip
-    return (f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
-            "`equivalence_margin` in the config).\n\n" + "\n".join(sections))  # fmt: skip
+        rows = [
+            [
+                row["stack"],
+                variant_label(row["variant"], row["data_placement"]),
+                ratio_text(row),
+                p_text(row["p_holm"]),
+                p_text(row["p_equivalence_holm"]),
+                verdict_text(row),
+                repeats_text(row),
+            ]
+            for _, row in part.sort_values("ratio").iterrows()
+        ]
+        sections.append(
+            f"### {group_title(first)}\n\nBaseline: {first['baseline_stack']} ({first['baseline_variant']}), "
+            f"{first['baseline_rule']}.\n\n" + markdown_table(header, rows)
+        )
+    return (
+        f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
+        "`equivalence_margin` in the config).\n\n" + "\n".join(sections)
+    )
 
 
 def resources_markdown(summary, runs):
@@ -544,18 +703,30 @@ def resources_markdown(summary, runs):
     model, batch and device; GPU columns only where measured."""
     header = ["stack", "variant", "input share", "RSS peak MiB", "CPU %"]
     columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
-    gpu = [("gpu_utilisation_mean_mean", 0, "GPU %"), ("gpu_utilisation_p95_mean", 0, "GPU % p95"),
-           ("gpu_memory_peak_mb_mean", 0, "GPU MiB"), ("allocator_peak_mb_mean", 0, "allocator MiB"),
-           ("gpu_power_mean_w_mean", 0, "W"), ("gpu_energy_per_image_j_mean", 4, "J/image"),
-           ("model_flops_utilisation_mean", 3, "MFU")]  # fmt: skip
+    gpu = [
+        ("gpu_utilisation_mean_mean", 0, "GPU %"),
+        ("gpu_utilisation_p95_mean", 0, "GPU % p95"),
+        ("gpu_memory_peak_mb_mean", 0, "GPU MiB"),
+        ("allocator_peak_mb_mean", 0, "allocator MiB"),
+        ("gpu_power_mean_w_mean", 0, "W"),
+        ("gpu_energy_per_image_j_mean", 4, "J/image"),
+        ("model_flops_utilisation_mean", 3, "MFU"),
+    ]
     sections = []
     for panel in panel_titles(summary):
         part = panel_rows(summary, panel)
         shown = list(columns) + [(column, digits) for column, digits, _ in gpu if part[column].notna().any()]
         titles = header + [title for column, _, title in gpu if part[column].notna().any()]
         part = part.assign(variant_label=variant_labels(part)).sort_values(["stack", "variant_label"])
-        rows = [[row["stack"], row["variant_label"], cell(row, "input_share_mean", 1, percent),
-                 *(cell(row, column, digits) for column, digits in shown)] for _, row in part.iterrows()]  # fmt: skip
+        rows = [
+            [
+                row["stack"],
+                row["variant_label"],
+                cell(row, "input_share_mean", 1, percent),
+                *(cell(row, column, digits) for column, digits in shown),
+            ]
+            for _, row in part.iterrows()
+        ]
         sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(titles, rows))
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
@@ -566,25 +737,53 @@ def input_pipeline_markdown(summary):
     """Streamed experiments: the loader alone beside training, and whether training is input-bound."""
     streamed = summary[summary["data_placement"] == "stream"]
     if streamed.empty:
-        return ("No experiment streamed its data (data placement `stream`: an image folder read by each framework's "
-                "own loader; see the README's input pipelines).\n")  # fmt: skip
-    header = ["stack", "variant", "loader", "workers", "loader alone img/s", "training img/s",
-              "training / loader", "input share", "GPU %", "verdict"]  # fmt: skip
+        return (
+            "No experiment streamed its data (data placement `stream`: an image folder read by each framework's "
+            "own loader; see the README's input pipelines).\n"
+        )
+    header = [
+        "stack",
+        "variant",
+        "loader",
+        "workers",
+        "loader alone img/s",
+        "training img/s",
+        "training / loader",
+        "input share",
+        "GPU %",
+        "verdict",
+    ]
     sections = []
     for panel in panel_titles(streamed):
         part = panel_rows(streamed, panel).assign(variant_label=lambda frame: variant_labels(frame))
-        rows = [[row["stack"], row["variant_label"], str(row["stream_loader"]).split(" (")[0],
-                 number(row["stream_workers"]), cell(row, "loader_images_per_s_mean"),
-                 cell(row, "train_images_per_s_gmean"), cell(row, "input_bound_share_mean", 2),
-                 cell(row, "input_share_mean", 1, percent), cell(row, "gpu_utilisation_mean_mean"),
-                 row["input_bound"] or "–"] for _, row in part.sort_values(["stack", "variant_label"]).iterrows()]  # fmt: skip
+        rows = [
+            [
+                row["stack"],
+                row["variant_label"],
+                str(row["stream_loader"]).split(" (")[0],
+                number(row["stream_workers"]),
+                cell(row, "loader_images_per_s_mean"),
+                cell(row, "train_images_per_s_gmean"),
+                cell(row, "input_bound_share_mean", 2),
+                cell(row, "input_share_mean", 1, percent),
+                cell(row, "gpu_utilisation_mean_mean"),
+                row["input_bound"] or "–",
+            ]
+            for _, row in part.sort_values(["stack", "variant_label"]).iterrows()
+        ]
         sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(header, rows))
     return "\n".join(sections)
 
 
-ENGAGEMENT_CHECKS = {"graph": "graph", "xla": "XLA", "xla_compiled": "XLA HLO built", "cached_graph": "cached graph",
-                     "compiled_graphs": "compiled graphs", "graph_breaks": "graph breaks",
-                     "loss_scaling": "loss scaling"}  # fmt: skip
+ENGAGEMENT_CHECKS = {
+    "graph": "graph",
+    "xla": "XLA",
+    "xla_compiled": "XLA HLO built",
+    "cached_graph": "cached graph",
+    "compiled_graphs": "compiled graphs",
+    "graph_breaks": "graph breaks",
+    "loss_scaling": "loss scaling",
+}
 
 
 def engagement_label(engaged):
@@ -605,12 +804,16 @@ def math_mode_markdown(runs):
     modes = {}
     for _, row in ok.iterrows():
         engaged = json.loads(row["engaged"])
-        mode = (f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
-                f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}")  # fmt: skip
+        mode = (
+            f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
+            f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}"
+        )
         modes.setdefault(mode, set()).add(f"{row['stack']} on {row['device']}")
     parts = [f"{mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
-    return (f"*Math mode, as each framework applied it: {'; '.join(parts) or 'no finished run'}. On CPU neither "
-            "exists: float32 runs in float32.*\n")  # fmt: skip
+    return (
+        f"*Math mode, as each framework applied it: {'; '.join(parts) or 'no finished run'}. On CPU neither "
+        "exists: float32 runs in float32.*\n"
+    )
 
 
 def engagement_markdown(runs):
@@ -621,8 +824,19 @@ def engagement_markdown(runs):
     for _, row in ok.sort_values(["model", "dataset", "stack", "variant"]).iterrows():
         engaged = json.loads(row["engaged"])
         checks = engagement_label(engaged)
-        rows.append([row["model"], row["dataset"], f"{int(row['parameters']):,}", f"{row['flops_per_image'] / 1e6:,.1f}",
-                     row["stack"], row["variant"], engaged.get("matmul_dtype", "–"), engaged.get("layout", "–"), checks])  # fmt: skip
+        rows.append(
+            [
+                row["model"],
+                row["dataset"],
+                f"{int(row['parameters']):,}",
+                f"{row['flops_per_image'] / 1e6:,.1f}",
+                row["stack"],
+                row["variant"],
+                engaged.get("matmul_dtype", "–"),
+                engaged.get("layout", "–"),
+                checks,
+            ]
+        )
     header = ["model", "dataset", "parameters", "MFLOPs/image", "stack", "variant", "matmul dtype", "layout", "engaged"]
     return markdown_table(header, rows)
 
@@ -637,10 +851,32 @@ def max_batch_markdown(searches):
         else:
             largest = f"{row['max_batch']:,}" + (" (the limit)" if row["limit_reached"] else "")
             failure = "–" if row["limit_reached"] else f"OOM at {row['first_failure']:,}"
-        rows.append([row["stack"], variant_label(row["variant"], row["data_placement"]), row["dataset"], row["model"], row["device"],
-                     row["optimizer"], largest, failure, number(row["allocator_peak_mb"]), row["probes"]])  # fmt: skip
-    header = ["stack", "variant", "dataset", "model", "device", "optimizer", "largest batch", "next", "allocator MiB",
-              "probes"]  # fmt: skip
+        rows.append(
+            [
+                row["stack"],
+                variant_label(row["variant"], row["data_placement"]),
+                row["dataset"],
+                row["model"],
+                row["device"],
+                row["optimizer"],
+                largest,
+                failure,
+                number(row["allocator_peak_mb"]),
+                row["probes"],
+            ]
+        )
+    header = [
+        "stack",
+        "variant",
+        "dataset",
+        "model",
+        "device",
+        "optimizer",
+        "largest batch",
+        "next",
+        "allocator MiB",
+        "probes",
+    ]
     return markdown_table(header, rows)
 
 
@@ -648,8 +884,10 @@ def failures_markdown(runs):
     failed = runs[~runs["status"].isin(["ok", "contended"])]
     if failed.empty:
         return "Every run finished (a run the machine's other load kept from a clean measurement: next section).\n"
-    rows = [[row["experiment_id"], row["rep"], STATUS_LABEL.get(row["status"], row["status"]),
-             str(row["error"])[:300]] for _, row in failed.iterrows()]  # fmt: skip
+    rows = [
+        [row["experiment_id"], row["rep"], STATUS_LABEL.get(row["status"], row["status"]), str(row["error"])[:300]]
+        for _, row in failed.iterrows()
+    ]
     return markdown_table(["experiment", "repeat", "status", "error"], rows)
 
 
@@ -658,53 +896,95 @@ def contended_markdown(tries):
     are kept here and never enter the statistics; a run still contended after its retries was not measured."""
     contended = tries[tries["status"] == "contended"].sort_values(["experiment_id", "rep", "attempt"])
     if contended.empty:
-        return ("No run was contended: nothing outside the runs' own processes used the machine beyond the "
-                "`contention` limits during their timed windows.\n")  # fmt: skip
+        return (
+            "No run was contended: nothing outside the runs' own processes used the machine beyond the "
+            "`contention` limits during their timed windows.\n"
+        )
     unmeasured = int(contended["final_try"].sum())
-    lines = [f"{len(contended)} tries were contended and run again; {unmeasured} runs never measured clean (their "
-             "experiments report \"not measured: machine busy\" if no other repeat was clean). Their figures are "
-             "listed here and used nowhere else.", ""]  # fmt: skip
-    rows = [[row["experiment_id"], row["rep"], row["attempt"], number(row["train_images_per_s"]),
-             number(row["contention_foreign_cpu_cores"], 2), percent(row["contention_steal_share"], 1),
-             str(row["contention_reasons"])[:200]] for _, row in contended.iterrows()]  # fmt: skip
+    lines = [
+        f"{len(contended)} tries were contended and run again; {unmeasured} runs never measured clean (their "
+        'experiments report "not measured: machine busy" if no other repeat was clean). Their figures are '
+        "listed here and used nowhere else.",
+        "",
+    ]
+    rows = [
+        [
+            row["experiment_id"],
+            row["rep"],
+            row["attempt"],
+            number(row["train_images_per_s"]),
+            number(row["contention_foreign_cpu_cores"], 2),
+            percent(row["contention_steal_share"], 1),
+            str(row["contention_reasons"])[:200],
+        ]
+        for _, row in contended.iterrows()
+    ]
     header = ["experiment", "repeat", "try", "images/s", "foreign CPU cores", "steal", "why"]
     return "\n".join(lines) + "\n" + markdown_table(header, rows)
 
 
 def provenance_markdown(runs):
     """The machine, then per stack and device what ran (versions) and where from (env file and packages hashes)."""
-    stacks = runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values(["stack", "device"])
-    versions = {"stack": "stack", "device": "device", "framework_version": "framework version", "backend": "backend",
-                "provenance_env_deployment": "deployment", "provenance_python": "Python", "provenance_cuda": "CUDA",
-                "provenance_cudnn": "cuDNN"}  # fmt: skip
-    sources = {"stack": "stack", "device": "device", "provenance_env_file": "env file",
-               "provenance_env_file_sha256": "env file sha256", "provenance_packages_sha256": "packages sha256"}  # fmt: skip
-    tables = [markdown_table(list(columns.values()), [["–" if pd.isna(value) else str(value)[:12] if "sha256" in key
-                                                       else value for key, value in row.items()]
-                                                      for row in stacks[list(columns)].to_dict("records")])
-              for columns in (versions, sources)]  # fmt: skip
+    stacks = (
+        runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values(["stack", "device"])
+    )
+    versions = {
+        "stack": "stack",
+        "device": "device",
+        "framework_version": "framework version",
+        "backend": "backend",
+        "provenance_env_deployment": "deployment",
+        "provenance_python": "Python",
+        "provenance_cuda": "CUDA",
+        "provenance_cudnn": "cuDNN",
+    }
+    sources = {
+        "stack": "stack",
+        "device": "device",
+        "provenance_env_file": "env file",
+        "provenance_env_file_sha256": "env file sha256",
+        "provenance_packages_sha256": "packages sha256",
+    }
+    tables = [
+        markdown_table(
+            list(columns.values()),
+            [
+                ["–" if pd.isna(value) else str(value)[:12] if "sha256" in key else value for key, value in row.items()]
+                for row in stacks[list(columns)].to_dict("records")
+            ],
+        )
+        for columns in (versions, sources)
+    ]
     first = runs.iloc[0]
-    machine = [["host", first["provenance_host"]], ["CPU", first["provenance_cpu_model"]],
-               ["CPU cores", first["provenance_cpu_cores"]], ["threads per run", first["provenance_threads"]],
-               ["platform", first["provenance_platform"]],
-               ["GPU", first["provenance_gpu"] or "none ({})".format(first["gpu_fields_reason"])],
-               ["workflow commit", first["provenance_workflow_commit"]],
-               ["first run started", runs["provenance_started_at"].min()],
-               ["last run finished", runs["provenance_finished_at"].max()]]  # fmt: skip
+    machine = [
+        ["host", first["provenance_host"]],
+        ["CPU", first["provenance_cpu_model"]],
+        ["CPU cores", first["provenance_cpu_cores"]],
+        ["threads per run", first["provenance_threads"]],
+        ["platform", first["provenance_platform"]],
+        ["GPU", first["provenance_gpu"] or "none ({})".format(first["gpu_fields_reason"])],
+        ["workflow commit", first["provenance_workflow_commit"]],
+        ["first run started", runs["provenance_started_at"].min()],
+        ["last run finished", runs["provenance_finished_at"].max()],
+    ]
     return markdown_table(["machine", "value"], machine) + "\n" + "\n".join(tables)
 
 
 def decided_clause(members, verdict):
     """One verdict's members, fastest first, each with its ratio and interval."""
-    listed = ", ".join(f"{row['stack']} ({row['variant']}) {ratio_text(row)}"
-                       for _, row in members.sort_values("ratio", ascending=False).iterrows())  # fmt: skip
+    listed = ", ".join(
+        f"{row['stack']} ({row['variant']}) {ratio_text(row)}"
+        for _, row in members.sort_values("ratio", ascending=False).iterrows()
+    )
     return f"{verdict}: {listed}"
 
 
 def undecided_clause(members):
     """The inconclusive members, fastest first, each with the repeats that would decide it."""
-    listed = [f"{row['stack']} ({row['variant']}) {ratio_text(row)}, {deciding_text(row)}"
-              for _, row in members.sort_values("ratio", ascending=False).iterrows()]  # fmt: skip
+    listed = [
+        f"{row['stack']} ({row['variant']}) {ratio_text(row)}, {deciding_text(row)}"
+        for _, row in members.sort_values("ratio", ascending=False).iterrows()
+    ]
     return "inconclusive: " + "; ".join(listed)
 
 
@@ -730,26 +1010,39 @@ def conclusion(part):
         clauses.append(undecided_clause(undecided))
     untested = part[part["verdict"].str.startswith("not tested")]
     if len(untested):
-        clauses.append(f"not tested (fewer than 3 ok repeats): {', '.join(untested['stack'] + ' (' + untested['variant'] + ')')}")
-    return (f"- {group_title(first)}; against {first['baseline_stack']} ({first['baseline_variant']}, "
-            f"{first['baseline_rule']}; {methods_text(part)}): " + "; ".join(clauses) + ".")  # fmt: skip
+        clauses.append(
+            f"not tested (fewer than 3 ok repeats): {', '.join(untested['stack'] + ' (' + untested['variant'] + ')')}"
+        )
+    return (
+        f"- {group_title(first)}; against {first['baseline_stack']} ({first['baseline_variant']}, "
+        f"{first['baseline_rule']}; {methods_text(part)}): " + "; ".join(clauses) + "."
+    )
 
 
 def regression_lines(versions):
     """The summary's sentences on releases, from the versions table only."""
     flagged = versions[versions["regression"]]
-    return [f"- **Regression**: {row['framework']} {row['newer_version']} trains at {ratio_text(row)} of "
-            f"{row['older_version']}, {group_title(row)} ({row['variant']})." for _, row in flagged.iterrows()]  # fmt: skip
+    return [
+        f"- **Regression**: {row['framework']} {row['newer_version']} trains at {ratio_text(row)} of "
+        f"{row['older_version']}, {group_title(row)} ({row['variant']})."
+        for _, row in flagged.iterrows()
+    ]
 
 
 def overview_markdown(summary, runs, comparisons, versions):
-    lines = [f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
-             f"({', '.join(sorted(summary['stack'].unique()))}); "
-             f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok.", ""]  # fmt: skip
+    lines = [
+        f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
+        f"({', '.join(sorted(summary['stack'].unique()))}); "
+        f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok.",
+        "",
+    ]
     overlapping = int((runs["overlapping_runs"] > 0).sum())
     if overlapping:
-        lines += [f"**Warning: {overlapping} runs overlapped another run on the same host; their timings are "
-                  "not trustworthy.**", ""]  # fmt: skip
+        lines += [
+            f"**Warning: {overlapping} runs overlapped another run on the same host; their timings are "
+            "not trustworthy.**",
+            "",
+        ]
     lines += [conclusion(part) for _, part in comparison_groups(comparisons)]
     lines += regression_lines(versions)
     return "\n".join(lines) + "\n"
@@ -761,8 +1054,9 @@ def expand_includes(text, folder):
 
 def render_with_quarto(document, title):
     for target in ("html", "typst"):
-        subprocess.run(["quarto", "render", document.name, "--to", target, "-M", f"title:{title}"],
-                       cwd=document.parent, check=True)  # fmt: skip
+        subprocess.run(
+            ["quarto", "render", document.name, "--to", target, "-M", f"title:{title}"], cwd=document.parent, check=True
+        )
 
 
 # Pandoc sizes the columns of a pipe table whose lines are longer than --columns by its dash counts (all equal
@@ -777,11 +1071,28 @@ def render_with_pandoc(document, title):
     folder = document.parent
     markdown = expand_includes(document.read_text(), folder)
     metadata = [f"--metadata=title:{title}", f"--metadata=date:{datetime.date.today().isoformat()}"]
-    pypandoc.convert_text(markdown, "html", format="markdown", outputfile=str(folder / "report.html"),
-                          extra_args=["--standalone", "--embed-resources", "--toc", "--toc-depth=2", f"--resource-path={folder}",
-                                      f"--css={folder / 'report.css'}", TABLE_LINE_WIDTH, *metadata])  # fmt: skip
-    typst_source = pypandoc.convert_text(markdown, "typst", format="markdown",
-                                         extra_args=["--standalone", "--toc", "--toc-depth=2", TABLE_LINE_WIDTH, *metadata])  # fmt: skip
+    pypandoc.convert_text(
+        markdown,
+        "html",
+        format="markdown",
+        outputfile=str(folder / "report.html"),
+        extra_args=[
+            "--standalone",
+            "--embed-resources",
+            "--toc",
+            "--toc-depth=2",
+            f"--resource-path={folder}",
+            f"--css={folder / 'report.css'}",
+            TABLE_LINE_WIDTH,
+            *metadata,
+        ],
+    )
+    typst_source = pypandoc.convert_text(
+        markdown,
+        "typst",
+        format="markdown",
+        extra_args=["--standalone", "--toc", "--toc-depth=2", TABLE_LINE_WIDTH, *metadata],
+    )
     (folder / "report.typ").write_text(typst_source)
     typst.compile(str(folder / "report.typ"), output=str(folder / "report.pdf"), root=str(folder))
 
@@ -795,8 +1106,10 @@ def main():
     parser.add_argument("--html", required=True)
     parser.add_argument("--pdf", required=True)
     args = parser.parse_args()
-    tables = {name: pd.read_parquet(Path(args.tables) / f"{name}.parquet") for name in
-              ("runs", "summary", "epochs", "ops", "max_batch", "comparisons", "versions", "telemetry")}  # fmt: skip
+    tables = {
+        name: pd.read_parquet(Path(args.tables) / f"{name}.parquet")
+        for name in ("runs", "summary", "epochs", "ops", "max_batch", "comparisons", "versions", "telemetry")
+    }
     tries, summary, epochs = tables["runs"], tables["summary"], tables["epochs"]
     runs = tries[tries["final_try"]]  # contended tries before a run's final one are listed apart
     build = Path(args.html).parent / "build"
@@ -808,16 +1121,23 @@ def main():
     epoch_time_figure(summary, epochs, figures / "epoch_time.svg")
     speedup_figure(tables["comparisons"], figures / "speedup.svg")
     convergence_figure(summary, epochs, figures / "convergence.svg")
-    pieces = {"overview.md": overview_markdown(summary, runs, tables["comparisons"], tables["versions"]),
-              "summary.md": summary_markdown(summary), "comparisons.md": comparisons_markdown(tables["comparisons"]),
-              "batch_size.md": batch_size_markdown(summary, figures),
-              "failures.md": failures_markdown(runs), "contended.md": contended_markdown(tries),
-              "provenance.md": provenance_markdown(runs),
-              "resources.md": resources_markdown(summary, runs), "engagement.md": engagement_markdown(runs),
-              "resource_figures.md": resource_figures_markdown(summary, tables["telemetry"], figures),
-              "versions.md": versions_markdown(tables["versions"], figures),
-              "ops.md": ops_markdown(tables["ops"], figures), "max_batch.md": max_batch_markdown(tables["max_batch"]),
-              "math_mode.md": math_mode_markdown(runs), "input_pipeline.md": input_pipeline_markdown(summary)}  # fmt: skip
+    pieces = {
+        "overview.md": overview_markdown(summary, runs, tables["comparisons"], tables["versions"]),
+        "summary.md": summary_markdown(summary),
+        "comparisons.md": comparisons_markdown(tables["comparisons"]),
+        "batch_size.md": batch_size_markdown(summary, figures),
+        "failures.md": failures_markdown(runs),
+        "contended.md": contended_markdown(tries),
+        "provenance.md": provenance_markdown(runs),
+        "resources.md": resources_markdown(summary, runs),
+        "engagement.md": engagement_markdown(runs),
+        "resource_figures.md": resource_figures_markdown(summary, tables["telemetry"], figures),
+        "versions.md": versions_markdown(tables["versions"], figures),
+        "ops.md": ops_markdown(tables["ops"], figures),
+        "max_batch.md": max_batch_markdown(tables["max_batch"]),
+        "math_mode.md": math_mode_markdown(runs),
+        "input_pipeline.md": input_pipeline_markdown(summary),
+    }
     for name, text in pieces.items():
         (build / name).write_text(text)
     document = build / "report.qmd"

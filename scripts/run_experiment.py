@@ -30,7 +30,9 @@ from dlbench.record import base_record, utc_now, write_epochs_csv  # noqa: E402
 from dlbench.telemetry import TRACE_COLUMNS, load_nvml  # noqa: E402
 
 OUTPUTS = ("--record", "--epochs-csv", "--telemetry-csv")
-CONSOLE_FD = 3  # the workflow's shell opens fd 3 on its own stderr, so a retry is said on the console, not only in the log
+CONSOLE_FD = (
+    3  # the workflow's shell opens fd 3 on its own stderr, so a retry is said on the console, not only in the log
+)
 
 
 def log(message):
@@ -75,8 +77,9 @@ def failed_record(argv, error):
 
 def train_once(argv):
     """One try in a fresh process; its record (train.py's, or one made here if it died first)."""
-    child = subprocess.Popen([sys.executable, str(SCRIPTS / "train.py"), *argv], stderr=subprocess.PIPE, text=True,
-                             bufsize=1)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "train.py"), *argv], stderr=subprocess.PIPE, text=True, bufsize=1
+    )
     last_lines = collections.deque(maxlen=15)
     for line in child.stderr:
         sys.stderr.write(line)
@@ -101,8 +104,14 @@ def gpu_check(argv, thresholds):
         return None
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     try:
-        contention.wait_for_free_gpu(nvml, handle, contention.tree_members(os.getpid()),
-                                     thresholds["foreign_gpu_process"], thresholds["gpu_wait_seconds"], log)  # fmt: skip
+        contention.wait_for_free_gpu(
+            nvml,
+            handle,
+            contention.tree_members(os.getpid()),
+            thresholds["foreign_gpu_process"],
+            thresholds["gpu_wait_seconds"],
+            log,
+        )
     except contention.GpuBusy as error:
         return str(error)
     return None
@@ -148,8 +157,9 @@ def main():
         os.replace(scratch / "telemetry.csv", run_dir / f"telemetry.attempt{attempt}.csv")
         (scratch / "record.json").unlink()
 
-    record = contention.until_clean(try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}",
-                                    tell_console, set_aside)  # fmt: skip
+    record = contention.until_clean(
+        try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}", tell_console, set_aside
+    )
     finish(argv, scratch, record)
     log(f"status {record['status']} (try {record['attempt']}): record written to {option(argv, '--record')}")
 

@@ -42,9 +42,11 @@ def framework_ceiling(adapter, device):
 
     gemm = ops.sample_clock(lambda: functions["gemm"](a, b), sync, samples=5)
     copy = ops.sample_clock(lambda: functions["copy"](vector), sync, samples=5)
-    return {"gemm_gflop_per_s": 2 * 4096**3 / gemm["median_s"] / 1e9,
-            "bandwidth_gb_per_s": 2 * (1 << 28) / copy["median_s"] / 1e9,
-            "source": f"{adapter.FRAMEWORK} {adapter.version()}: 4096x4096 float32 GEMM, 256 MiB device copy"}  # fmt: skip
+    return {
+        "gemm_gflop_per_s": 2 * 4096**3 / gemm["median_s"] / 1e9,
+        "bandwidth_gb_per_s": 2 * (1 << 28) / copy["median_s"] / 1e9,
+        "source": f"{adapter.FRAMEWORK} {adapter.version()}: 4096x4096 float32 GEMM, 256 MiB device copy",
+    }
 
 
 def call_arguments(adapter, operator, host, device, dtype):
@@ -63,12 +65,21 @@ def measure(adapter, operator, device, dtype, size, options, ceiling):
     host = ops.host_inputs(operator, size)
     arguments = call_arguments(adapter, operator, host, device, dtype)
     ops.check(operator, dtype, size, adapter.ops_output(function(*arguments)), ops.reference(operator, host))
-    timing = ops.sample_clock(lambda: function(*arguments), lambda value: adapter.ops_sync(device, value),
-                              samples=options["samples"], min_sample_s=options["min_sample_ms"] / 1000)  # fmt: skip
+    timing = ops.sample_clock(
+        lambda: function(*arguments),
+        lambda value: adapter.ops_sync(device, value),
+        samples=options["samples"],
+        min_sample_s=options["min_sample_ms"] / 1000,
+    )
     elements, moved, flops = ops.cost(operator, size, ITEMSIZE[dtype])
     seconds = timing["median_s"]
-    row = dict(timing, elements=elements, elements_per_s=elements / seconds, gb_per_s=moved / seconds / 1e9,
-               gflop_per_s=flops / seconds / 1e9 if flops else None)  # fmt: skip
+    row = dict(
+        timing,
+        elements=elements,
+        elements_per_s=elements / seconds,
+        gb_per_s=moved / seconds / 1e9,
+        gflop_per_s=flops / seconds / 1e9 if flops else None,
+    )
     if operator in FLOP_BOUND:
         row["fraction_of_ceiling"] = row["gflop_per_s"] / ceiling["gemm_gflop_per_s"]
     else:
@@ -104,9 +115,18 @@ def run(args, options, record):
 def measure_once(args, options):
     """One try of the whole job: its record, with the contention over its timed window."""
     env_description = json.loads(Path(args.env_description).read_text())
-    record = {"stack": args.stack, "operator": args.operator, "device": args.device, "framework": None,
-              "framework_version": None, "status": "ok", "error": None, "ceiling": None, "rows": [],
-              "provenance": provenance(env_description, SCRIPTS.parent, thread_policy(args.threads))}  # fmt: skip
+    record = {
+        "stack": args.stack,
+        "operator": args.operator,
+        "device": args.device,
+        "framework": None,
+        "framework_version": None,
+        "status": "ok",
+        "error": None,
+        "ceiling": None,
+        "rows": [],
+        "provenance": provenance(env_description, SCRIPTS.parent, thread_policy(args.threads)),
+    }
     sampler = job_sampler(args.device)
     sampler.mark(TIMED_PHASE)
     try:
@@ -132,8 +152,12 @@ def main():
     args = parser.parse_args()
     options = json.loads(args.options)
     prepare_process(options["environment"], args.threads, options["math_mode"])
-    record = contention.until_clean(lambda: measure_once(args, options), json.loads(args.contention),
-                                    f"{args.operator} of {args.stack} on {args.device}", log)  # fmt: skip
+    record = contention.until_clean(
+        lambda: measure_once(args, options),
+        json.loads(args.contention),
+        f"{args.operator} of {args.stack} on {args.device}",
+        log,
+    )
     write_json_atomic(args.out, record)
     log(f"status {record['status']}: {args.out}")
 

@@ -27,11 +27,25 @@ from dlbench.cli import run_main  # noqa: E402
 from dlbench.clock import timed  # noqa: E402
 from dlbench.io import write_json_atomic  # noqa: E402
 from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
-from dlbench.record import (EPOCH_COLUMNS, NO_GPU_REASON, base_record, cuda_libraries, peak_rss_mb, utc_now,  # noqa: E402
-                            write_epochs_csv)
+from dlbench.record import (
+    EPOCH_COLUMNS,
+    NO_GPU_REASON,
+    base_record,
+    cuda_libraries,
+    peak_rss_mb,
+    utc_now,  # noqa: E402
+    write_epochs_csv,
+)
 from dlbench.rapl import rapl_meter  # noqa: E402
-from dlbench.telemetry import (IDLE_PHASE, Sampler, cpu_meter, gpu_provenance, load_nvml,  # noqa: E402
-                               sampler_contention, summarise)
+from dlbench.telemetry import (
+    IDLE_PHASE,
+    Sampler,
+    cpu_meter,
+    gpu_provenance,
+    load_nvml,  # noqa: E402
+    sampler_contention,
+    summarise,
+)
 
 # The GPU's idle draw is sampled this long before the imports: several of NVML's power updates, little wait.
 IDLE_BASELINE_S = 2.0
@@ -58,13 +72,21 @@ def start_telemetry(experiment, record, idle_seconds=IDLE_BASELINE_S):
         record["provenance"].update(cuda=cuda, cudnn=cudnn)
     if nvml:
         handle = nvml.nvmlDeviceGetHandleByIndex(0)
-        record["provenance"].update(gpu=str(nvml.nvmlDeviceGetName(handle)),
-                                    gpu_driver=str(nvml.nvmlSystemGetDriverVersion()),
-                                    **gpu_provenance(nvml, handle))  # fmt: skip
+        record["provenance"].update(
+            gpu=str(nvml.nvmlDeviceGetName(handle)),
+            gpu_driver=str(nvml.nvmlSystemGetDriverVersion()),
+            **gpu_provenance(nvml, handle),
+        )
     meter, unreadable = cpu_meter()
     rapl, rapl_unreadable = rapl_meter()
-    sampler = Sampler(experiment["telemetry_hz"], nvml, meter=meter, meter_unavailable=unreadable, rapl=rapl,
-                      rapl_unavailable=rapl_unreadable).start()  # fmt: skip
+    sampler = Sampler(
+        experiment["telemetry_hz"],
+        nvml,
+        meter=meter,
+        meter_unavailable=unreadable,
+        rapl=rapl,
+        rapl_unavailable=rapl_unreadable,
+    ).start()
     if nvml:
         sampler.mark(IDLE_PHASE)
         time.sleep(idle_seconds)
@@ -163,8 +185,15 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
     record["engaged"].update(adapter.engaged(model))  # read back after training: compiled graphs, XLA, breaks
     log(f"engaged: {record['engaged']}")
-    record.update(peaks.utilisation(record["flops_per_image"], record["train_images_per_s"], record["engaged"],
-                                    device, record["provenance"]["gpu"]))  # fmt: skip
+    record.update(
+        peaks.utilisation(
+            record["flops_per_image"],
+            record["train_images_per_s"],
+            record["engaged"],
+            device,
+            record["provenance"]["gpu"],
+        )
+    )
     if experiment["measure_input_share"] and window:
         measure_input_share(adapter, model, staged, order, batch_size, window, record, sampler, sync)
     if experiment["data_placement"] == "stream":
@@ -180,8 +209,10 @@ def check_finite(train_loss, test_loss, epoch, learning_rate):
     """Raise Diverged where an epoch's training or test loss (each read on the host once per epoch) is not finite."""
     for name, value in (("training loss", train_loss), ("test loss", test_loss)):
         if not math.isfinite(float(value)):
-            raise Diverged(f"{name} became {float(value)} in epoch {epoch} (learning rate {learning_rate:g}): the run "
-                           f"diverged; lower the learning rate")  # fmt: skip
+            raise Diverged(
+                f"{name} became {float(value)} in epoch {epoch} (learning rate {learning_rate:g}): the run "
+                f"diverged; lower the learning rate"
+            )
 
 
 def open_arrays(adapter, experiment, dataset_dir, record, sync):
@@ -207,11 +238,19 @@ def open_stream(adapter, experiment, dataset_dir, record, sync):
     workers = options["workers"] or len(os.sched_getaffinity(0))
     staged, phases["data_staging"] = timed(sync, adapter.stream, meta, experiment, workers)
     sizes = data.stream_files(meta, "train")[2]
-    record["stream"] = {"workers": workers, "loader": adapter.LOADER, "root": meta["root"],
-                        "train_images": meta["train_size"], "val_images": meta["test_size"],
-                        "skipped_images": len(meta["skipped"]), "skipped": meta["skipped"][:SKIPPED_LISTED]}  # fmt: skip
-    log(f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through "
-        f"{adapter.LOADER}, {workers} workers ({len(meta['skipped'])} files skipped at indexing)")  # fmt: skip
+    record["stream"] = {
+        "workers": workers,
+        "loader": adapter.LOADER,
+        "root": meta["root"],
+        "train_images": meta["train_size"],
+        "val_images": meta["test_size"],
+        "skipped_images": len(meta["skipped"]),
+        "skipped": meta["skipped"][:SKIPPED_LISTED],
+    }
+    log(
+        f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through "
+        f"{adapter.LOADER}, {workers} workers ({len(meta['skipped'])} files skipped at indexing)"
+    )
 
     def order_of(epoch):
         cap = experiment.get("images_per_epoch")
@@ -235,8 +274,10 @@ def measure_loader(adapter, staged, order_of, experiment, record, sampler, sync)
     record["loader_images_per_s"] = len(order) / seconds
     if record["train_images_per_s"]:
         record["input_bound_share"] = record["train_images_per_s"] / record["loader_images_per_s"]
-    log(f"loader alone: {len(order)} images in {seconds:.3f}s, {record['loader_images_per_s']:.0f} img/s; "
-        f"training ran at {record['input_bound_share'] or 0:.1%} of it")  # fmt: skip
+    log(
+        f"loader alone: {len(order)} images in {seconds:.3f}s, {record['loader_images_per_s']:.0f} img/s; "
+        f"training ran at {record['input_bound_share'] or 0:.1%} of it"
+    )
 
 
 def steady_window(adapter, model, staged, order_of, experiment, record, sampler, sync):
@@ -252,9 +293,11 @@ def steady_window(adapter, model, staged, order_of, experiment, record, sampler,
         window.append(record["extra_steady_epochs_s"][-1])
     record["steady_window_s"] = sum(window) if window else None
     if record["extra_steady_epochs_s"]:
-        log(f"steady window {sum(window):.3f}s: {len(record['extra_steady_epochs_s'])} extra steady epochs after the "
-            f"last evaluation (epochs 2..{experiment['epochs']} lasted {sum(window[:experiment['epochs'] - 1]):.3f}s, "
-            f"less than min_steady_seconds {experiment['min_steady_seconds']})")  # fmt: skip
+        log(
+            f"steady window {sum(window):.3f}s: {len(record['extra_steady_epochs_s'])} extra steady epochs after the "
+            f"last evaluation (epochs 2..{experiment['epochs']} lasted {sum(window[: experiment['epochs'] - 1]):.3f}s, "
+            f"less than min_steady_seconds {experiment['min_steady_seconds']})"
+        )
     return window
 
 
@@ -280,10 +323,17 @@ def measure_input_share(adapter, model, staged, order, batch_size, steady, recor
         fixed.append(timed(sync, run, len(order) // batch_size)[1])
     share, interval = input_share(fixed, steady)
     removed = STREAM_INPUT_WORK if staged.get("stream") else adapter.INPUT_WORK
-    record.update(fixed_batch_epochs_s=fixed, fixed_batch_epoch_s=statistics.median(fixed), input_share=share,
-                  input_share_interval=interval, input_share_covers=removed)  # fmt: skip
-    log(f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {fixed} s vs steady "
-        f"epochs {steady} s (removed: {removed})")  # fmt: skip
+    record.update(
+        fixed_batch_epochs_s=fixed,
+        fixed_batch_epoch_s=statistics.median(fixed),
+        input_share=share,
+        input_share_interval=interval,
+        input_share_covers=removed,
+    )
+    log(
+        f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {fixed} s vs steady "
+        f"epochs {steady} s (removed: {removed})"
+    )
 
 
 def main():

@@ -26,10 +26,18 @@ def write_idx(path, array):
 def mnist_like(folder, train=64, test=16, seed=0):
     """The four MNIST files of a small random set; returns {role: array} of what was written."""
     rng = np.random.default_rng(seed)
-    arrays = {"train_images": rng.integers(0, 256, (train, 28, 28)), "train_labels": rng.integers(0, 10, train),
-              "test_images": rng.integers(0, 256, (test, 28, 28)), "test_labels": rng.integers(0, 10, test)}  # fmt: skip
-    names = {"train_images": "train-images-idx3-ubyte.gz", "train_labels": "train-labels-idx1-ubyte.gz",
-             "test_images": "t10k-images-idx3-ubyte.gz", "test_labels": "t10k-labels-idx1-ubyte.gz"}  # fmt: skip
+    arrays = {
+        "train_images": rng.integers(0, 256, (train, 28, 28)),
+        "train_labels": rng.integers(0, 10, train),
+        "test_images": rng.integers(0, 256, (test, 28, 28)),
+        "test_labels": rng.integers(0, 10, test),
+    }
+    names = {
+        "train_images": "train-images-idx3-ubyte.gz",
+        "train_labels": "train-labels-idx1-ubyte.gz",
+        "test_images": "t10k-images-idx3-ubyte.gz",
+        "test_labels": "t10k-labels-idx1-ubyte.gz",
+    }
     folder.mkdir(parents=True, exist_ok=True)
     for role, array in arrays.items():
         write_idx(folder / names[role], array)
@@ -56,8 +64,14 @@ def cifar_like(folder, per_batch=6, seed=0):
 
 
 def registry_entry(format_name, shape, files, base_url):
-    return {"format": format_name, "shape": list(shape), "classes": 10, "licence": "test data",
-            "urls": [base_url], "files": files}  # fmt: skip
+    return {
+        "format": format_name,
+        "shape": list(shape),
+        "classes": 10,
+        "licence": "test data",
+        "urls": [base_url],
+        "files": files,
+    }
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -42,8 +42,9 @@ def planned_rules(output):
 
 def copy_repository(root):
     """The repository's files (tracked and untracked, not ignored) copied into root, modification times kept."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()  # fmt: skip
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     for name in files:
         if (REPO / name).is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -55,8 +56,11 @@ def build_env(env):
     from build_env import venv_prefix
 
     env_file = REPO / "envs" / f"{env}.yaml"
-    subprocess.run([sys.executable, str(REPO / "scripts" / "build_env.py"), str(env_file), "--venv-root",
-                    str(VENV_ROOT)], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_env.py"), str(env_file), "--venv-root", str(VENV_ROOT)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return venv_prefix(VENV_ROOT, env_file) / "bin" / "python"
 
 
@@ -88,11 +92,18 @@ def probes(env_python, tmp_path_factory):
     running = {}
     for stack, entry in STACKS.items():
         out = tmp_path_factory.mktemp(f"probe-{stack}")
-        command = [str(env_python(entry["env"]["cpu"])), str(REPO / "tests" / "probe_adapter.py"), entry["adapter"],
-                   ",".join(cpu_variants(entry)), str(out)]  # fmt: skip
+        command = [
+            str(env_python(entry["env"]["cpu"])),
+            str(REPO / "tests" / "probe_adapter.py"),
+            entry["adapter"],
+            ",".join(cpu_variants(entry)),
+            str(out),
+        ]
         log = open(out / "stderr.log", "w")
-        running[stack] = (subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stderr=log,
-                                           stdout=log), out)  # fmt: skip
+        running[stack] = (
+            subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stderr=log, stdout=log),
+            out,
+        )
     results = {}
     for stack, (process, out) in running.items():
         assert process.wait() == 0, f"probe of {stack} failed:\n{(out / 'stderr.log').read_text()[-3000:]}"

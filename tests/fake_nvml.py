@@ -37,8 +37,11 @@ class FakeNVML:
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = NVML_CLOCK_SM, 2, NVML_TEMPERATURE_GPU
     NVML_FEATURE_ENABLED, NVML_DEVICE_MIG_ENABLE = 1, 1
-    NVMLError, NVMLError_NotSupported, NVMLError_FunctionNotFound = (NVMLError, NVMLError_NotSupported,
-                                                                     NVMLError_FunctionNotFound)  # fmt: skip
+    NVMLError, NVMLError_NotSupported, NVMLError_FunctionNotFound = (
+        NVMLError,
+        NVMLError_NotSupported,
+        NVMLError_FunctionNotFound,
+    )
     # nvml.h's clock event reason bits (pynvml also names them nvmlClocksThrottleReason*)
     nvmlClocksEventReasonGpuIdle = 0x1
     nvmlClocksEventReasonApplicationsClocksSetting = 0x2
@@ -49,11 +52,27 @@ class FakeNVML:
     nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80
     POWER_LIMIT_MW, MAX_CLOCKS_MHZ, APPLICATIONS_CLOCKS_MHZ = 700_000, {1: 1980, 2: 2619}, {1: 1755, 2: 2619}
 
-    def __init__(self, utilisation, memory_mb, power_mw, processes=((),), graphics=((),), throttle=(0,),
-                 energy_mj=None, unsupported=(), missing=()):  # fmt: skip
-        self.scripts = {"utilisation": list(utilisation), "memory": list(memory_mb), "power": list(power_mw),
-                        "processes": list(processes), "graphics": list(graphics), "throttle": list(throttle),
-                        "energy": list(energy_mj or [None])}  # fmt: skip
+    def __init__(
+        self,
+        utilisation,
+        memory_mb,
+        power_mw,
+        processes=((),),
+        graphics=((),),
+        throttle=(0,),
+        energy_mj=None,
+        unsupported=(),
+        missing=(),
+    ):
+        self.scripts = {
+            "utilisation": list(utilisation),
+            "memory": list(memory_mb),
+            "power": list(power_mw),
+            "processes": list(processes),
+            "graphics": list(graphics),
+            "throttle": list(throttle),
+            "energy": list(energy_mj or [None]),
+        }
         self.calls = {name: 0 for name in self.scripts}
         self.unsupported, self.missing = set(unsupported), set(missing)
         if energy_mj is None:

@@ -1,6 +1,6 @@
 """train.py with PyTorch's train_epoch replaced by one that raises CUDA's out-of-memory error (a scripted OOM).
 
-    <torch env python> tests/oom_run.py <train.py arguments>
+<torch env python> tests/oom_run.py <train.py arguments>
 """
 
 import sys

@@ -25,21 +25,33 @@ CLASSES = 10
 # Small inputs keep CI fast; the ImageNet ResNets and VGG-16 run at 32x32 (their counts at 224 are in test_specs).
 # A shallow net with every construct of the deep ones (conv + batch norm, padded max pool, option-A and projection
 # shortcuts, global pooling): well conditioned, so one SGD step agrees to float32 rounding (tests/test_adapters.py).
-TEST_MODELS = {"constructs": lambda classes: [
-    *specs.conv_bn(8, 3), specs.Pool("max", 3, stride=1, padding=1),
-    specs.Residual((*specs.conv_bn(16, 3, 2), *specs.conv_bn(16, 3, activation=None)), "zero_pad"),
-    specs.Residual((*specs.conv_bn(32, 3, 2), *specs.conv_bn(32, 3, activation=None)),
-                   tuple(specs.conv_bn(32, 1, 2, activation=None))),
-    specs.GlobalAvgPool(), specs.Dense(classes),
-]}  # fmt: skip
+TEST_MODELS = {
+    "constructs": lambda classes: [
+        *specs.conv_bn(8, 3),
+        specs.Pool("max", 3, stride=1, padding=1),
+        specs.Residual((*specs.conv_bn(16, 3, 2), *specs.conv_bn(16, 3, activation=None)), "zero_pad"),
+        specs.Residual(
+            (*specs.conv_bn(32, 3, 2), *specs.conv_bn(32, 3, activation=None)),
+            tuple(specs.conv_bn(32, 1, 2, activation=None)),
+        ),
+        specs.GlobalAvgPool(),
+        specs.Dense(classes),
+    ]
+}
 
 
 def model_spec(name, classes):
     return TEST_MODELS[name](classes) if name in TEST_MODELS else specs.model_spec(name, classes)
 
-CASES = [("constructs", (8, 8, 3))] + [(name, (28, 28, 1)) for name in ("mlp", "cnn", "lenet", "lstm")] + [
-    (name, (32, 32, 3)) for name in ("mlp", "lenet", "resnet20", "resnet56", "resnet18", "resnet50", "vgg16", "vgg16-cifar")
-]
+
+CASES = (
+    [("constructs", (8, 8, 3))]
+    + [(name, (28, 28, 1)) for name in ("mlp", "cnn", "lenet", "lstm")]
+    + [
+        (name, (32, 32, 3))
+        for name in ("mlp", "lenet", "resnet20", "resnet56", "resnet18", "resnet50", "vgg16", "vgg16-cifar")
+    ]
+)
 STEP_BATCH, STEP_RATE = 8, 0.1
 MATH_OFF = {"tf32": False, "autotune": False}
 
@@ -50,18 +62,26 @@ def scripted_oom():
     if backend == "pytorch":
         import torch
 
-        return torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), RuntimeError("size mismatch")
+        return torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), RuntimeError(
+            "size mismatch"
+        )
     if backend == "mxnet_gluon":
         import mxnet as mx
 
-        return mx.base.MXNetError("pooled_storage_manager.h:161: cudaMalloc retry failed: out of memory"), mx.base.MXNetError("shape mismatch")
+        return mx.base.MXNetError(
+            "pooled_storage_manager.h:161: cudaMalloc retry failed: out of memory"
+        ), mx.base.MXNetError("shape mismatch")
     if backend == "jax":
         import jax
 
-        return jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.0GiB"), ValueError("x")
+        return jax.errors.JaxRuntimeError(
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.0GiB"
+        ), ValueError("x")
     import tensorflow as tf
 
-    return tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[8192,8192]"), tf.errors.InvalidArgumentError(None, None, "x")
+    return tf.errors.ResourceExhaustedError(
+        None, None, "OOM when allocating tensor with shape[8192,8192]"
+    ), tf.errors.InvalidArgumentError(None, None, "x")
 
 
 def variants_to_build(model, declared):
@@ -75,20 +95,32 @@ def variants_to_build(model, declared):
 
 
 # Optimiser settings checked by three steps of the MLP: (optimizer, learning rate, momentum, weight decay).
-OPTIMIZER_CASES = {"sgd-momentum-decay": ("sgd", 0.1, 0.9, 0.05), "adam-decay": ("adam", 0.01, 0.0, 0.05),
-                   "rmsprop": ("rmsprop", 0.01, 0.0, 0.0)}  # fmt: skip
+OPTIMIZER_CASES = {
+    "sgd-momentum-decay": ("sgd", 0.1, 0.9, 0.05),
+    "adam-decay": ("adam", 0.01, 0.0, 0.05),
+    "rmsprop": ("rmsprop", 0.01, 0.0, 0.0),
+}
 
 
 def experiment(variant, optimizer="sgd", rate=0.001, momentum=0.0, decay=0.0, data_placement="device"):
-    return {"device": "cpu", "variant": variant, "optimizer": optimizer, "learning_rate": rate, "momentum": momentum,
-            "weight_decay": decay, "data_placement": data_placement}  # fmt: skip
+    return {
+        "device": "cpu",
+        "variant": variant,
+        "optimizer": optimizer,
+        "learning_rate": rate,
+        "momentum": momentum,
+        "weight_decay": decay,
+        "data_placement": data_placement,
+    }
 
 
 def step_arrays(shape):
     """One batch of STEP_BATCH examples, which is also the test split."""
     rng = np.random.default_rng(2)
-    arrays = {"train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
-              "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32)}  # fmt: skip
+    arrays = {
+        "train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
+        "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32),
+    }
     return dict(arrays, test_x=arrays["train_x"], test_y=arrays["train_y"])
 
 
@@ -120,8 +152,16 @@ def main():
         images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
         for variant in variants_to_build(name, declared):
             model = adapter.build(spec, shape, weights, experiment(variant))
-            results.append({"model": name, "shape": shape, "variant": variant, "parameters": adapter.parameter_count(model),
-                            "logits": adapter.logits(model, images).tolist(), "engaged": adapter.engaged(model)})  # fmt: skip
+            results.append(
+                {
+                    "model": name,
+                    "shape": shape,
+                    "variant": variant,
+                    "parameters": adapter.parameter_count(model),
+                    "logits": adapter.logits(model, images).tolist(),
+                    "engaged": adapter.engaged(model),
+                }
+            )
         stripped = specs.without_dropout(spec)
         setup = experiment(declared[0], rate=STEP_RATE)
         loss, stepped, _ = train_steps(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), setup)
@@ -153,11 +193,20 @@ def main():
     math_modes["off"] = adapter.configure("cpu", 1, 0, MATH_OFF)
     oom, other = scripted_oom()
     oom_detection = {"oom": adapter.is_oom(oom), "other": adapter.is_oom(other)}
-    (out / "probe.json").write_text(json.dumps({"framework": adapter.FRAMEWORK, "version": adapter.version(),
-                                                "results": results, "unsupported": unsupported,
-                                                "oom_detection": oom_detection, "placements": placements,
-                                                "input_work": adapter.INPUT_WORK,
-                                                "math_modes": math_modes}))  # fmt: skip
+    (out / "probe.json").write_text(
+        json.dumps(
+            {
+                "framework": adapter.FRAMEWORK,
+                "version": adapter.version(),
+                "results": results,
+                "unsupported": unsupported,
+                "oom_detection": oom_detection,
+                "placements": placements,
+                "input_work": adapter.INPUT_WORK,
+                "math_modes": math_modes,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,14 @@ def main():
     train_images, train_labels = gathered(adapter.loader_batches(staged, order, BATCH))
     again_images, _ = gathered(adapter.loader_batches(staged, order, BATCH))
     test_images, test_labels = gathered(adapter.loader_batches(staged, None, BATCH))
-    np.savez(Path(out) / "stream.npz", train_images=train_images, train_labels=train_labels,
-             again_images=again_images, test_images=test_images, test_labels=test_labels)  # fmt: skip
+    np.savez(
+        Path(out) / "stream.npz",
+        train_images=train_images,
+        train_labels=train_labels,
+        again_images=again_images,
+        test_images=test_images,
+        test_labels=test_labels,
+    )
 
 
 if __name__ == "__main__":

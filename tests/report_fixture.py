@@ -12,9 +12,14 @@ from conftest import REPO
 from dlbench.record import EPOCH_COLUMNS, base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
 
-STACKS = {"mxnet-1.9": ("mxnet", "gluon", "1.9.1"), "torch-2.11": ("torch", "eager", "2.11.0"),
-          "torch-2.13": ("torch", "eager", "2.13.0"), "tensorflow-2.21": ("tensorflow", "tf.nn", "2.21.0"),
-          "keras-3-jax": ("keras", "jax", "3.15.0"), "keras-3-tensorflow": ("keras", "tensorflow", "3.15.0")}  # fmt: skip
+STACKS = {
+    "mxnet-1.9": ("mxnet", "gluon", "1.9.1"),
+    "torch-2.11": ("torch", "eager", "2.11.0"),
+    "torch-2.13": ("torch", "eager", "2.13.0"),
+    "tensorflow-2.21": ("tensorflow", "tf.nn", "2.21.0"),
+    "keras-3-jax": ("keras", "jax", "3.15.0"),
+    "keras-3-tensorflow": ("keras", "tensorflow", "3.15.0"),
+}
 CPU_PANELS = [("digits", "mlp"), ("synthetic-32x32x3", "lenet")]
 BATCH_SIZES = [32, 64, 128]
 VARIANTS = ["eager", "graph"]
@@ -22,10 +27,12 @@ GPU_STACKS = ["torch-2.11", "torch-2.13", "keras-3-jax"]
 # Streamed GPU runs: (loader images/s over training's, input share) -> input-bound, compute-bound, partly input-bound
 STREAMED = {"torch-2.11": (1.02, 0.05), "torch-2.13": (3.0, 0.01), "keras-3-jax": (1.6, 0.3)}
 OOM_PANEL = ("lenet", 128)
-OOM_ERROR = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB "
-             "of which 1.02 GiB is free. Of the allocated memory 76.40 GiB is allocated by PyTorch, and 1.10 GiB is "
-             "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-             "expandable_segments to avoid fragmentation.")  # fmt: skip
+OOM_ERROR = (
+    "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB "
+    "of which 1.02 GiB is free. Of the allocated memory 76.40 GiB is allocated by PyTorch, and 1.10 GiB is "
+    "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+    "expandable_segments to avoid fragmentation."
+)
 REGRESSION = ("torch-2.13", "mlp", 64, "eager")  # 2.13 at 0.8x of 2.11 here, beyond noise
 REPEATS = 3
 # Each run's throughput wobbles by up to NOISE, in a pattern of its own (the sine of its start second); the streamed
@@ -48,7 +55,9 @@ def experiments():
     for index, experiment in enumerate(rows):
         speed = 1000.0 + 137.0 * index
         if (experiment["stack"], experiment["model"], experiment["batch_size"], experiment["variant"]) == REGRESSION:
-            older = dict(experiment, stack="torch-2.11", experiment_id=experiment["experiment_id"].replace("2.13", "2.11"))
+            older = dict(
+                experiment, stack="torch-2.11", experiment_id=experiment["experiment_id"].replace("2.13", "2.11")
+            )
             speed = 0.8 * speeds[older["experiment_id"]]
         speeds[experiment["experiment_id"]] = speed
     return [(experiment, speeds[experiment["experiment_id"]]) for experiment in rows]
@@ -60,12 +69,31 @@ def streamed(experiment):
 
 def row(stack, dataset, model, device, batch, variant):
     framework, backend, _ = STACKS[stack]
-    return {"experiment_id": f"{stack}_{dataset}_{model}_{device}_b{batch}_adam-lr0.001_e3_{variant}", "stack": stack,
-            "framework": framework, "backend": backend, "adapter": "fixture", "dataset": dataset, "model": model,
-            "device": device, "batch_size": batch, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9,
-            "weight_decay": 0.0, "epochs": 3, "variant": variant, "data_placement": "device", "seed": 1,
-            "target_accuracy": 0.9, "telemetry_hz": 10, "measure_input_share": True,
-            "math_mode": {"tf32": True, "autotune": True}, "min_steady_seconds": 1.0, "environment": {}}  # fmt: skip
+    return {
+        "experiment_id": f"{stack}_{dataset}_{model}_{device}_b{batch}_adam-lr0.001_e3_{variant}",
+        "stack": stack,
+        "framework": framework,
+        "backend": backend,
+        "adapter": "fixture",
+        "dataset": dataset,
+        "model": model,
+        "device": device,
+        "batch_size": batch,
+        "optimizer": "adam",
+        "learning_rate": 0.001,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "epochs": 3,
+        "variant": variant,
+        "data_placement": "device",
+        "seed": 1,
+        "target_accuracy": 0.9,
+        "telemetry_hz": 10,
+        "measure_input_share": True,
+        "math_mode": {"tf32": True, "autotune": True},
+        "min_steady_seconds": 1.0,
+        "environment": {},
+    }
 
 
 def trace(device, seconds):
@@ -74,14 +102,27 @@ def trace(device, seconds):
     for tick in range(int(seconds * 10) + 1):
         t = tick / 10
         phase = "build" if t < 0.5 else f"epoch {min(3, int((t - 0.5) / (seconds - 0.5) * 3) + 1)}"
-        gpu = [95 - (t < 0.5) * 80, 40, 9000 + 10 * tick, 350 - (t < 0.5) * 250, 1980, 60] if device == "gpu" else [""] * 6
+        gpu = (
+            [95 - (t < 0.5) * 80, 40, 9000 + 10 * tick, 350 - (t < 0.5) * 250, 1980, 60]
+            if device == "gpu"
+            else [""] * 6
+        )
         lines.append(",".join(str(value) for value in [t, phase, *gpu, 90 + tick % 7, 800 + tick]))
     return "\n".join(lines) + "\n"
 
 
-CONTENTION = {"window_s": 2.0, "foreign_cpu_cores": 0.01, "foreign_cpu_peak_cores": 0.05, "steal_share": 0.0,
-              "foreign_gpu_processes": None, "throttle_reasons": None, "unavailable": {}, "reasons": [],
-              "window_started_at": None, "window_finished_at": None}  # fmt: skip
+CONTENTION = {
+    "window_s": 2.0,
+    "foreign_cpu_cores": 0.01,
+    "foreign_cpu_peak_cores": 0.05,
+    "steal_share": 0.0,
+    "foreign_gpu_processes": None,
+    "throttle_reasons": None,
+    "unavailable": {},
+    "reasons": [],
+    "window_started_at": None,
+    "window_finished_at": None,
+}
 CONTENDED_REASON = "other processes used the CPU: 1.02 cores (limit 0.1)"
 
 
@@ -93,39 +134,98 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
     noise = NOISY_NOISE if (experiment["stack"], experiment["data_placement"]) == NOISY else NOISE
     seconds = images / (speed * (1 + noise * math.sin(start)))
     epochs = [] if failed else [2.0 * seconds, seconds, seconds]
-    record.update(framework_version=framework_version, status="oom" if failed else "ok",
-                  provenance=dict(record["provenance"], started_at=f"2026-11-22T10:{start // 60:02d}:{start % 60:02d}+00:00",
-                                  finished_at=f"2026-11-22T10:{start // 60:02d}:{start % 60 + 0.9:04.1f}+00:00",
-                                  gpu="NVIDIA H100 80GB HBM3" if experiment["device"] == "gpu" else None))  # fmt: skip
+    record.update(
+        framework_version=framework_version,
+        status="oom" if failed else "ok",
+        provenance=dict(
+            record["provenance"],
+            started_at=f"2026-11-22T10:{start // 60:02d}:{start % 60:02d}+00:00",
+            finished_at=f"2026-11-22T10:{start // 60:02d}:{start % 60 + 0.9:04.1f}+00:00",
+            gpu="NVIDIA H100 80GB HBM3" if experiment["device"] == "gpu" else None,
+        ),
+    )
     if failed:
         record["error"] = OOM_ERROR
     else:
-        record.update(epoch_train_s=epochs, epoch_eval_s=[0.1] * 3, loss_curve=[1.5, 0.9, 0.6],
-                      train_images_per_s=images / seconds, inference_images_per_s=3600.0, final_test_accuracy=0.91,
-                      time_to_target_s=sum(epochs), input_share=0.01, input_share_interval=[0.0, 0.02],
-                      host_rss_peak_mb=800.0 + speed / 10, cpu_utilisation_mean=93.0, parameters=101_770,
-                      flops_per_image=203_530, engaged={"graph": experiment["variant"] == "graph", "tf32": True,
-                                                        "conv_autotune": True, "matmul_dtype": "float32",
-                                                        "layout": "NCHW"})  # fmt: skip
+        record.update(
+            epoch_train_s=epochs,
+            epoch_eval_s=[0.1] * 3,
+            loss_curve=[1.5, 0.9, 0.6],
+            train_images_per_s=images / seconds,
+            inference_images_per_s=3600.0,
+            final_test_accuracy=0.91,
+            time_to_target_s=sum(epochs),
+            input_share=0.01,
+            input_share_interval=[0.0, 0.02],
+            host_rss_peak_mb=800.0 + speed / 10,
+            cpu_utilisation_mean=93.0,
+            parameters=101_770,
+            flops_per_image=203_530,
+            engaged={
+                "graph": experiment["variant"] == "graph",
+                "tf32": True,
+                "conv_autotune": True,
+                "matmul_dtype": "float32",
+                "layout": "NCHW",
+            },
+        )
         if experiment["data_placement"] == "stream":
             headroom, share = STREAMED[experiment["stack"]]
-            record.update(loader_images_per_s=headroom * images / seconds, input_bound_share=1 / headroom,
-                          input_share=share, images_per_epoch=images,
-                          stream={"workers": 16, "loader": "the fixture's loader (16 workers)", "root": "/data/ilsvrc",
-                                  "train_images": 1281167, "val_images": 50000, "skipped_images": 23, "skipped": []})  # fmt: skip
+            record.update(
+                loader_images_per_s=headroom * images / seconds,
+                input_bound_share=1 / headroom,
+                input_share=share,
+                images_per_epoch=images,
+                stream={
+                    "workers": 16,
+                    "loader": "the fixture's loader (16 workers)",
+                    "root": "/data/ilsvrc",
+                    "train_images": 1281167,
+                    "val_images": 50000,
+                    "skipped_images": 23,
+                    "skipped": [],
+                },
+            )
         if experiment["device"] == "gpu":
-            record.update(gpu_utilisation_mean=95.0, gpu_utilisation_p95=99.0, gpu_memory_peak_mb=9500.0,
-                          allocator_peak_mb=8000.0, gpu_power_mean_w=350.0, gpu_energy_per_image_j=350.0 / speed,
-                          model_flops_utilisation=0.31, gpu_fields_reason=None)  # fmt: skip
+            record.update(
+                gpu_utilisation_mean=95.0,
+                gpu_utilisation_p95=99.0,
+                gpu_memory_peak_mb=9500.0,
+                allocator_peak_mb=8000.0,
+                gpu_power_mean_w=350.0,
+                gpu_energy_per_image_j=350.0 / speed,
+                model_flops_utilisation=0.31,
+                gpu_fields_reason=None,
+            )
     if contended:  # an earlier try, kept inside the record: a busy loop took a core
-        busy = dict(record, status="contended", train_images_per_s=record["train_images_per_s"] / 4,
-                    contention=dict(CONTENTION, foreign_cpu_cores=1.02, reasons=[CONTENDED_REASON]))  # fmt: skip
+        busy = dict(
+            record,
+            status="contended",
+            train_images_per_s=record["train_images_per_s"] / 4,
+            contention=dict(CONTENTION, foreign_cpu_cores=1.02, reasons=[CONTENDED_REASON]),
+        )
         record.update(attempt=2, contended_attempts=[busy])
     path = folder / experiment["experiment_id"] / f"rep{rep}" / "record.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
-    rows = [dict(zip(EPOCH_COLUMNS, (epoch + 1, train_s, 0.1, 1.5 / (epoch + 1), 1.6 / (epoch + 1), 0.7 + 0.07 * epoch,
-                                     images, images / train_s))) for epoch, train_s in enumerate(epochs)]  # fmt: skip
+    rows = [
+        dict(
+            zip(
+                EPOCH_COLUMNS,
+                (
+                    epoch + 1,
+                    train_s,
+                    0.1,
+                    1.5 / (epoch + 1),
+                    1.6 / (epoch + 1),
+                    0.7 + 0.07 * epoch,
+                    images,
+                    images / train_s,
+                ),
+            )
+        )
+        for epoch, train_s in enumerate(epochs)
+    ]
     write_epochs_csv(path.with_name("epochs.csv"), rows)
     path.with_name("telemetry.csv").write_text(trace(experiment["device"], max(sum(epochs), 1.0)))
     return str(path)
@@ -139,6 +239,14 @@ def write_records(folder):
     paths = []
     for index, (experiment, speed) in enumerate(experiments()):
         for rep in range(1, REPEATS + 1):
-            paths.append(write_run(folder, experiment, speed, rep, start=index * REPEATS + rep - 1,
-                                   contended=(index, rep) == CONTENDED_RUN))  # fmt: skip
+            paths.append(
+                write_run(
+                    folder,
+                    experiment,
+                    speed,
+                    rep,
+                    start=index * REPEATS + rep - 1,
+                    contended=(index, rep) == CONTENDED_RUN,
+                )
+            )
     return paths

@@ -109,12 +109,19 @@ def leaf_roles(spec, shape):
 
 
 def step_loss(probes, stack, name, shape):
-    return next(result["step_loss"] for result in results(probes, stack)
-                if result["model"] == name and tuple(result["shape"]) == shape and "step_loss" in result)  # fmt: skip
+    return next(
+        result["step_loss"]
+        for result in results(probes, stack)
+        if result["model"] == name and tuple(result["shape"]) == shape and "step_loss" in result
+    )
 
 
 def step_cases(probes):
-    return [(result["model"], tuple(result["shape"])) for result in results(probes, REFERENCE_STACK) if "step_loss" in result]
+    return [
+        (result["model"], tuple(result["shape"]))
+        for result in results(probes, REFERENCE_STACK)
+        if "step_loss" in result
+    ]
 
 
 def test_one_sgd_step_gives_the_same_loss_and_weights(probes):
@@ -124,7 +131,9 @@ def test_one_sgd_step_gives_the_same_loss_and_weights(probes):
         initial = [array for params in specs.initial_weights(spec, shape, seed=7) for array in params]
         roles = leaf_roles(spec, shape)
         expected = step_weights(probes, REFERENCE_STACK, name, shape)
-        largest_update = max(np.abs(a - b).max() for a, b, (role, _) in zip(expected, initial, roles) if role == "trainable")
+        largest_update = max(
+            np.abs(a - b).max() for a, b, (role, _) in zip(expected, initial, roles) if role == "trainable"
+        )
         expected_loss = step_loss(probes, REFERENCE_STACK, name, shape)
         for stack in STACKS:
             # the training-mode forward pass (batch statistics), rounding-amplified like the step in the deep nets
@@ -137,7 +146,9 @@ def test_one_sgd_step_gives_the_same_loss_and_weights(probes):
                     difference = np.abs(got - want).max() / largest_update
                     assert difference < STEP_TOLERANCE[name in WELL_CONDITIONED], (stack, name, difference)
                 elif role == "running_mean":
-                    np.testing.assert_allclose(got, want, atol=1e-4 * max(np.abs(want).max(), 1e-3), err_msg=f"{stack} {name}")
+                    np.testing.assert_allclose(
+                        got, want, atol=1e-4 * max(np.abs(want).max(), 1e-3), err_msg=f"{stack} {name}"
+                    )
             compared += 1
     assert compared >= 12 * len(STACKS)
 
@@ -176,7 +187,10 @@ def test_optimisers_and_weight_decay_update_alike(probes, case):
         pytorch = STACKS[stack]["framework"] == "torch"
         want_weights = saved_weights(probes, REFERENCE_STACK, f"optimizer_{case}.npz") if pytorch else expected
         for got, want in zip(saved_weights(probes, stack, f"optimizer_{case}.npz"), want_weights):
-            assert np.abs(got - want).max() / largest_update < OPTIMIZER_TOLERANCE[pytorch_differs and not pytorch], (stack, case)
+            assert np.abs(got - want).max() / largest_update < OPTIMIZER_TOLERANCE[pytorch_differs and not pytorch], (
+                stack,
+                case,
+            )
 
 
 def test_pytorch_adam_differs_only_where_epsilon_matters(probes):
@@ -210,5 +224,8 @@ def test_the_math_mode_policy_is_applied_and_read_back(probes, stack):
     """Every adapter applies the config's math mode with its framework's own switches and reads it back: on by
     default (what practitioners run on a tensor-core GPU), off when the policy says so."""
     math_modes = probes[stack][0]["math_modes"]
-    assert {key: math_modes["default"][key] for key in ("tf32", "conv_autotune")} == {"tf32": True, "conv_autotune": True}
+    assert {key: math_modes["default"][key] for key in ("tf32", "conv_autotune")} == {
+        "tf32": True,
+        "conv_autotune": True,
+    }
     assert {key: math_modes["off"][key] for key in ("tf32", "conv_autotune")} == {"tf32": False, "conv_autotune": False}

@@ -11,8 +11,26 @@ from conftest import REPO, VENV_ROOT, read_csv
 # The default config's stacks: the version study's earlier releases run the same adapters and bare scripts.
 STACKS = yaml.safe_load((REPO / "config.yaml").read_text())["stacks"]
 
-TINY = ["--device", "cpu", "--images", "16", "--batch-size", "8", "--image-size", "32", "--warmup", "0", "--trials", "1",
-        "--rounds", "1", "--threads", "1", "--venv-root", str(VENV_ROOT)]  # fmt: skip
+TINY = [
+    "--device",
+    "cpu",
+    "--images",
+    "16",
+    "--batch-size",
+    "8",
+    "--image-size",
+    "32",
+    "--warmup",
+    "0",
+    "--trials",
+    "1",
+    "--rounds",
+    "1",
+    "--threads",
+    "1",
+    "--venv-root",
+    str(VENV_ROOT),
+]
 
 
 def parity(tmp_path, *options):
@@ -25,7 +43,9 @@ def parity(tmp_path, *options):
 
 def test_parity_runs_every_precision_or_says_why_not(tmp_path):
     printed, rows = parity(tmp_path, "--models", "lenet", "--stacks", *STACKS)
-    assert {(row["stack"], row["precision"]) for row in rows} == {(s, p) for s in STACKS for p in ("fp32", "amp", "fastest")}
+    assert {(row["stack"], row["precision"]) for row in rows} == {
+        (s, p) for s in STACKS for p in ("fp32", "amp", "fastest")
+    }
     measured = [row for row in rows if not row["reason"]]
     assert {row["stack"] for row in measured if row["precision"] == "fp32"} == set(STACKS)
     assert ("torch-2.13", "eager-nhwc-amp") in {(row["stack"], row["variant"]) for row in measured}
@@ -48,14 +68,37 @@ def test_parity_refuses_an_unknown_stack_and_a_wrong_interpreter(tmp_path):
     command = [sys.executable, str(REPO / "benchmarks" / "parity.py"), *TINY, "--stacks", "torch-9"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert result.returncode != 0 and "unknown stack(s) torch-9" in result.stderr
-    printed, rows = parity(tmp_path, "--models", "lenet", "--precisions", "fp32", "--stacks", "torch-2.11",
-                           "--python", f"torch-2.11={sys.executable}")  # fmt: skip
+    printed, rows = parity(
+        tmp_path,
+        "--models",
+        "lenet",
+        "--precisions",
+        "fp32",
+        "--stacks",
+        "torch-2.11",
+        "--python",
+        f"torch-2.11={sys.executable}",
+    )
     assert "does not exist" not in rows[0]["reason"] and "torch" in rows[0]["reason"], rows[0]["reason"]
 
 
 def test_the_telemetry_cost_benchmark_runs(tmp_path):
-    command = [sys.executable, str(REPO / "benchmarks" / "overhead.py"), "--stacks", "torch-2.13", "--trials", "1",
-               "--rounds", "1", "--images", "128", "--threads", "1", "--venv-root", str(VENV_ROOT)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO / "benchmarks" / "overhead.py"),
+        "--stacks",
+        "torch-2.13",
+        "--trials",
+        "1",
+        "--rounds",
+        "1",
+        "--images",
+        "128",
+        "--threads",
+        "1",
+        "--venv-root",
+        str(VENV_ROOT),
+    ]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all 1 pairs" in result.stdout
@@ -63,12 +106,32 @@ def test_the_telemetry_cost_benchmark_runs(tmp_path):
 
 def test_the_loader_benchmark_measures_every_stack_and_worker_count(tmp_path):
     table = tmp_path / "loaders.csv"
-    command = [sys.executable, str(REPO / "benchmarks" / "loaders.py"), "--images", "16", "--batch-size", "8",
-               "--resolution", "32", "--sides", "40", "80", "--trials", "1", "--workers", "1", "2",
-               "--venv-root", str(VENV_ROOT), "--csv", str(table)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO / "benchmarks" / "loaders.py"),
+        "--images",
+        "16",
+        "--batch-size",
+        "8",
+        "--resolution",
+        "32",
+        "--sides",
+        "40",
+        "80",
+        "--trials",
+        "1",
+        "--workers",
+        "1",
+        "2",
+        "--venv-root",
+        str(VENV_ROOT),
+        "--csv",
+        str(table),
+    ]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = read_csv(table)
-    assert {(row["stack"], row["workers"]) for row in rows} == {(stack, workers) for stack in STACKS
-                                                               for workers in ("1", "2")}  # fmt: skip
+    assert {(row["stack"], row["workers"]) for row in rows} == {
+        (stack, workers) for stack in STACKS for workers in ("1", "2")
+    }
     assert all(float(row["images_per_s"]) > 0 and not row["reason"] for row in rows), rows

@@ -27,8 +27,10 @@ def test_mxnet_keeps_numpy_below_1_24():
 
 def test_pip_section_parsing(tmp_path):
     env_file = tmp_path / "x.yaml"
-    env_file.write_text("name: x\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - a==1  # why\n"
-                        "      - \"b[extra]==2\"\nother: 1\n")  # fmt: skip
+    env_file.write_text(
+        "name: x\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - a==1  # why\n"
+        '      - "b[extra]==2"\nother: 1\n'
+    )
     assert pip_requirements(env_file) == ["a==1", "b[extra]==2"]
 
 

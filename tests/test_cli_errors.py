@@ -31,9 +31,16 @@ def fail(code, filename=None, filename2=None):
     return function
 
 
-@pytest.mark.parametrize(("code", "hint"), [(errno.EROFS, "mounted read-only"), (errno.ENOSPC, "is full"),
-                                            (errno.EDQUOT, "quota"), (errno.EACCES, "read-only folder"),
-                                            (errno.EPERM, "read-only folder")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("code", "hint"),
+    [
+        (errno.EROFS, "mounted read-only"),
+        (errno.ENOSPC, "is full"),
+        (errno.EDQUOT, "quota"),
+        (errno.EACCES, "read-only folder"),
+        (errno.EPERM, "read-only folder"),
+    ],
+)
 def test_a_refused_write_is_one_line_naming_the_path(tmp_path, code, hint):
     target = tmp_path / "tables" / "runs.csv"
     line = cli.describe(raised(fail(code, str(target))))
@@ -45,8 +52,10 @@ def test_run_main_prints_the_line_and_exits_non_zero(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.run_main(fail(errno.ENOSPC, str(tmp_path / "runs.csv")))
     assert exited.value.code == 1
-    assert capsys.readouterr().err == (f"error: cannot write {tmp_path / 'runs.csv'}: No space left on device "
-                                       f"(the disk holding {tmp_path} is full: free space, then rerun)\n")  # fmt: skip
+    assert capsys.readouterr().err == (
+        f"error: cannot write {tmp_path / 'runs.csv'}: No space left on device "
+        f"(the disk holding {tmp_path} is full: free space, then rerun)\n"
+    )
 
 
 def test_run_main_exits_with_mains_status():
@@ -55,8 +64,9 @@ def test_run_main_exits_with_mains_status():
     assert exited.value.code == 3
 
 
-@pytest.mark.parametrize("function", [fail(errno.ENOENT, "missing.json"), fail(errno.EPERM),
-                                      fail(errno.ECONNREFUSED, "host")])  # fmt: skip
+@pytest.mark.parametrize(
+    "function", [fail(errno.ENOENT, "missing.json"), fail(errno.EPERM), fail(errno.ECONNREFUSED, "host")]
+)
 def test_other_errors_keep_their_traceback(function):
     """A missing input is a bug; EPERM without a path is a process's (os.kill), not a folder's."""
     with pytest.raises(OSError):
@@ -133,8 +143,11 @@ def test_a_script_in_an_unwritable_folder_reports_one_line(tmp_path, env_python)
     tables = tmp_path / "results" / "tables"
     tables.mkdir(parents=True)
     with unwritable(tables):
-        result = subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate_ops.py"), "--out",
-                                 str(tables / "ops.csv")], capture_output=True, text=True)  # fmt: skip
+        result = subprocess.run(
+            [str(env_python("tools")), str(REPO / "scripts" / "aggregate_ops.py"), "--out", str(tables / "ops.csv")],
+            capture_output=True,
+            text=True,
+        )
     assert result.returncode == 1
     assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
     assert result.stderr.startswith(f"error: cannot write {tables / 'ops.csv'}: ")
@@ -146,8 +159,13 @@ def full_disk(tmp_path):
     """A 64 KiB tmpfs, filled: needs root and a kernel that lets this process mount."""
     folder = tmp_path / "full"
     folder.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
-                                           capture_output=True).returncode != 0:  # fmt: skip
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         with contextlib.suppress(OSError), open(folder / "filler", "wb") as filler:
@@ -159,11 +177,16 @@ def full_disk(tmp_path):
 
 def test_a_script_on_a_full_disk_reports_one_line(full_disk, env_python):
     """pandas' to_csv fails at close() with no filename: the line still names the file."""
-    result = subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate_ops.py"), "--out",
-                             str(full_disk / "ops.csv")], capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [str(env_python("tools")), str(REPO / "scripts" / "aggregate_ops.py"), "--out", str(full_disk / "ops.csv")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
-    assert result.stderr == (f"error: cannot write {full_disk / 'ops.csv'}: No space left on device "
-                             f"(the disk holding {full_disk} is full: free space, then rerun)\n")  # fmt: skip
+    assert result.stderr == (
+        f"error: cannot write {full_disk / 'ops.csv'}: No space left on device "
+        f"(the disk holding {full_disk} is full: free space, then rerun)\n"
+    )
 
 
 def test_unwritable_output_names_the_first_output_it_cannot_write(tmp_path):
@@ -218,7 +241,8 @@ def test_snakemake_in_an_unwritable_output_folder(tmp_path, hook):
         assert "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().splitlines()[-1] == (
             f"error: cannot write tables/runs.csv: Permission denied (read-only folder: chmod u+w tables, "
-            f"or chattr -i tables if it is immutable)")  # fmt: skip
+            f"or chattr -i tables if it is immutable)"
+        )
     else:
         assert "Traceback" in result.stderr and "remove_existing_output" in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith("PermissionError: ")

@@ -10,16 +10,21 @@ from dlbench import configuration
 
 
 def dry_run(*config):
-    return subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--config", *config], cwd=REPO,
-                          capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--config", *config], cwd=REPO, capture_output=True, text=True
+    )
 
 
 def dry_run_with(tmp_path, overrides):
     """Dry run with a config file holding the default config updated with overrides (typed YAML values)."""
     config = yaml.safe_load((REPO / "config.yaml").read_text()) | overrides
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(tmp_path / "config.yaml")],
-                            cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", str(tmp_path / "config.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     return result.returncode, result.stdout + result.stderr
 
 
@@ -40,15 +45,24 @@ def test_an_empty_workflow_config_is_refused_naming_the_file(tmp_path):
     result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1"], cwd=copy, capture_output=True, text=True)
     assert result.returncode != 0
     assert "config file config.yaml: a config is a mapping of keys (stacks:, datasets:, ...); it is empty" in (
-        result.stdout + result.stderr)
+        result.stdout + result.stderr
+    )
 
 
 def test_an_image_folder_with_a_wrong_layout_is_refused_before_any_job(tmp_path):
     (tmp_path / "flowers" / "train" / "daisy").mkdir(parents=True)
-    code, output = dry_run_with(tmp_path, {"datasets": ["flowers"], "data_placements": ["stream"],
-                                           "image_folders": {"flowers": {"path": str(tmp_path / "flowers")}}})  # fmt: skip
+    code, output = dry_run_with(
+        tmp_path,
+        {
+            "datasets": ["flowers"],
+            "data_placements": ["stream"],
+            "image_folders": {"flowers": {"path": str(tmp_path / "flowers")}},
+        },
+    )
     assert code != 0
-    assert f"config error in `image_folders.flowers.path`: {tmp_path / 'flowers'}: no val/ folder (found: train)" in output
+    assert (
+        f"config error in `image_folders.flowers.path`: {tmp_path / 'flowers'}: no val/ folder (found: train)" in output
+    )
 
 
 def test_excluding_everything_is_refused():
@@ -59,7 +73,10 @@ def test_excluding_everything_is_refused():
 def test_unsupported_variant_is_skipped_with_a_reason():
     result = dry_run("stacks=[torch-2.13]", "variants=[eager,graph]")
     assert result.returncode == 0
-    assert "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is torch.compile" in result.stderr
+    assert (
+        "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is torch.compile"
+        in result.stderr
+    )
 
 
 def stand_in_gpu(tmp_path):
@@ -74,8 +91,13 @@ def stand_in_gpu(tmp_path):
 def test_the_seeds_study_plans_every_grid(tmp_path):
     """config/seeds.yaml (a GPU study) plans its grids here with a stand-in nvidia-smi that lists one GPU."""
     environment = stand_in_gpu(tmp_path)
-    result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/seeds.yaml"], cwd=REPO,
-                            capture_output=True, text=True, env=environment)  # fmt: skip
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/seeds.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     planned = result.stdout + result.stderr
     seeds = yaml.safe_load((REPO / "config" / "seeds.yaml").read_text())
@@ -83,12 +105,14 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
         for model in grid["models"]:
             for stack in grid["stacks"]:
                 assert f"results/runs/{stack}_" in planned and f"_{model}_gpu_" in planned, (stack, model)
-    for expected in ("mxnet-1.9_cifar10_resnet20_gpu_b128_adam-lr0.001_e10_graph",
-                     "torch-2.13_cifar10_vgg16-cifar_gpu_b128_adam-lr0.001_e10_compile",
-                     "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b16_adam-lr0.001_e3_xla",
-                     "mxnet-1.9_mnist_lenet_gpu_b200_adam-lr0.001_e15_eager",
-                     "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla_host-data",
-                     "torch-2.13_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_compile_host-data"):  # fmt: skip
+    for expected in (
+        "mxnet-1.9_cifar10_resnet20_gpu_b128_adam-lr0.001_e10_graph",
+        "torch-2.13_cifar10_vgg16-cifar_gpu_b128_adam-lr0.001_e10_compile",
+        "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b16_adam-lr0.001_e3_xla",
+        "mxnet-1.9_mnist_lenet_gpu_b200_adam-lr0.001_e15_eager",
+        "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla_host-data",
+        "torch-2.13_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_compile_host-data",
+    ):
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
     assert "skipping variant 'xla' with device data for mxnet-1.9 on gpu: MXNet 1.9 has no XLA backend" in planned
     assert "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla/" not in planned
@@ -97,20 +121,39 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
 
 def test_the_imagenet_study_plans_streamed_runs_of_every_stack(tmp_path, env_python):
     """config/imagenet.yaml on a generated folder, with a stand-in nvidia-smi: the index is planned, never arrays."""
-    subprocess.run([str(env_python("tools")), "scripts/make_image_folder.py", str(tmp_path / "ilsvrc")], cwd=REPO,
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [str(env_python("tools")), "scripts/make_image_folder.py", str(tmp_path / "ilsvrc")],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     environment = stand_in_gpu(tmp_path)
-    result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/imagenet.yaml", "--config",
-                             f"imagenet={{path: {tmp_path / 'ilsvrc'}}}"], cwd=REPO, capture_output=True, text=True,
-                            env=environment)  # fmt: skip
+    result = subprocess.run(
+        [
+            *SNAKEMAKE,
+            "-n",
+            "--cores",
+            "1",
+            "--configfile",
+            "config/imagenet.yaml",
+            "--config",
+            f"imagenet={{path: {tmp_path / 'ilsvrc'}}}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     planned = result.stdout + result.stderr
-    for expected in ("torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_eager-amp_stream-data",
-                     "torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-amp_stream-data",
-                     "mxnet-1.9_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data",
-                     "tensorflow-2.21_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
-                     "keras-3-jax_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
-                     "keras-3-tensorflow_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data"):  # fmt: skip
+    for expected in (
+        "torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_eager-amp_stream-data",
+        "torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-amp_stream-data",
+        "mxnet-1.9_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data",
+        "tensorflow-2.21_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
+        "keras-3-jax_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
+        "keras-3-tensorflow_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data",
+    ):
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
     assert "results/stream/imagenet/meta.json" in planned and "results/data/imagenet" not in planned
 
@@ -118,14 +161,20 @@ def test_the_imagenet_study_plans_streamed_runs_of_every_stack(tmp_path, env_pyt
 def test_the_versions_study_plans_each_framework_at_two_releases():
     """config/versions.yaml: every framework at two releases, each release its own stack and env file, on the same
     experiments (so the aggregation can pair them)."""
-    result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"], cwd=REPO,
-                            capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     study = yaml.safe_load((REPO / "config" / "versions.yaml").read_text())
     stacks = configuration.load_stacks()
     releases = {}
     for stack in study["stacks"]:
-        releases.setdefault((stacks[stack]["framework"], stacks[stack]["backend"]), set()).add(stacks[stack]["env"]["cpu"])
+        releases.setdefault((stacks[stack]["framework"], stacks[stack]["backend"]), set()).add(
+            stacks[stack]["env"]["cpu"]
+        )
     assert {framework for framework, _ in releases} == {"mxnet", "torch", "tensorflow", "keras"}
     assert all(len(envs) == 2 for envs in releases.values())
     planned = result.stdout + result.stderr

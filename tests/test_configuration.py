@@ -75,7 +75,7 @@ HOSTILE = [
     ({"contention": {"foreign_gpu_process": "kill"}}, "`contention.foreign_gpu_process`: 'kill' is not one of"),
     ({"contention": {"throttle_reasons": ["gpu_idle"]}}, "`contention.throttle_reasons.0`: 'gpu_idle' is not one of"),
     ({"expected_failures": ["crashed"]}, "`expected_failures.0`: 'crashed' is not one of"),
-]  # fmt: skip
+]
 
 
 def checked(tmp_path, study, command_line=None):
@@ -101,12 +101,15 @@ def test_every_problem_is_named_at_once(tmp_path, monkeypatch):
     assert len(refusal.value.problems) == 3
 
 
-@pytest.mark.parametrize(("content", "found"), [("", "it is empty"), ("- stacks\n", "it holds a list"),
-                                                ("just words\n", "it holds a str")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("content", "found"), [("", "it is empty"), ("- stacks\n", "it holds a list"), ("just words\n", "it holds a str")]
+)
 def test_a_config_file_that_is_not_a_mapping_is_refused_naming_the_file(tmp_path, content, found):
     (tmp_path / "study.yaml").write_text(content)
-    with pytest.raises(configuration.ConfigError, match=f"config file {tmp_path / 'study.yaml'}: a config is a "
-                                                        f"mapping of keys .*; {found}"):  # fmt: skip
+    with pytest.raises(
+        configuration.ConfigError,
+        match=f"config file {tmp_path / 'study.yaml'}: a config is a mapping of keys .*; {found}",
+    ):
         configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
 
 
@@ -124,7 +127,8 @@ def test_a_list_of_numbers_on_the_command_line_is_refused_explaining_the_string_
     with pytest.raises(configuration.ConfigError) as refusal:
         checked(tmp_path, {}, parse_config(["batch_sizes=[64,128]"]))
     assert "`batch_sizes.0`: '64' is not of type 'integer' (Snakemake's --config reads the items of a list" in str(
-        refusal.value)
+        refusal.value
+    )
     assert "pass it with --configfile" in str(refusal.value)
 
 
@@ -139,8 +143,7 @@ def test_fewer_than_two_epochs_runs_with_a_warning_that_says_how_to_get_a_steady
 def test_layering_is_snakemakes_config_yaml_then_each_configfile_then_the_command_line(tmp_path):
     (tmp_path / "one.yaml").write_text("models: [cnn]\nsynthetic: {classes: 4}\ncontention: {retries: 1}\n")
     (tmp_path / "two.yaml").write_text("synthetic: {train_size: 128}\n")
-    config = configuration.layered([tmp_path / "one.yaml", tmp_path / "two.yaml"], {"repeats": 5},
-                                   WORKFLOW_CONFIG)  # fmt: skip
+    config = configuration.layered([tmp_path / "one.yaml", tmp_path / "two.yaml"], {"repeats": 5}, WORKFLOW_CONFIG)
     base = yaml.safe_load(WORKFLOW_CONFIG.read_text())
     assert config["stacks"] == base["stacks"] and config["models"] == ["cnn"] and config["repeats"] == 5
     assert config["synthetic"] == dict(base["synthetic"], classes=4, train_size=128)  # merged key by key
@@ -155,11 +158,21 @@ def test_the_retry_hint_repeats_the_users_config_arguments(tmp_path, monkeypatch
 
 def test_the_planning_command_layers_a_study_config_as_the_workflow_does():
     """scripts/plan.py with a study config plans the experiments Snakemake plans (both layer it on config.yaml)."""
-    planned = subprocess.run([sys.executable, "scripts/plan.py", "experiments", "--configfile", "config/versions.yaml"],
-                             cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    planned = subprocess.run(
+        [sys.executable, "scripts/plan.py", "experiments", "--configfile", "config/versions.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     experiments = planned.stdout.split()
-    dry_run = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"], cwd=REPO,
-                             capture_output=True, text=True, check=True)  # fmt: skip
+    dry_run = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     study = yaml.safe_load((REPO / "config/versions.yaml").read_text())
     repeats = study.get("repeats", yaml.safe_load(WORKFLOW_CONFIG.read_text())["repeats"])
     train_jobs = next(line for line in dry_run.stdout.splitlines() if line.startswith("train "))
@@ -169,23 +182,35 @@ def test_the_planning_command_layers_a_study_config_as_the_workflow_does():
 
 def test_the_planning_command_refuses_what_the_workflow_refuses(tmp_path):
     (tmp_path / "study.yaml").write_text("learning_rates: [.nan]\n")
-    result = subprocess.run([sys.executable, "scripts/plan.py", "experiments", "--configfile", str(tmp_path / "study.yaml")],
-                            cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "scripts/plan.py", "experiments", "--configfile", str(tmp_path / "study.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0 and "config error in `learning_rates.0`: nan is not a finite number" in result.stderr
 
 
 def test_a_top_level_list_every_grid_replaces_is_not_judged(tmp_path, monkeypatch):
     """Grids that all name their own datasets and rates plan none of the top-level ones, so those are not refused."""
     monkeypatch.chdir(REPO)
-    config = checked(tmp_path, {"datasets": ["imagenet"], "learning_rates": [50],
-                                "grids": [{"datasets": ["digits"], "learning_rates": [0.01]}]})  # fmt: skip
+    config = checked(
+        tmp_path,
+        {
+            "datasets": ["imagenet"],
+            "learning_rates": [50],
+            "grids": [{"datasets": ["digits"], "learning_rates": [0.01]}],
+        },
+    )
     assert plan.axis_values(config, "dataset") == ["digits"]
 
 
 @pytest.mark.parametrize("value", [5, {"a": 1}, [None]])
 def test_an_exclude_value_of_the_wrong_type_is_a_config_error_not_a_traceback(tmp_path, monkeypatch, value):
     monkeypatch.chdir(REPO)
-    with pytest.raises(configuration.ConfigError, match="config error in `exclude.0.dataset`: .* is not of type 'string'"):
+    with pytest.raises(
+        configuration.ConfigError, match="config error in `exclude.0.dataset`: .* is not of type 'string'"
+    ):
         checked(tmp_path, {"exclude": [{"dataset": value}]})
 
 

@@ -61,18 +61,31 @@ def test_foreign_cpu_is_the_machines_busy_time_minus_the_trees_and_its_launchers
     start = {"t": 0.0, "busy_s": 10.0, "steal_s": 1.0, "total_s": 100.0, "tree_s": 5.0, "launchers_s": 3.0}
     end = {"t": 2.0, "busy_s": 14.7, "steal_s": 1.2, "total_s": 104.0, "tree_s": 7.0, "launchers_s": 3.2}
     window = contention.cpu_window(start, end)
-    assert window == {"window_s": 2.0, "foreign_cpu_cores": pytest.approx(1.25), "steal_share": pytest.approx(0.05),
-                      "launcher_cpu_cores": pytest.approx(0.1)}
+    assert window == {
+        "window_s": 2.0,
+        "foreign_cpu_cores": pytest.approx(1.25),
+        "steal_share": pytest.approx(0.05),
+        "launcher_cpu_cores": pytest.approx(0.1),
+    }
     assert contention.cpu_window(start, dict(end, busy_s=11.0))["foreign_cpu_cores"] == 0.0  # tick rounding
 
 
 def test_reasons_name_what_crossed_which_limit():
-    found = contention.reasons({"foreign_cpu_cores": 0.5, "steal_share": 0.06, "throttle_reasons": ["sw_power_cap",
-                                "sw_thermal"], "foreign_gpu_processes": [{"pid": 7, "name": "miner",
-                                "used_memory_mb": 2048}]}, LIMITS)  # fmt: skip
-    assert found == ["other processes used the CPU: 0.50 cores (limit 0.1)",
-                     "the hypervisor stole CPU time: 6.0% (limit 5%)",
-                     "another process used the GPU: pid 7 (miner, 2048 MiB)", "GPU clocks throttled: sw_thermal"]
+    found = contention.reasons(
+        {
+            "foreign_cpu_cores": 0.5,
+            "steal_share": 0.06,
+            "throttle_reasons": ["sw_power_cap", "sw_thermal"],
+            "foreign_gpu_processes": [{"pid": 7, "name": "miner", "used_memory_mb": 2048}],
+        },
+        LIMITS,
+    )
+    assert found == [
+        "other processes used the CPU: 0.50 cores (limit 0.1)",
+        "the hypervisor stole CPU time: 6.0% (limit 5%)",
+        "another process used the GPU: pid 7 (miner, 2048 MiB)",
+        "GPU clocks throttled: sw_thermal",
+    ]
     assert contention.reasons({"foreign_cpu_cores": 0.05, "steal_share": 0.0}, LIMITS) == []
     assert contention.reasons({"foreign_cpu_cores": 3.0}, dict(LIMITS, max_foreign_cpu_cores=None)) == []
 
@@ -90,12 +103,21 @@ def clean_or_busy(statuses):
 
 def test_a_contended_run_is_run_again_until_clean_and_keeps_its_contended_tries():
     told, set_aside, slept = [], [], []
-    record = contention.until_clean(clean_or_busy([True, True, False]), dict(LIMITS, settle_seconds=4), "exp rep 1",
-                                    told.append, set_aside.append, slept.append)  # fmt: skip
+    record = contention.until_clean(
+        clean_or_busy([True, True, False]),
+        dict(LIMITS, settle_seconds=4),
+        "exp rep 1",
+        told.append,
+        set_aside.append,
+        slept.append,
+    )
     assert record["status"] == "ok" and record["attempt"] == 3
     assert [attempt["status"] for attempt in record["contended_attempts"]] == ["contended", "contended"]
     assert set_aside == [1, 2] and slept == [4, 8]  # the wait doubles
-    assert told[0].startswith("exp rep 1 contended (other processes used the CPU: 1.00 cores") and "retry 1 of 2" in told[0]
+    assert (
+        told[0].startswith("exp rep 1 contended (other processes used the CPU: 1.00 cores")
+        and "retry 1 of 2" in told[0]
+    )
     assert told[-1] == "exp rep 1 measured clean on try 3 after 2 contended"
 
 
@@ -120,16 +142,27 @@ class FakeMeter:
 
     def reading(self):
         foreign = max(0.0, self.t - 1.0)
-        return {"t": self.t, "busy_s": self.t + foreign, "steal_s": 0.0, "total_s": 2 * self.t, "tree_s": self.t,
-                "launchers_s": 0.0}
+        return {
+            "t": self.t,
+            "busy_s": self.t + foreign,
+            "steal_s": 0.0,
+            "total_s": 2 * self.t,
+            "tree_s": self.t,
+            "launchers_s": 0.0,
+        }
 
 
 def test_the_sampler_traces_foreign_cpu_and_sums_it_over_phases():
     meter = FakeMeter()
     sampler = telemetry.Sampler(rate_hz=2, clock=lambda: meter.t, cpu_clock=lambda: meter.t, meter=meter)
     sampler.origin, sampler._last = 0.0, (0.0, 0.0, meter.reading())
-    for t, step in ((1.0, sampler.sample), (1.0, lambda: sampler.mark("epoch 1")), (2.0, sampler.sample),
-                    (2.0, lambda: sampler.mark("epoch 2")), (3.0, sampler.sample)):  # fmt: skip
+    for t, step in (
+        (1.0, sampler.sample),
+        (1.0, lambda: sampler.mark("epoch 1")),
+        (2.0, sampler.sample),
+        (2.0, lambda: sampler.mark("epoch 2")),
+        (3.0, sampler.sample),
+    ):
         meter.t = t
         step()
     assert [row["foreign_cpu_cores"] for row in sampler.rows] == [0.0, None, None, 1.0, None, None, 1.0]
@@ -151,13 +184,26 @@ def test_a_training_job_beside_a_busy_loop_ends_contended_and_is_redone_clean(tm
     stopped as soon as the runner says so, and the next try is clean. The record keeps the contended try."""
     dataset = tmp_path / "dataset"
     options = {"synthetic": {"classes": 10, "train_size": 1024, "test_size": 64, "seed": 0}}
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "prepare_dataset.py"),
+            "synthetic-8x8x1",
+            str(dataset),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     limits = dict(LIMITS, max_foreign_cpu_cores=0.7, retries=5, settle_seconds=1)
     row = experiment(min_steady_seconds=1.0, measure_input_share=False)
-    runner = subprocess.Popen(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path, limits),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    runner = subprocess.Popen(
+        runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path, limits),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     output = []
 
     def read():
@@ -190,8 +236,17 @@ def test_a_kill_during_a_retry_leaves_no_record_and_the_next_run_starts_clean(tm
     measurement); run again, it discards the unfinished tries and writes one record."""
     dataset = tmp_path / "dataset"
     options = {"synthetic": {"classes": 10, "train_size": 256, "test_size": 64, "seed": 0}}
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "prepare_dataset.py"),
+            "synthetic-8x8x1",
+            str(dataset),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
     row = experiment(min_steady_seconds=0.2, measure_input_share=False)
     always = dict(LIMITS, max_foreign_cpu_cores=0.0, retries=1, settle_seconds=60)  # every try is contended
     command = runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path, always)
@@ -206,8 +261,9 @@ def test_a_kill_during_a_retry_leaves_no_record_and_the_next_run_starts_clean(tm
         hog.kill()
         runner.wait()
     assert not (tmp_path / "record.json").exists() and (tmp_path / ".try").exists()
-    result = subprocess.run(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path, LENIENT),
-                            capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path, LENIENT), capture_output=True, text=True
+    )
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["status"] == "ok" and record["attempt"] == 1, result.stderr[-3000:]
     assert not (tmp_path / ".try").exists() and not list(tmp_path.glob("telemetry.attempt*.csv"))

@@ -10,9 +10,12 @@ from archives import JPEG_TREE, cifar_like, mnist_like, registry_entry, serve, s
 from conftest import REPO
 
 FETCH, PREPARE = REPO / "scripts/fetch_archive.py", REPO / "scripts/prepare_dataset.py"
-OPTIONS = {"synthetic": {"classes": 10, "train_size": 8, "test_size": 4, "seed": 0},
-           "synthetic_imagenet": {"train_size": 6, "test_size": 3, "seed": 0},
-           "imagenet": {"path": None, "resolution": 16, "max_images_per_class": None}, "image_folders": {}}  # fmt: skip
+OPTIONS = {
+    "synthetic": {"classes": 10, "train_size": 8, "test_size": 4, "seed": 0},
+    "synthetic_imagenet": {"train_size": 6, "test_size": 3, "seed": 0},
+    "imagenet": {"path": None, "resolution": 16, "max_images_per_class": None},
+    "image_folders": {},
+}
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +24,14 @@ def server(tmp_path_factory):
     mnist, mnist_files = mnist_like(root / "mnist")
     cifar, cifar_files = cifar_like(root / "cifar10")
     httpd, url = serve(root)
-    yield {"root": root, "url": url, "mnist": mnist, "mnist_files": mnist_files, "cifar": cifar,
-           "cifar_files": cifar_files}  # fmt: skip
+    yield {
+        "root": root,
+        "url": url,
+        "mnist": mnist,
+        "mnist_files": mnist_files,
+        "cifar": cifar,
+        "cifar_files": cifar_files,
+    }
     httpd.shutdown()
 
 
@@ -33,9 +42,25 @@ def run(python, script, *arguments):
 
 def fetch(python, dataset, spec, urls, folder, offline):
     url_arguments = [argument for url in urls for argument in ("--url", url + spec["name"])]
-    return run(python, FETCH, "--dataset", dataset, "--name", spec["name"], "--sha256", spec["sha256"],
-               *url_arguments, "--offline-dir", offline, "--out", folder / spec["name"], "--retries", "2",
-               "--backoff", "0")  # fmt: skip
+    return run(
+        python,
+        FETCH,
+        "--dataset",
+        dataset,
+        "--name",
+        spec["name"],
+        "--sha256",
+        spec["sha256"],
+        *url_arguments,
+        "--offline-dir",
+        offline,
+        "--out",
+        folder / spec["name"],
+        "--retries",
+        "2",
+        "--backoff",
+        "0",
+    )
 
 
 def prepare(python, name, out, entry=None, archives=None, **overrides):
@@ -101,7 +126,9 @@ def test_offline_folder_is_used_first(server, env_python, tmp_path):
     spec = server["mnist_files"]["test_labels"]
     (tmp_path / "drop" / "mnist").mkdir(parents=True)
     (tmp_path / "drop" / "mnist" / spec["name"]).write_bytes((server["root"] / "mnist" / spec["name"]).read_bytes())
-    code, output = fetch(env_python("tools"), "mnist", spec, ["http://127.0.0.1:9/"], tmp_path / "out", tmp_path / "drop")
+    code, output = fetch(
+        env_python("tools"), "mnist", spec, ["http://127.0.0.1:9/"], tmp_path / "out", tmp_path / "drop"
+    )
     assert code == 0, output
     assert "using the offline copy" in output and "downloading" not in output
 

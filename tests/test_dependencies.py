@@ -16,8 +16,8 @@ from dlbench.dependencies import library_files
 
 FAKE_PACKAGE = {
     "scripts/main.py": "import json\nimport pkg.sub.beta\nfrom pkg import alpha\nfrom helper import HELP\n\n\n"
-                       "def later():\n    try:\n        from pkg import gamma\n    except ImportError:\n"
-                       "        gamma = None\n",
+    "def later():\n    try:\n        from pkg import gamma\n    except ImportError:\n"
+    "        gamma = None\n",
     "scripts/helper.py": "HELP = 1\n",
     "scripts/pkg/__init__.py": "",
     "scripts/pkg/alpha.py": "from . import delta, CONSTANT\n",
@@ -28,7 +28,7 @@ FAKE_PACKAGE = {
     "scripts/pkg/sub/beta.py": "from ..gamma import *\nfrom numpy import linalg\n",
     "scripts/pkg/plugins/__init__.py": "",
     "scripts/pkg/plugins/plug.py": "import pkg.unused\n",
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -43,20 +43,34 @@ def test_imports_are_followed_wherever_they_stand(fake_repository):
     """Absolute, relative, dotted and function-level imports, a top-level script, the packages' __init__.py files;
     standard-library and third-party modules, attributes and unimported modules are not files of the script."""
     assert library_files("scripts/main.py", repository=fake_repository) == (
-        "scripts/helper.py", "scripts/main.py", "scripts/pkg/__init__.py", "scripts/pkg/alpha.py",
-        "scripts/pkg/delta.py", "scripts/pkg/gamma.py", "scripts/pkg/sub/__init__.py",
-        "scripts/pkg/sub/beta.py")  # fmt: skip
+        "scripts/helper.py",
+        "scripts/main.py",
+        "scripts/pkg/__init__.py",
+        "scripts/pkg/alpha.py",
+        "scripts/pkg/delta.py",
+        "scripts/pkg/gamma.py",
+        "scripts/pkg/sub/__init__.py",
+        "scripts/pkg/sub/beta.py",
+    )
 
 
 def test_an_import_cycle_ends(fake_repository):
     assert library_files("scripts/pkg/delta.py", repository=fake_repository) == (
-        "scripts/pkg/__init__.py", "scripts/pkg/alpha.py", "scripts/pkg/delta.py")  # fmt: skip
+        "scripts/pkg/__init__.py",
+        "scripts/pkg/alpha.py",
+        "scripts/pkg/delta.py",
+    )
 
 
 def test_modules_loaded_by_name_are_followed_like_imports(fake_repository):
     files = library_files("scripts/helper.py", extra_modules=("pkg.plugins.plug",), repository=fake_repository)
-    assert files == ("scripts/helper.py", "scripts/pkg/__init__.py", "scripts/pkg/plugins/__init__.py",
-                     "scripts/pkg/plugins/plug.py", "scripts/pkg/unused.py")  # fmt: skip
+    assert files == (
+        "scripts/helper.py",
+        "scripts/pkg/__init__.py",
+        "scripts/pkg/plugins/__init__.py",
+        "scripts/pkg/plugins/plug.py",
+        "scripts/pkg/unused.py",
+    )
 
 
 def test_a_module_named_for_loading_that_does_not_exist_is_refused(fake_repository):
@@ -72,16 +86,30 @@ def test_the_answer_is_cached_per_arguments(fake_repository):
 def test_an_adapter_brings_what_it_imports_in_turn():
     """Keras 3 on TensorFlow runs tensorflow_raw's pipeline and math mode: editing those reruns its jobs."""
     files = library_files("scripts/train.py", extra_modules=("dlbench.adapters.keras3",))
-    assert {"scripts/dlbench/adapters/keras3.py", "scripts/dlbench/adapters/tensorflow_raw.py",
-            "scripts/dlbench/mathmode.py", "scripts/dlbench/peaks.py"} <= set(files)  # fmt: skip
+    assert {
+        "scripts/dlbench/adapters/keras3.py",
+        "scripts/dlbench/adapters/tensorflow_raw.py",
+        "scripts/dlbench/mathmode.py",
+        "scripts/dlbench/peaks.py",
+    } <= set(files)
 
 
 # A script that runs another script in a child process: imports do not show it.
 CHILD_SCRIPTS = {"scripts/run_experiment.py": "scripts/train.py"}
 # Every rule that runs a repository script, each planned by the study below (describe_existing_env needs a real
 # existing environment at planning, so it is left out).
-SCRIPT_RULES = {"build_env", "download_archive", "prepare_dataset", "index_image_folder", "train", "max_batch",
-                "ops_benchmark", "aggregate", "aggregate_ops", "report"}  # fmt: skip
+SCRIPT_RULES = {
+    "build_env",
+    "download_archive",
+    "prepare_dataset",
+    "index_image_folder",
+    "train",
+    "max_batch",
+    "ops_benchmark",
+    "aggregate",
+    "aggregate_ops",
+    "report",
+}
 
 
 def study_config(root):
@@ -91,17 +119,24 @@ def study_config(root):
         for name in ("cat", "dog"):
             (root / "tiny" / split / name).mkdir(parents=True)
     config = yaml.safe_load((root / "config.yaml").read_text())
-    config |= {"repeats": 1, "max_batch": {"enabled": True},
-               "image_folders": {"tiny": {"path": str(root / "tiny"), "resolution": 16}},
-               "grids": [{}, {"datasets": ["tiny", "mnist"], "models": ["mlp"],
-                              "data_placements": ["device", "stream"]}]}  # fmt: skip
+    config |= {
+        "repeats": 1,
+        "max_batch": {"enabled": True},
+        "image_folders": {"tiny": {"path": str(root / "tiny"), "resolution": 16}},
+        "grids": [{}, {"datasets": ["tiny", "mnist"], "models": ["mlp"], "data_placements": ["device", "stream"]}],
+    }
     (root / "config.yaml").write_text(yaml.safe_dump(config))
 
 
 def planned_jobs(root):
     """{job: (rule, the files under scripts/ among its inputs, its shell command)} of a forced dry run in root."""
-    result = subprocess.run([*SNAKEMAKE, "-n", "-F", "--printshellcmds", "--cores", "1"], cwd=root,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "-F", "--printshellcmds", "--cores", "1"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-4000:]
     jobs = {}
     for block in re.split(r"^(?=(?:local)?rule \w+:$)", result.stdout, flags=re.M)[1:]:

@@ -11,17 +11,31 @@ from fake_nvml import FakeNVML
 
 
 def row(t, phase, power, energy_mj=None, cpu_energy_j=None):
-    return {**dict.fromkeys(telemetry.TRACE_COLUMNS), "t_s": t, "phase": phase, "power_w": power,
-            "gpu_energy_mj": energy_mj, "cpu_energy_j": cpu_energy_j, "cpu_s": 0.0}  # fmt: skip
+    return {
+        **dict.fromkeys(telemetry.TRACE_COLUMNS),
+        "t_s": t,
+        "phase": phase,
+        "power_w": power,
+        "gpu_energy_mj": energy_mj,
+        "cpu_energy_j": cpu_energy_j,
+        "cpu_s": 0.0,
+    }
 
 
 # 2 s idle at 50 W, then epoch 1 (1 s), an evaluation, epoch 2 (2 s). The counter (mJ) grows by what the GPU drew,
 # including a spike between samples that the integration of the samples misses.
-ROWS = [row(0.0, telemetry.IDLE_PHASE, 50.0, 1_000_000, 0.0), row(2.0, telemetry.IDLE_PHASE, 50.0, 1_100_000, 60.0),
-        row(2.0, "imports", 50.0, 1_100_000, 60.0), row(3.0, "imports", 50.0, 1_150_000, 90.0),
-        row(3.0, "epoch 1", 100.0, 1_150_000, 90.0), row(4.0, "epoch 1", 100.0, 1_300_000, 150.0),
-        row(4.0, "eval 1", 500.0, 1_300_000, 150.0), row(5.0, "eval 1", 500.0, 1_800_000, 200.0),
-        row(5.0, "epoch 2", 200.0, 1_800_000, 200.0), row(7.0, "epoch 2", 200.0, 2_250_000, 320.0)]  # fmt: skip
+ROWS = [
+    row(0.0, telemetry.IDLE_PHASE, 50.0, 1_000_000, 0.0),
+    row(2.0, telemetry.IDLE_PHASE, 50.0, 1_100_000, 60.0),
+    row(2.0, "imports", 50.0, 1_100_000, 60.0),
+    row(3.0, "imports", 50.0, 1_150_000, 90.0),
+    row(3.0, "epoch 1", 100.0, 1_150_000, 90.0),
+    row(4.0, "epoch 1", 100.0, 1_300_000, 150.0),
+    row(4.0, "eval 1", 500.0, 1_300_000, 150.0),
+    row(5.0, "eval 1", 500.0, 1_800_000, 200.0),
+    row(5.0, "epoch 2", 200.0, 1_800_000, 200.0),
+    row(7.0, "epoch 2", 200.0, 2_250_000, 320.0),
+]
 TRAINING = {"epoch 1", "epoch 2"}
 
 
@@ -66,9 +80,13 @@ def test_the_sampler_traces_the_energy_counter_and_the_idle_baseline():
     clock = Clock()
     sampler = telemetry.Sampler(rate_hz=10, nvml=nvml, clock=clock, cpu_clock=clock)
     sampler.origin, sampler._last = 0.0, (0.0, 0.0, None)
-    for t, step in ((0.0, lambda: sampler.mark(telemetry.IDLE_PHASE)), (1.0, sampler.sample),
-                    (2.0, lambda: sampler.mark("imports")), (3.0, lambda: sampler.mark("epoch 1")),
-                    (5.0, lambda: sampler.mark("eval 1"))):  # fmt: skip
+    for t, step in (
+        (0.0, lambda: sampler.mark(telemetry.IDLE_PHASE)),
+        (1.0, sampler.sample),
+        (2.0, lambda: sampler.mark("imports")),
+        (3.0, lambda: sampler.mark("epoch 1")),
+        (5.0, lambda: sampler.mark("eval 1")),
+    ):
         clock.t = t
         step()
     assert [each["gpu_energy_mj"] for each in sampler.rows] == counter
@@ -91,10 +109,14 @@ def powercap(root, zones):
 
 
 # Two packages, a subzone of the first, the platform zone and the MMIO view of package 0: only the packages count.
-ZONES = {"intel-rapl": (None, 0, 0), "intel-rapl:0": ("package-0", 990_000, 1_000_000),
-         "intel-rapl:0:0": ("core", 5_000, 1_000_000), "intel-rapl:1": ("package-1", 500, 2_000_000),
-         "intel-rapl:2": ("psys", 7_000, 1_000_000),
-         "intel-rapl-mmio:0": ("package-0", 990_000, 1_000_000)}  # fmt: skip
+ZONES = {
+    "intel-rapl": (None, 0, 0),
+    "intel-rapl:0": ("package-0", 990_000, 1_000_000),
+    "intel-rapl:0:0": ("core", 5_000, 1_000_000),
+    "intel-rapl:1": ("package-1", 500, 2_000_000),
+    "intel-rapl:2": ("psys", 7_000, 1_000_000),
+    "intel-rapl-mmio:0": ("package-0", 990_000, 1_000_000),
+}
 
 
 def set_energy(root, directory, energy):
@@ -113,10 +135,13 @@ def test_rapl_sums_the_packages_and_undoes_the_counters_wraparound(tmp_path):
     assert meter.joules() == pytest.approx((40_000 + 1_000) / 1e6)
 
 
-@pytest.mark.parametrize(("zones", "expected"), [
-    (None, "is not present on this machine"),
-    ({"intel-rapl:0": ("psys", 0, 1_000)}, "has no RAPL package zone"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("zones", "expected"),
+    [
+        (None, "is not present on this machine"),
+        ({"intel-rapl:0": ("psys", 0, 1_000)}, "has no RAPL package zone"),
+    ],
+)
 def test_without_rapl_packages_the_reason_is_given(tmp_path, zones, expected):
     root = powercap(tmp_path / "powercap", zones) if zones else tmp_path / "powercap"
     meter, reason = rapl.rapl_meter(root)
@@ -161,20 +186,34 @@ def test_the_sampler_traces_cpu_energy_and_a_counter_lost_mid_run_gives_the_reas
 
 def test_the_gpu_settings_go_into_the_provenance():
     assert telemetry.gpu_provenance(FakeNVML([0], [0], [0]), ("gpu", 0)) == {
-        "gpu_power_limit_w": 700.0, "gpu_max_sm_clock_mhz": 1980, "gpu_max_memory_clock_mhz": 2619,
-        "gpu_applications_sm_clock_mhz": 1755, "gpu_applications_memory_clock_mhz": 2619, "gpu_ecc": True,
-        "gpu_mig": False, "gpu_persistence": True, "gpu_provenance_unavailable": [],
-    }  # fmt: skip
+        "gpu_power_limit_w": 700.0,
+        "gpu_max_sm_clock_mhz": 1980,
+        "gpu_max_memory_clock_mhz": 2619,
+        "gpu_applications_sm_clock_mhz": 1755,
+        "gpu_applications_memory_clock_mhz": 2619,
+        "gpu_ecc": True,
+        "gpu_mig": False,
+        "gpu_persistence": True,
+        "gpu_provenance_unavailable": [],
+    }
 
 
 def test_gpu_settings_nvml_does_not_report_are_null_with_the_reason():
-    nvml = FakeNVML([0], [0], [0], unsupported={"nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode"},
-                    missing={"nvmlDeviceGetApplicationsClock"})  # fmt: skip
+    nvml = FakeNVML(
+        [0],
+        [0],
+        [0],
+        unsupported={"nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode"},
+        missing={"nvmlDeviceGetApplicationsClock"},
+    )
     settings = telemetry.gpu_provenance(nvml, ("gpu", 0))
     assert settings["gpu_ecc"] is None and settings["gpu_mig"] is None and settings["gpu_power_limit_w"] == 700.0
     assert settings["gpu_provenance_unavailable"] == [
-        "gpu_applications_sm_clock_mhz: Function Not Found", "gpu_applications_memory_clock_mhz: Function Not Found",
-        "gpu_ecc: Not Supported", "gpu_mig: Not Supported"]  # fmt: skip
+        "gpu_applications_sm_clock_mhz: Function Not Found",
+        "gpu_applications_memory_clock_mhz: Function Not Found",
+        "gpu_ecc: Not Supported",
+        "gpu_mig: Not Supported",
+    ]
 
 
 def test_a_gpu_run_records_energy_idle_baseline_provenance_and_gpu_contention(tmp_path, monkeypatch):

@@ -16,15 +16,24 @@ TORCH = "torch-2.13"
 @pytest.fixture(scope="module")
 def existing_python(env_python, tmp_path_factory):
     built = env_python(STACKS[TORCH]["env"]["cpu"])
-    site = subprocess.run([str(built), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    base = subprocess.run([str(built), "-c", "import sys; print(sys._base_executable)"], capture_output=True,
-                          text=True, check=True).stdout.strip()  # fmt: skip
+    site = subprocess.run(
+        [str(built), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    base = subprocess.run(
+        [str(built), "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     prefix = tmp_path_factory.mktemp("preinstalled") / "venv"
     subprocess.run([base, "-m", "venv", "--without-pip", str(prefix)], check=True)
     python = prefix / "bin" / "python"
-    own_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    own_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (prefix / own_site / "preinstalled.pth").write_text(site + "\n")
     return python
 
@@ -53,11 +62,20 @@ def run_snakemake(root, *arguments):
 
 def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job(existing_python, tmp_path):
     copy_repository(tmp_path)
-    config = {"stacks": [TORCH], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32],
-              "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
-              "contention": SHARED_MACHINE,
-              "synthetic": {"classes": 4, "train_size": 128, "test_size": 32, "seed": 0},
-              "existing_envs": {TORCH: str(existing_python)}}  # fmt: skip
+    config = {
+        "stacks": [TORCH],
+        "datasets": ["synthetic-12x12x1"],
+        "models": ["mlp"],
+        "batch_sizes": [32],
+        "epochs": [2],
+        "variants": ["eager"],
+        "repeats": 1,
+        "venv_root": str(VENV_ROOT),
+        "ops": {"stacks": []},
+        "contention": SHARED_MACHINE,
+        "synthetic": {"classes": 4, "train_size": 128, "test_size": 32, "seed": 0},
+        "existing_envs": {TORCH: str(existing_python)},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     experiment = f"{TORCH}_synthetic-12x12x1_mlp_cpu_b32_adam-lr0.001_e2_eager"
     target = f"results/runs/{experiment}/rep1/record.json"
@@ -73,10 +91,13 @@ def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job
     assert "Nothing to be done" in run_snakemake(tmp_path, target, "-n").stdout
 
     for stack, python, message in (
-        ("tensorflow-2.21", existing_python, f"config error in `existing_envs.tensorflow-2.21`: `{existing_python}` "
-                                             "cannot import tensorflow"),
+        (
+            "tensorflow-2.21",
+            existing_python,
+            f"config error in `existing_envs.tensorflow-2.21`: `{existing_python}` cannot import tensorflow",
+        ),
         (TORCH, tmp_path / "missing" / "python", "does not exist"),
-    ):  # fmt: skip
+    ):
         config.update(stacks=[stack], existing_envs={stack: str(python)})
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         refused = run_snakemake(tmp_path, "-n")

@@ -13,6 +13,17 @@ def test_snakemake_lint_is_clean():
 
 
 def test_snakefmt_leaves_the_workflow_unchanged():
-    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow/"], cwd=REPO,
-                            capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow/"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_leaves_the_python_files_unchanged():
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=REPO, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr

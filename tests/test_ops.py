@@ -16,9 +16,12 @@ OPS_STACKS = sorted(name for name, entry in STACKS.items() if entry.get("ops_ada
 @pytest.mark.parametrize("stack", OPS_STACKS)
 def test_every_operator_matches_numpy(env_python, stack):
     entry = STACKS[stack]
-    result = subprocess.run([str(env_python(entry["env"]["cpu"])), str(REPO / "tests/probe_ops.py"),
-                             entry["ops_adapter"]], env=dict(os.environ, **entry["environment"]),
-                            capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [str(env_python(entry["env"]["cpu"])), str(REPO / "tests/probe_ops.py"), entry["ops_adapter"]],
+        env=dict(os.environ, **entry["environment"]),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     probe = json.loads(result.stdout)
     assert probe["failures"] == []

@@ -24,11 +24,16 @@ def test_the_math_mode_policy_sets_each_frameworks_variables():
     assert on["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
 
 
-@pytest.mark.parametrize("engaged, device, expected", [
-    ({"matmul_dtype": "float16"}, "gpu", "fp16"), ({"matmul_dtype": "bfloat16"}, "cpu", "bf16"),
-    ({"matmul_dtype": "float32", "tf32": True}, "gpu", "tf32"), ({"matmul_dtype": "float32", "tf32": False}, "gpu", "fp32"),
-    ({"matmul_dtype": "float32", "tf32": True}, "cpu", "fp32"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "engaged, device, expected",
+    [
+        ({"matmul_dtype": "float16"}, "gpu", "fp16"),
+        ({"matmul_dtype": "bfloat16"}, "cpu", "bf16"),
+        ({"matmul_dtype": "float32", "tf32": True}, "gpu", "tf32"),
+        ({"matmul_dtype": "float32", "tf32": False}, "gpu", "fp32"),
+        ({"matmul_dtype": "float32", "tf32": True}, "cpu", "fp32"),
+    ],
+)
 def test_the_precision_that_ran_comes_from_what_was_read_back(engaged, device, expected):
     assert peaks.precision(engaged, device) == expected
 

@@ -10,14 +10,38 @@ from conftest import REPO
 from dlbench import configuration, data, plan
 
 STACKS = configuration.load_stacks()
-AXIS_DEFAULTS = {"stacks": ["torch-2.13"], "datasets": ["synthetic-8x8x1"], "models": ["mlp"], "devices": ["cpu"],
-                 "batch_sizes": [32, 512], "optimizers": ["adam"], "learning_rates": [0.001], "epochs": [2],
-                 "variants": ["eager", "graph"], "data_placements": ["device"]}  # fmt: skip
-CONFIG = dict(AXIS_DEFAULTS, grids=[], exclude=[], existing_envs={}, momentum=0.9, weight_decay=0.0, target_accuracy=None,
-              telemetry_hz=10, measure_input_share=True, min_steady_seconds=1.0, math_mode={"tf32": True, "autotune": True}, repeats=2,
-              synthetic={"classes": 4, "train_size": 256, "test_size": 8}, synthetic_imagenet={"train_size": 10},
-              image_folders={}, images_per_epoch=None, stream={"workers": None, "loader_batches": 20},
-              adaptive_repeats={"enabled": False, "max_repeats": 10, "target_half_width": 0.05})  # fmt: skip
+AXIS_DEFAULTS = {
+    "stacks": ["torch-2.13"],
+    "datasets": ["synthetic-8x8x1"],
+    "models": ["mlp"],
+    "devices": ["cpu"],
+    "batch_sizes": [32, 512],
+    "optimizers": ["adam"],
+    "learning_rates": [0.001],
+    "epochs": [2],
+    "variants": ["eager", "graph"],
+    "data_placements": ["device"],
+}
+CONFIG = dict(
+    AXIS_DEFAULTS,
+    grids=[],
+    exclude=[],
+    existing_envs={},
+    momentum=0.9,
+    weight_decay=0.0,
+    target_accuracy=None,
+    telemetry_hz=10,
+    measure_input_share=True,
+    min_steady_seconds=1.0,
+    math_mode={"tf32": True, "autotune": True},
+    repeats=2,
+    synthetic={"classes": 4, "train_size": 256, "test_size": 8},
+    synthetic_imagenet={"train_size": 10},
+    image_folders={},
+    images_per_epoch=None,
+    stream={"workers": None, "loader_batches": 20},
+    adaptive_repeats={"enabled": False, "max_repeats": 10, "target_half_width": 0.05},
+)
 
 
 def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, monkeypatch):
@@ -25,30 +49,46 @@ def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, mo
     table, skipped = plan.experiment_table(CONFIG, STACKS, plan.train_sizes(CONFIG, {}))
     assert list(table) == ["torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]
     messages = [plan.skipped_message(entry) for entry in skipped]
-    assert messages == ["skipping batch size 512 on synthetic-8x8x1: larger than the 256 training examples of "
-                        "synthetic-8x8x1",
-                        "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is "
-                        "torch.compile (variant compile)"]  # fmt: skip
+    assert messages == [
+        "skipping batch size 512 on synthetic-8x8x1: larger than the 256 training examples of synthetic-8x8x1",
+        "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is "
+        "torch.compile (variant compile)",
+    ]
     assert len(plan.runs(CONFIG, table)) == 2
 
 
 def test_only_image_folders_stream_and_a_streamed_row_carries_its_loader_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    config = dict(CONFIG, datasets=["synthetic-8x8x1", "flowers"], data_placements=["device", "stream"],
-                  batch_sizes=[32], variants=["eager"], image_folders={"flowers": {"path": "/data/flowers"}},
-                  images_per_epoch=64)  # fmt: skip
+    config = dict(
+        CONFIG,
+        datasets=["synthetic-8x8x1", "flowers"],
+        data_placements=["device", "stream"],
+        batch_sizes=[32],
+        variants=["eager"],
+        image_folders={"flowers": {"path": "/data/flowers"}},
+        images_per_epoch=64,
+    )
     table, skipped = plan.experiment_table(config, STACKS, {})
-    assert sorted(table) == ["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager",
-                             "torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager_stream-data",
-                             "torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]  # fmt: skip
+    assert sorted(table) == [
+        "torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager",
+        "torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager_stream-data",
+        "torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager",
+    ]
     assert [plan.skipped_message(entry) for entry in skipped] == [
-        "skipping data placement 'stream' on synthetic-8x8x1: only image folders stream (`imagenet`, `image_folders`)"]
+        "skipping data placement 'stream' on synthetic-8x8x1: only image folders stream (`imagenet`, `image_folders`)"
+    ]
     streamed = table["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager_stream-data"]
     assert streamed["stream"] == config["stream"] and streamed["images_per_epoch"] == 64
     assert plan.prepared_meta("flowers", "stream") == "results/stream/flowers/meta.json"
     assert plan.prepared_meta("flowers", "host") == "results/data/flowers/meta.json"
-    searches = plan.max_batch_searches(dict(config, max_batch={"enabled": True, "stacks": [], "start": 1, "limit": 2,
-                                                               "resolution": 1, "steps": 1}, seed=0), table)  # fmt: skip
+    searches = plan.max_batch_searches(
+        dict(
+            config,
+            max_batch={"enabled": True, "stacks": [], "start": 1, "limit": 2, "resolution": 1, "steps": 1},
+            seed=0,
+        ),
+        table,
+    )
     assert not any(search["search_id"].endswith("_stream-data") for search in searches.values())
     assert "stream" not in table["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager"]
 
@@ -74,7 +114,8 @@ def test_failed_runs_are_found_by_status_and_summarised_with_their_logs(tmp_path
     assert list(plan.failed_runs(CONFIG, table, ["error"])) == []
     assert plan.failure_summary(failed) == [
         "1 run(s) with status oom:",
-        f"  {experiment} rep 2: OutOfMemoryError: CUDA out of memory\n    log: logs/train/{experiment}/rep2.log"]
+        f"  {experiment} rep 2: OutOfMemoryError: CUDA out of memory\n    log: logs/train/{experiment}/rep2.log",
+    ]
 
 
 @pytest.fixture
@@ -167,8 +208,13 @@ def test_runs_that_left_no_record_or_an_unreadable_one_are_failed_runs_naming_wh
     record.write_text('{"status": "ok", "experiment_id": "tr')  # truncated
     failed = {run["rep"]: run for run in plan.failed_runs(CONFIG, table)}
     assert failed[1]["status"] == "error"
-    assert failed[1]["error"] == "left no record; its log ends: bash: line 1: .venvs/torch/bin/python: No such file or directory"
-    assert failed[2]["status"] == "error" and failed[2]["error"].startswith(f"record unreadable: {record.relative_to(tmp_path)}: ")
+    assert (
+        failed[1]["error"]
+        == "left no record; its log ends: bash: line 1: .venvs/torch/bin/python: No such file or directory"
+    )
+    assert failed[2]["status"] == "error" and failed[2]["error"].startswith(
+        f"record unreadable: {record.relative_to(tmp_path)}: "
+    )
 
 
 def test_an_old_log_of_a_run_not_run_again_is_no_failure_of_this_invocation(tmp_path, monkeypatch):

@@ -21,7 +21,11 @@ def readme_commands():
 
 
 def test_ci_runs_the_readme_test_line():
-    ci_lines = [line for line in (REPO / ".ci/run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    ci_lines = [
+        line
+        for line in (REPO / ".ci/run").read_text().splitlines()
+        if line and not line.startswith(("#", "set ", "cd "))
+    ]
     assert ci_lines == [readme_commands()[1]]
 
 
@@ -37,11 +41,22 @@ def test_the_test_line_runs_pytest_through_the_venvs_interpreter():
 def test_no_command_for_users_names_a_venv_console_script():
     """Every place that tells a user what to type (README, config and profile comments, CI, the scripts' docstrings
     and messages) runs Snakemake and pytest as `.venv/bin/python -m ...`."""
-    places = [REPO / "README.md", REPO / ".ci" / "run", REPO / "Snakefile", *(REPO / "config").glob("*.yaml"),
-              *(REPO / "profiles").rglob("*.yaml"), *(REPO / "workflow").rglob("*.smk"),
-              *(REPO / "scripts").rglob("*.py"), *(REPO / "benchmarks").glob("*.py")]  # fmt: skip
-    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}" for path in places
-             for number, line in enumerate(path.read_text().splitlines(), 1) if PINNED_SCRIPT.search(line)]  # fmt: skip
+    places = [
+        REPO / "README.md",
+        REPO / ".ci" / "run",
+        REPO / "Snakefile",
+        *(REPO / "config").glob("*.yaml"),
+        *(REPO / "profiles").rglob("*.yaml"),
+        *(REPO / "workflow").rglob("*.smk"),
+        *(REPO / "scripts").rglob("*.py"),
+        *(REPO / "benchmarks").glob("*.py"),
+    ]
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in places
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if PINNED_SCRIPT.search(line)
+    ]
     assert not found, "\n".join(found)
 
 
@@ -66,8 +81,9 @@ def test_the_commands_work_once_the_checkout_is_moved(tmp_path):
             path.write_text(f"#!{built / '.venv' / 'bin' / 'python'}\n{lines[1]}")
         built.rename(moved)
         python = moved / ".venv" / "bin" / "python"
-        version = subprocess.run([str(python), "-m", "snakemake", "--version"], cwd=moved, capture_output=True,
-                                 text=True)  # fmt: skip
+        version = subprocess.run(
+            [str(python), "-m", "snakemake", "--version"], cwd=moved, capture_output=True, text=True
+        )
         assert version.returncode == 0 and re.fullmatch(r"\d+\.\d+\.\d+\s*", version.stdout), version.stderr[-2000:]
         tests = subprocess.run([str(python), "-m", "pytest", "--version"], cwd=moved, capture_output=True, text=True)
         assert tests.returncode == 0, tests.stderr[-2000:]

@@ -17,11 +17,20 @@ import yaml
 from conftest import SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, planned_rules
 from dlbench import data
 
-CONFIG = {"stacks": ["torch-2.13"], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32, 512],
-          "epochs": [2], "variants": ["eager"], "repeats": 2, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
-          "contention": SHARED_MACHINE,
-          "min_steady_seconds": 0,
-          "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0}}  # fmt: skip
+CONFIG = {
+    "stacks": ["torch-2.13"],
+    "datasets": ["synthetic-12x12x1"],
+    "models": ["mlp"],
+    "batch_sizes": [32, 512],
+    "epochs": [2],
+    "variants": ["eager"],
+    "repeats": 2,
+    "venv_root": str(VENV_ROOT),
+    "ops": {"stacks": []},
+    "contention": SHARED_MACHINE,
+    "min_steady_seconds": 0,
+    "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+}
 ARRAYS = "results/data/synthetic-12x12x1/arrays.npz"
 
 
@@ -97,8 +106,11 @@ def test_data_that_changes_after_planning_fails_loudly_and_a_retry_reruns_exactl
     flip_a_byte_keeping_the_modification_time(arrays)
     stat = arrays.stat()
     verified = finished / "results/data/synthetic-12x12x1" / data.VERIFIED
-    verified.write_text(json.dumps({"bytes": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns,
-                                    "ctime_ns": stat.st_ctime_ns}))  # fmt: skip
+    verified.write_text(
+        json.dumps(
+            {"bytes": stat.st_size, "inode": stat.st_ino, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns}
+        )
+    )
     write_config(finished, batch_sizes=[32, 64, 512])
     code, output = run(finished, check=False)
     assert code != 0, "a run with failed training runs must not exit 0"
@@ -116,8 +128,13 @@ def test_data_that_changes_after_planning_fails_loudly_and_a_retry_reruns_exactl
     arrays.write_bytes(original)  # restored: the hash matches again, nothing is prepared again
     code, output = run(finished, check=False)  # nothing else to do: the failures are still listed
     assert code != 0 and "2 run(s) with status error:" in output and planned_rules(output) == {}
-    listed = subprocess.run([sys.executable, "scripts/plan.py", "failed", "--status", "error"], cwd=finished,
-                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "scripts/plan.py", "failed", "--status", "error"],
+        cwd=finished,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert sorted(Path(finished / path) for path in listed) == sorted(failed)
     run(finished, "--forcerun", *listed)
     after = records(finished)
@@ -158,8 +175,13 @@ def test_a_table_lost_is_rebuilt_by_a_plain_rerun(finished):
 def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     write_config(finished, batch_sizes=[32, 64, 512], epochs=[2, 400])
     before = records(finished)
-    process = subprocess.Popen([*SNAKEMAKE, "--cores", "2"], cwd=finished, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        [*SNAKEMAKE, "--cores", "2"],
+        cwd=finished,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     logs = finished / "logs/train"
     deadline = time.monotonic() + 300
     while not any("epoch 3/400" in log.read_text() for log in logs.glob("*e400*/rep*.log")):
@@ -175,4 +197,6 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     assert {path: data for path, data in after.items() if path in before} == before  # nothing finished was lost
     for data in after.values():
         json.loads(data)  # every record is whole
-    assert len(after) == len(before) + 4 and all(json.loads(after[p])["status"] == "ok" for p in after if p not in before)
+    assert len(after) == len(before) + 4 and all(
+        json.loads(after[p])["status"] == "ok" for p in after if p not in before
+    )

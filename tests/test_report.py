@@ -13,8 +13,17 @@ import pytest
 from conftest import REPO, read_csv
 from report_fixture import CONTENDED_REASON, OOM_PANEL, REPEATS, write_records
 
-FIGURES = ["throughput", "batch_size", "epoch_time", "convergence", "speedup", "telemetry", "memory", "energy",
-           "versions"]  # fmt: skip
+FIGURES = [
+    "throughput",
+    "batch_size",
+    "epoch_time",
+    "convergence",
+    "speedup",
+    "telemetry",
+    "memory",
+    "energy",
+    "versions",
+]
 WORD = re.compile(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>')
 PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.S)
 
@@ -24,11 +33,14 @@ def debian_command(command, package):
     if shutil.which(command) is None and shutil.which("apt-get") and os.geteuid() == 0:
         environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=environment, stdout=subprocess.DEVNULL)
-        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=environment,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", package], check=True, env=environment, stdout=subprocess.DEVNULL
+        )
     path = shutil.which(command)
     if path is None:
-        pytest.fail(f"the report tests need `{command}`: install Debian's {package} package (apt-get install {package})")
+        pytest.fail(
+            f"the report tests need `{command}`: install Debian's {package} package (apt-get install {package})"
+        )
     return path
 
 
@@ -38,12 +50,30 @@ def report(tmp_path_factory, env_python):
     records = write_records(root / "runs")
     tables, tools = root / "tables", str(env_python("tools"))
     scripts = REPO / "scripts"
-    subprocess.run([tools, scripts / "aggregate.py", "--records", *records, "--out", tables], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [tools, scripts / "aggregate.py", "--records", *records, "--out", tables], check=True, capture_output=True
+    )
     subprocess.run([tools, scripts / "aggregate_ops.py", "--out", tables / "ops.csv"], check=True, capture_output=True)
-    subprocess.run([tools, scripts / "render_report.py", "--tables", tables, "--document", REPO / "report/report.qmd",
-                    "--style", REPO / "report/report.css", "--title", "Fixture study", "--html", root / "report.html",
-                    "--pdf", root / "report.pdf"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            tools,
+            scripts / "render_report.py",
+            "--tables",
+            tables,
+            "--document",
+            REPO / "report/report.qmd",
+            "--style",
+            REPO / "report/report.css",
+            "--title",
+            "Fixture study",
+            "--html",
+            root / "report.html",
+            "--pdf",
+            root / "report.pdf",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return root
 
 
@@ -51,17 +81,23 @@ def report(tmp_path_factory, env_python):
 def pdf_pages(report):
     """[(width, height, [(x0, y0, x1, y1, word)])] per page of the PDF, from poppler's pdftotext."""
     pdftotext = debian_command("pdftotext", "poppler-utils")
-    boxes = subprocess.run([pdftotext, "-bbox", report / "report.pdf", "-"], capture_output=True, text=True,
-                           check=True).stdout  # fmt: skip
-    return [(float(width), float(height), [(*map(float, word[:4]), word[4]) for word in WORD.findall(body)])
-            for width, height, body in PAGE.findall(boxes)]  # fmt: skip
+    boxes = subprocess.run(
+        [pdftotext, "-bbox", report / "report.pdf", "-"], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        (float(width), float(height), [(*map(float, word[:4]), word[4]) for word in WORD.findall(body)])
+        for width, height, body in PAGE.findall(boxes)
+    ]
 
 
 def document_markdown(report):
     """The document as rendered: report.qmd with every generated piece included."""
     build = report / "build"
-    return re.sub(r"\{\{<\s*include\s+(\S+)\s*>\}\}", lambda match: (build / match[1]).read_text(),
-                  (build / "report.qmd").read_text())  # fmt: skip
+    return re.sub(
+        r"\{\{<\s*include\s+(\S+)\s*>\}\}",
+        lambda match: (build / match[1]).read_text(),
+        (build / "report.qmd").read_text(),
+    )
 
 
 def count(token, text):
@@ -120,11 +156,16 @@ def test_a_contended_try_is_listed_with_its_figures_and_never_averaged(report):
     """The fixture's first experiment ran its second repeat twice: a busy loop contended the first try."""
     tries = read_csv(report / "tables/runs.csv")
     (busy,) = [row for row in tries if row["status"] == "contended"]
-    (final,) = [row for row in tries if row["experiment_id"] == busy["experiment_id"] and row["rep"] == "2"
-                and row["final_try"] == "True"]  # fmt: skip
+    (final,) = [
+        row
+        for row in tries
+        if row["experiment_id"] == busy["experiment_id"] and row["rep"] == "2" and row["final_try"] == "True"
+    ]
     assert busy["final_try"] == "False" and busy["attempt"] == "1" and final["attempt"] == "2"
     assert float(busy["train_images_per_s"]) == pytest.approx(float(final["train_images_per_s"]) / 4)
-    (summary,) = [row for row in read_csv(report / "tables/summary.csv") if row["experiment_id"] == busy["experiment_id"]]
+    (summary,) = [
+        row for row in read_csv(report / "tables/summary.csv") if row["experiment_id"] == busy["experiment_id"]
+    ]
     assert summary["runs"] == str(REPEATS) and summary["tries_contended"] == "1" and not summary["measurement_note"]
     section = document_markdown(report).split("## Contended runs")[1].split("\n## ")[0]
     assert "1 tries were contended and run again; 0 runs never measured clean" in section
@@ -132,8 +173,11 @@ def test_a_contended_try_is_listed_with_its_figures_and_never_averaged(report):
 
 
 def test_streamed_runs_get_their_input_pipeline_verdict_in_the_table_and_the_report(report):
-    verdicts = {row["stack"]: row["input_bound"] for row in read_csv(report / "tables/summary.csv")
-                if row["data_placement"] == "stream"}  # fmt: skip
+    verdicts = {
+        row["stack"]: row["input_bound"]
+        for row in read_csv(report / "tables/summary.csv")
+        if row["data_placement"] == "stream"
+    }
     assert verdicts == {"torch-2.11": "input-bound", "torch-2.13": "compute-bound", "keras-3-jax": "partly input-bound"}
     table = (report / "build/input_pipeline.md").read_text()
     assert "### resnet50 on imagenet, batch 128, gpu on NVIDIA H100 80GB HBM3 / " in table, table[:300]
@@ -163,15 +207,22 @@ def test_the_pdf_prints_every_table_row_once_and_nothing_over_anything(report, p
     assert len(failed) == 12
     for experiment in failed:  # the failures table, longer than a page: one row per run
         assert count(experiment, text) == count(experiment, markdown) == REPEATS, experiment
-    headed = [index for index, (_, _, words) in enumerate(pdf_pages) if ["experiment", "repeat", "status", "error"] in
-              [[word[4] for word in words if word[1] == y] for y in {word[1] for word in words}]]  # fmt: skip
+    headed = [
+        index
+        for index, (_, _, words) in enumerate(pdf_pages)
+        if ["experiment", "repeat", "status", "error"]
+        in [[word[4] for word in words if word[1] == y] for y in {word[1] for word in words}]
+    ]
     assert len(headed) >= 2 and headed == list(range(headed[0], headed[0] + len(headed))), headed  # continued
     for number, (width, height, words) in enumerate(pdf_pages, 1):
         assert words, f"page {number} is empty"
         off = [word[4] for word in words if word[0] < 0 or word[1] < 0 or word[2] > width or word[3] > height]
         assert not off, f"page {number}: printed off the page: {off[:5]}"
-        over = [(a[4], b[4]) for a, b in combinations(words, 2)
-                if min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5]  # fmt: skip
+        over = [
+            (a[4], b[4])
+            for a, b in combinations(words, 2)
+            if min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
+        ]
         assert not over, f"page {number}: words printed over each other: {over[:5]}"
 
 
@@ -182,12 +233,34 @@ def test_the_html_renders_in_headless_chromium_and_loads_nothing_from_the_networ
     assert "nav" in html and 'id="TOC"' in html and "system-ui" in html  # the sidebar contents and the style
     chromium = debian_command("chromium", "chromium")
     shot = report / "screenshot.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--virtual-time-budget=10000", "--window-size=1400,1000", f"--screenshot={shot}",
-                    (report / "report.html").as_uri()], check=True, capture_output=True, timeout=300)  # fmt: skip
-    colours = subprocess.run([str(env_python("tools")), "-c", "import sys; from PIL import Image; "
-                              "image = Image.open(sys.argv[1]); print(image.size[0], image.size[1], "
-                              "len(image.convert('RGB').getcolors(1 << 24)))", shot],
-                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--virtual-time-budget=10000",
+            "--window-size=1400,1000",
+            f"--screenshot={shot}",
+            (report / "report.html").as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    colours = subprocess.run(
+        [
+            str(env_python("tools")),
+            "-c",
+            "import sys; from PIL import Image; "
+            "image = Image.open(sys.argv[1]); print(image.size[0], image.size[1], "
+            "len(image.convert('RGB').getcolors(1 << 24)))",
+            shot,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     width, height, distinct = map(int, colours)
     assert (width, height) == (1400, 1000) and distinct > 50, "the screenshot is blank"

@@ -19,17 +19,41 @@ from dlbench.record import base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
 
 RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
-ENV_DESCRIPTION = {"env_file": "envs/torch-2.13-cpu.yaml", "env_file_sha256": "a" * 64, "deployment": "venv",
-                   "packages_sha256": "b" * 64}  # fmt: skip
+ENV_DESCRIPTION = {
+    "env_file": "envs/torch-2.13-cpu.yaml",
+    "env_file_sha256": "a" * 64,
+    "deployment": "venv",
+    "packages_sha256": "b" * 64,
+}
 
 
 def experiment(**changes):
-    row = {"experiment_id": "torch-2.13_digits_mlp_cpu_b64_adam-lr0.001_e3_eager", "stack": "torch-2.13",
-           "framework": "torch", "backend": "eager", "adapter": "pytorch", "dataset": "digits", "model": "mlp",
-           "device": "cpu", "batch_size": 64, "optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "weight_decay": 0.0,
-           "epochs": 3, "variant": "eager", "data_placement": "device", "rep": 1, "seed": 1, "target_accuracy": 0.9,
-           "telemetry_hz": 10, "measure_input_share": True, "math_mode": {"tf32": True, "autotune": True},
-           "min_steady_seconds": 0.0, "environment": {}}  # fmt: skip
+    row = {
+        "experiment_id": "torch-2.13_digits_mlp_cpu_b64_adam-lr0.001_e3_eager",
+        "stack": "torch-2.13",
+        "framework": "torch",
+        "backend": "eager",
+        "adapter": "pytorch",
+        "dataset": "digits",
+        "model": "mlp",
+        "device": "cpu",
+        "batch_size": 64,
+        "optimizer": "adam",
+        "learning_rate": 0.001,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "epochs": 3,
+        "variant": "eager",
+        "data_placement": "device",
+        "rep": 1,
+        "seed": 1,
+        "target_accuracy": 0.9,
+        "telemetry_hz": 10,
+        "measure_input_share": True,
+        "math_mode": {"tf32": True, "autotune": True},
+        "min_steady_seconds": 0.0,
+        "environment": {},
+    }
     return row | changes
 
 
@@ -40,10 +64,26 @@ LENIENT = dict(CONFIG_SCHEMA["properties"]["contention"]["default"], **SHARED_MA
 def runner_command(python, row, dataset_dir, folder, contention=LENIENT):
     env_json = folder / "env.json"
     env_json.write_text(json.dumps(ENV_DESCRIPTION))
-    return [str(python), str(REPO / "scripts" / "run_experiment.py"), "--experiment", json.dumps(row),
-            "--dataset-dir", str(dataset_dir), "--env-description", str(env_json), "--threads", "1",
-            "--record", str(folder / "record.json"), "--epochs-csv", str(folder / "epochs.csv"),
-            "--telemetry-csv", str(folder / "telemetry.csv"), "--contention", json.dumps(contention)]  # fmt: skip
+    return [
+        str(python),
+        str(REPO / "scripts" / "run_experiment.py"),
+        "--experiment",
+        json.dumps(row),
+        "--dataset-dir",
+        str(dataset_dir),
+        "--env-description",
+        str(env_json),
+        "--threads",
+        "1",
+        "--record",
+        str(folder / "record.json"),
+        "--epochs-csv",
+        str(folder / "epochs.csv"),
+        "--telemetry-csv",
+        str(folder / "telemetry.csv"),
+        "--contention",
+        json.dumps(contention),
+    ]
 
 
 def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
@@ -51,8 +91,12 @@ def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
     dataset = tmp_path / "dataset"
     dataset.mkdir()
     os.mkfifo(dataset / "meta.json")
-    runner = subprocess.Popen(runner_command(env_python("torch-2.13-cpu"), experiment(), dataset, tmp_path),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    runner = subprocess.Popen(
+        runner_command(env_python("torch-2.13-cpu"), experiment(), dataset, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     children = []
     while not children and time.monotonic() < deadline:
@@ -75,10 +119,20 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
     row = experiment(batch_size=100_000)
     dataset = tmp_path / "dataset"
     options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
-    result = subprocess.run(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path),
-                            capture_output=True, text=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "prepare_dataset.py"),
+            "synthetic-8x8x1",
+            str(dataset),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
+    result = subprocess.run(
+        runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "record.json").read_text())
     jsonschema.validate(record, RECORD_SCHEMA)
@@ -91,11 +145,21 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
 def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python):
     dataset = tmp_path / "dataset"
     options = {"synthetic": {"classes": 10, "train_size": 256, "test_size": 16, "seed": 0}}
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "prepare_dataset.py"),
+            "synthetic-8x8x1",
+            str(dataset),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
     row = experiment(batch_size=32, min_steady_seconds=0.3)
-    result = subprocess.run(runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True,
-                            text=True)  # fmt: skip
+    result = subprocess.run(
+        runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True, text=True
+    )
     record = json.loads((tmp_path / "record.json").read_text())
     jsonschema.validate(record, RECORD_SCHEMA)
     assert record["status"] == "ok", result.stdout[-3000:]
@@ -109,8 +173,17 @@ def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python
 def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
     dataset = tmp_path / "dataset"
     options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "prepare_dataset.py"),
+            "synthetic-8x8x1",
+            str(dataset),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
     command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)[:-2]
     command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself (no launcher options), with a scripted OOM
     result = subprocess.run(command, capture_output=True, text=True)
@@ -134,20 +207,52 @@ def strict_json(text):
 
 
 def test_json_results_hold_null_where_a_number_is_not_finite(tmp_path):
-    payload = {"loss": float("nan"), "curve": [1.5, float("inf"), (float("-inf"), 2)], "ok": 3, "flag": True,
-               "nested": {"deep": [{"value": np.float32("nan"), "fine": np.float32(0.5), "count": np.int64(7)}]},
-               "path": tmp_path}  # fmt: skip
+    payload = {
+        "loss": float("nan"),
+        "curve": [1.5, float("inf"), (float("-inf"), 2)],
+        "ok": 3,
+        "flag": True,
+        "nested": {"deep": [{"value": np.float32("nan"), "fine": np.float32(0.5), "count": np.int64(7)}]},
+        "path": tmp_path,
+    }
     write_json_atomic(tmp_path / "record.json", payload)
     written = strict_json((tmp_path / "record.json").read_text())
-    assert written == {"loss": None, "curve": [1.5, None, [None, 2]], "ok": 3, "flag": True,
-                       "nested": {"deep": [{"value": None, "fine": 0.5, "count": 7}]}, "path": str(tmp_path)}  # fmt: skip
+    assert written == {
+        "loss": None,
+        "curve": [1.5, None, [None, 2]],
+        "ok": 3,
+        "flag": True,
+        "nested": {"deep": [{"value": None, "fine": 0.5, "count": 7}]},
+        "path": str(tmp_path),
+    }
     assert payload["loss"] != payload["loss"]  # the caller's data is left as it was
-    write_epochs_csv(tmp_path / "epochs.csv", [dict(epoch=1, train_s=0.5, eval_s=0.1, train_loss=float("nan"),
-                                                    test_loss=np.float32("inf"), test_accuracy=0.1, images=64,
-                                                    images_per_s=128.0)])  # fmt: skip
-    assert read_csv(tmp_path / "epochs.csv") == [{"epoch": "1", "train_s": "0.5", "eval_s": "0.1", "train_loss": "",
-                                                  "test_loss": "", "test_accuracy": "0.1", "images": "64",
-                                                  "images_per_s": "128.0"}]  # fmt: skip
+    write_epochs_csv(
+        tmp_path / "epochs.csv",
+        [
+            dict(
+                epoch=1,
+                train_s=0.5,
+                eval_s=0.1,
+                train_loss=float("nan"),
+                test_loss=np.float32("inf"),
+                test_accuracy=0.1,
+                images=64,
+                images_per_s=128.0,
+            )
+        ],
+    )
+    assert read_csv(tmp_path / "epochs.csv") == [
+        {
+            "epoch": "1",
+            "train_s": "0.5",
+            "eval_s": "0.1",
+            "train_loss": "",
+            "test_loss": "",
+            "test_accuracy": "0.1",
+            "images": "64",
+            "images_per_s": "128.0",
+        }
+    ]
 
 
 def test_a_loss_that_is_not_finite_ends_the_run_as_diverged(tmp_path, env_python):
@@ -155,19 +260,42 @@ def test_a_loss_that_is_not_finite_ends_the_run_as_diverged(tmp_path, env_python
     run stops after that epoch, keeps the epochs that finished and writes strict JSON (no NaN in any file)."""
     dataset = tmp_path / "dataset"
     options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1",
-                    str(dataset), "--options", json.dumps(options)], check=True)  # fmt: skip
-    row = experiment(experiment_id="mxnet-1.9_synthetic-8x8x1_mlp_cpu_b16_sgd-lr1000_e4_eager", stack="mxnet-1.9",
-                     framework="mxnet", backend="gluon", adapter="mxnet_gluon", dataset="synthetic-8x8x1",
-                     batch_size=16, optimizer="sgd", learning_rate=1000.0, epochs=4, measure_input_share=False)  # fmt: skip
-    result = subprocess.run(runner_command(env_python("mxnet-1.9-cpu"), row, dataset, tmp_path), capture_output=True,
-                            text=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "prepare_dataset.py"),
+            "synthetic-8x8x1",
+            str(dataset),
+            "--options",
+            json.dumps(options),
+        ],
+        check=True,
+    )
+    row = experiment(
+        experiment_id="mxnet-1.9_synthetic-8x8x1_mlp_cpu_b16_sgd-lr1000_e4_eager",
+        stack="mxnet-1.9",
+        framework="mxnet",
+        backend="gluon",
+        adapter="mxnet_gluon",
+        dataset="synthetic-8x8x1",
+        batch_size=16,
+        optimizer="sgd",
+        learning_rate=1000.0,
+        epochs=4,
+        measure_input_share=False,
+    )
+    result = subprocess.run(
+        runner_command(env_python("mxnet-1.9-cpu"), row, dataset, tmp_path), capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     record = strict_json((tmp_path / "record.json").read_text())
     jsonschema.validate(record, RECORD_SCHEMA)
     assert record["status"] == "diverged", result.stderr[-3000:]
-    found = re.fullmatch(r"(training|test) loss became (nan|inf|-inf) in epoch (\d+) \(learning rate 1000\): the run "
-                         r"diverged; lower the learning rate", record["error"])  # fmt: skip
+    found = re.fullmatch(
+        r"(training|test) loss became (nan|inf|-inf) in epoch (\d+) \(learning rate 1000\): the run "
+        r"diverged; lower the learning rate",
+        record["error"],
+    )
     assert found, record["error"]
     epoch = int(found[3])
     assert epoch < 4 and len(record["epoch_train_s"]) == len(record["loss_curve"]) == epoch
@@ -188,14 +316,21 @@ def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):
     row = experiment(rep=rep)
     record = base_record(row, ENV_DESCRIPTION, REPO)
     record.update(status=status, framework_version="2.13.0")
-    record["provenance"].update(started_at=f"2026-11-22T10:00:{seconds[0]:02d}.000+00:00",
-                                finished_at=f"2026-11-22T10:00:{seconds[1]:02d}.000+00:00")  # fmt: skip
+    record["provenance"].update(
+        started_at=f"2026-11-22T10:00:{seconds[0]:02d}.000+00:00",
+        finished_at=f"2026-11-22T10:00:{seconds[1]:02d}.000+00:00",
+    )
     if status == "ok":
         images = 1344
         seconds = images / images_per_s
-        record.update(epoch_train_s=[1.0, seconds, seconds], epoch_eval_s=[0.1, 0.1, 0.1],
-                      train_images_per_s=images_per_s, inference_images_per_s=3600.0, final_test_accuracy=0.9,
-                      time_to_target_s=2.0)  # fmt: skip
+        record.update(
+            epoch_train_s=[1.0, seconds, seconds],
+            epoch_eval_s=[0.1, 0.1, 0.1],
+            train_images_per_s=images_per_s,
+            inference_images_per_s=3600.0,
+            final_test_accuracy=0.9,
+            time_to_target_s=2.0,
+        )
     else:
         record["error"] = "RuntimeError: boom"
     path = folder / f"rep{rep}" / "record.json"
@@ -207,11 +342,17 @@ def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):
 
 
 def test_summary_statistics_over_repeats(tmp_path, env_python):
-    records = [fake_run(tmp_path, 1, 100.0, seconds=(0, 10)), fake_run(tmp_path, 2, 110.0, seconds=(10, 20)),
-               fake_run(tmp_path, 3, 120.0, seconds=(20, 30)), fake_run(tmp_path, 4, 0, "error", (30, 31))]  # fmt: skip
+    records = [
+        fake_run(tmp_path, 1, 100.0, seconds=(0, 10)),
+        fake_run(tmp_path, 2, 110.0, seconds=(10, 20)),
+        fake_run(tmp_path, 3, 120.0, seconds=(20, 30)),
+        fake_run(tmp_path, 4, 0, "error", (30, 31)),
+    ]
     out = tmp_path / "tables"
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records", *records,
-                    "--out", str(out)], check=True)  # fmt: skip
+    subprocess.run(
+        [str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records", *records, "--out", str(out)],
+        check=True,
+    )
     runs = read_csv(out / "runs.csv")
     assert [run["status"] for run in runs] == ["ok", "ok", "ok", "error"]
     (row,) = read_csv(out / "summary.csv")
@@ -235,31 +376,61 @@ def test_summary_statistics_over_repeats(tmp_path, env_python):
 
 def test_overlapping_timed_runs_are_flagged(tmp_path, env_python):
     """Two runs on one host (one GPU) at the same time: the aggregation flags both and warns."""
-    records = [fake_run(tmp_path, 1, 100.0, seconds=(0, 10)), fake_run(tmp_path, 2, 100.0, seconds=(9, 15)),
-               fake_run(tmp_path, 3, 100.0, seconds=(15, 20))]  # fmt: skip
-    result = subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records",
-                             *records, "--out", str(tmp_path / "tables")], capture_output=True, text=True, check=True)  # fmt: skip
+    records = [
+        fake_run(tmp_path, 1, 100.0, seconds=(0, 10)),
+        fake_run(tmp_path, 2, 100.0, seconds=(9, 15)),
+        fake_run(tmp_path, 3, 100.0, seconds=(15, 20)),
+    ]
+    result = subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "aggregate.py"),
+            "--records",
+            *records,
+            "--out",
+            str(tmp_path / "tables"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert [run["overlapping_runs"] for run in read_csv(tmp_path / "tables" / "runs.csv")] == ["1", "1", "0"]
     assert "WARNING: 2 timed runs overlapped another run on the same host" in result.stdout
 
 
 def aggregate(tmp_path, env_python, records, *options):
     out = tmp_path / "tables"
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "aggregate.py"), "--records", *records,
-                    "--out", str(out), *options], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "aggregate.py"),
+            "--records",
+            *records,
+            "--out",
+            str(out),
+            *options,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
 def test_an_interval_is_never_absurd_and_needs_three_repeats(tmp_path, env_python):
     """Throughputs as spread as the short default epochs gave (a Student's t on the raw values went negative)."""
-    wide = [fake_run(tmp_path / "a", rep, value, seconds=(rep * 10, rep * 10 + 5)) for rep, value in
-            enumerate([20000.0, 60000.0, 40000.0], 1)]  # fmt: skip
+    wide = [
+        fake_run(tmp_path / "a", rep, value, seconds=(rep * 10, rep * 10 + 5))
+        for rep, value in enumerate([20000.0, 60000.0, 40000.0], 1)
+    ]
     out = aggregate(tmp_path, env_python, wide)
     (row,) = read_csv(out / "summary.csv")
     assert 0 < float(row["train_images_per_s_ci95_low"]) < float(row["train_images_per_s_gmean"])
     two = [fake_run(tmp_path / "b", rep, 100.0 + rep, seconds=(rep * 10, rep * 10 + 5)) for rep in (1, 2)]
     (row,) = read_csv(aggregate(tmp_path / "b", env_python, two) / "summary.csv")
-    assert row["train_images_per_s_ci95_low"] == "" and row["interval_note"] == "2 ok repeat(s): an interval needs at least 3"
+    assert (
+        row["train_images_per_s_ci95_low"] == ""
+        and row["interval_note"] == "2 ok repeat(s): an interval needs at least 3"
+    )
 
 
 def group_of_runs(folder, throughputs, status="ok"):
@@ -280,15 +451,25 @@ def group_of_runs(folder, throughputs, status="ok"):
 def test_comparisons_pair_rounds_and_decide_only_what_the_repeats_decide(tmp_path, env_python):
     """Each stack against the slowest, paired by round: a clear difference, an equivalence within the margin, a
     comparison the repeats cannot decide (with the rounds that would) and one with too few repeats to test."""
-    records = group_of_runs(tmp_path, {"slow": [100.0, 101.0, 99.0], "fast": [200.0, 203.0, 197.0],
-                                       "same": [100.5, 101.2, 99.1], "unsure": [104.0, 95.0, 108.0],
-                                       "few": [300.0, 310.0]})  # fmt: skip
+    records = group_of_runs(
+        tmp_path,
+        {
+            "slow": [100.0, 101.0, 99.0],
+            "fast": [200.0, 203.0, 197.0],
+            "same": [100.5, 101.2, 99.1],
+            "unsure": [104.0, 95.0, 108.0],
+            "few": [300.0, 310.0],
+        },
+    )
     rows = {row["stack"]: row for row in read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")}
     assert {row["baseline_stack"] for row in rows.values()} == {"slow"}
     assert set(rows) == {"fast", "same", "unsure", "few"}
     assert {stack: row["verdict"] for stack, row in rows.items()} == {
-        "fast": "faster", "same": "equivalent within 5 %", "unsure": "inconclusive",
-        "few": "not tested: fewer than 3 ok repeats"}  # fmt: skip
+        "fast": "faster",
+        "same": "equivalent within 5 %",
+        "unsure": "inconclusive",
+        "few": "not tested: fewer than 3 ok repeats",
+    }
     assert float(rows["fast"]["ratio"]) == pytest.approx(2.0, rel=0.01) and float(rows["fast"]["ratio_ci95_low"]) > 1
     assert rows["fast"]["baseline_rule"] == "the slowest"
     tested = [row for stack, row in rows.items() if stack != "few"]
@@ -299,8 +480,10 @@ def test_comparisons_pair_rounds_and_decide_only_what_the_repeats_decide(tmp_pat
     assert rows["few"]["p_holm"] == "" and rows["few"]["method"] == "" and rows["few"]["equivalence_margin"] == "0.05"
     p_values = sorted(float(rows[stack]["p_value"]) for stack in ("fast", "same", "unsure"))
     assert float(rows["fast"]["p_holm"]) == pytest.approx(min(1.0, 3 * p_values[0]))  # Holm: the smallest times 3
-    named = read_csv(aggregate(tmp_path / "named", env_python, records, "--baseline", "fast", "--equivalence-margin",
-                               "0.1") / "comparisons.csv")  # fmt: skip
+    named = read_csv(
+        aggregate(tmp_path / "named", env_python, records, "--baseline", "fast", "--equivalence-margin", "0.1")
+        / "comparisons.csv"
+    )
     assert {row["baseline_stack"] for row in named} == {"fast"}
     assert {row["equivalence_margin"] for row in named} == {"0.1"}
     assert {row["stack"]: row["verdict"] for row in named}["slow"] == "slower"
@@ -309,8 +492,9 @@ def test_comparisons_pair_rounds_and_decide_only_what_the_repeats_decide(tmp_pat
 def test_rounds_without_enough_ok_runs_in_common_are_compared_unpaired(tmp_path, env_python):
     """The baseline's second round was contended: it never enters a statistic, leaving two rounds in common, so
     the comparison falls back to Welch's unpaired test over each side's ok runs."""
-    records = group_of_runs(tmp_path, {"slow": [100.0, None, 99.0, 100.5], "fast": [200.0, 202.0, 198.0]},
-                            status="contended")  # fmt: skip
+    records = group_of_runs(
+        tmp_path, {"slow": [100.0, None, 99.0, 100.5], "fast": [200.0, 202.0, 198.0]}, status="contended"
+    )
     (row,) = read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")
     assert (row["method"], row["pairs"], row["runs_ok"], row["baseline_runs_ok"]) == ("unpaired (Welch)", "0", "3", "3")
     assert row["verdict"] == "faster" and float(row["ratio"]) == pytest.approx(2.0, rel=0.01)
@@ -322,8 +506,13 @@ def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_p
     the machine its host's other runs named."""
     records = []
     for node, gpu, speed in (("node1", "NVIDIA H100 80GB HBM3", 2.0), ("node2", "NVIDIA A100-SXM4-80GB", 1.0)):
-        paths = group_of_runs(tmp_path / node, {"slow": [100.0 * speed, 101.0 * speed, 99.0 * speed],
-                                                "fast": [200.0 * speed, 202.0 * speed, 198.0 * speed]})  # fmt: skip
+        paths = group_of_runs(
+            tmp_path / node,
+            {
+                "slow": [100.0 * speed, 101.0 * speed, 99.0 * speed],
+                "fast": [200.0 * speed, 202.0 * speed, 198.0 * speed],
+            },
+        )
         for rep, path in enumerate(paths):
             record = json.loads(Path(path).read_text())
             record["device"] = "gpu"
@@ -341,8 +530,11 @@ def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_p
     out = aggregate(tmp_path, env_python, records + [str(path)])
     summary = read_csv(out / "summary.csv")
     assert sorted((row["stack"], row["machine"], row["runs"]) for row in summary) == [
-        ("fast", "NVIDIA A100-SXM4-80GB / Xeon", "4"), ("fast", "NVIDIA H100 80GB HBM3 / Xeon", "3"),
-        ("slow", "NVIDIA A100-SXM4-80GB / Xeon", "3"), ("slow", "NVIDIA H100 80GB HBM3 / Xeon", "3")]  # fmt: skip
+        ("fast", "NVIDIA A100-SXM4-80GB / Xeon", "4"),
+        ("fast", "NVIDIA H100 80GB HBM3 / Xeon", "3"),
+        ("slow", "NVIDIA A100-SXM4-80GB / Xeon", "3"),
+        ("slow", "NVIDIA H100 80GB HBM3 / Xeon", "3"),
+    ]
     comparisons = read_csv(out / "comparisons.csv")
     assert len(comparisons) == 2 and all(float(row["ratio"]) == pytest.approx(2.0, rel=0.01) for row in comparisons)
     assert {row["machine"] for row in comparisons} == {"NVIDIA A100-SXM4-80GB / Xeon", "NVIDIA H100 80GB HBM3 / Xeon"}

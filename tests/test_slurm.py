@@ -36,7 +36,10 @@ def recorded(sinfo=SINFO, associations="proj-a\nproj-b\n", default_account="proj
 
 def test_account_and_partition_default_to_the_cluster_s_own():
     assert slurm.resolve({}, {}, needs_gpu=False, run=recorded(), user="u") == {
-        "account": "proj-a", "partition": "cpu", "gpu_partition": "cpu"}  # fmt: skip
+        "account": "proj-a",
+        "partition": "cpu",
+        "gpu_partition": "cpu",
+    }
 
 
 def test_config_beats_the_environment_which_beats_the_defaults():
@@ -66,8 +69,11 @@ def test_a_missing_or_unknown_partition_is_refused_listing_the_cluster_s():
 
 
 def test_gpu_jobs_on_a_partition_without_gpus_are_refused_naming_the_gpu_partition():
-    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.gpu_partition`.*'cpu' has no node with a `gpu` GRES"
-                                                      r".*partitions with GPUs: gpu"):  # fmt: skip
+    with pytest.raises(
+        slurm.SlurmSettingError,
+        match=r"`slurm.gpu_partition`.*'cpu' has no node with a `gpu` GRES"
+        r".*partitions with GPUs: gpu",
+    ):
         slurm.resolve({}, {}, needs_gpu=True, run=recorded(), user="u")
     assert slurm.resolve({"gpu_partition": "gpu"}, {}, True, recorded(), "u")["gpu_partition"] == "gpu"
 
@@ -80,8 +86,14 @@ def test_an_unreachable_controller_says_so():
 # --- the real cluster ---
 
 TORCH = "torch-2.13"
-SLURM_OPTIONS = ["--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "5",
-                 "--seconds-between-status-checks", "5"]  # fmt: skip
+SLURM_OPTIONS = [
+    "--profile",
+    "profiles/slurm",
+    "--slurm-init-seconds-before-status-checks",
+    "5",
+    "--seconds-between-status-checks",
+    "5",
+]
 
 
 @pytest.fixture(scope="module")
@@ -97,23 +109,49 @@ def cluster():
 def sacct(*job_ids):
     """{job id: {field: value}} of the given jobs from Slurm's accounting."""
     fields = ["JobID", "JobName", "State", "Account", "Partition", "ReqTRES", "Submit", "Start", "End", "NodeList"]
-    output = subprocess.run(["sacct", "--allocations", "--noheader", "--parsable2", f"--format={','.join(fields)}",
-                             "--jobs", ",".join(job_ids)], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    output = subprocess.run(
+        [
+            "sacct",
+            "--allocations",
+            "--noheader",
+            "--parsable2",
+            f"--format={','.join(fields)}",
+            "--jobs",
+            ",".join(job_ids),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return {row[0]: dict(zip(fields, row)) for row in (line.split("|") for line in output.splitlines() if line)}
 
 
 def all_job_ids():
-    output = subprocess.run(["sacct", "--allocations", "--noheader", "--parsable2", "--format=JobID",
-                             "--starttime", "now-1days"], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    output = subprocess.run(
+        ["sacct", "--allocations", "--noheader", "--parsable2", "--format=JobID", "--starttime", "now-1days"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(output.split())
 
 
 def workdir_with(root, config):
     copy_repository(root)
-    base = {"stacks": [TORCH], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32],
-            "epochs": [2], "variants": ["eager"], "repeats": 2, "min_steady_seconds": 0.1,
-            "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0}, "ops": {"stacks": []},
-            "venv_root": str(VENV_ROOT), "contention": SHARED_MACHINE}  # fmt: skip
+    base = {
+        "stacks": [TORCH],
+        "datasets": ["synthetic-12x12x1"],
+        "models": ["mlp"],
+        "batch_sizes": [32],
+        "epochs": [2],
+        "variants": ["eager"],
+        "repeats": 2,
+        "min_steady_seconds": 0.1,
+        "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+        "ops": {"stacks": []},
+        "venv_root": str(VENV_ROOT),
+        "contention": SHARED_MACHINE,
+    }
     (root / "config.yaml").write_text(yaml.safe_dump({**base, **config}))
     return root
 
@@ -155,8 +193,9 @@ def test_the_records_and_report_are_made_and_a_rerun_plans_nothing(cpu_run):
     assert all_job_ids() == before
 
 
-def test_each_gpu_job_asks_for_exactly_one_gpu_and_snakemake_does_not_serialise_them(cluster, tmp_path_factory,
-                                                                                     env_python):  # fmt: skip
+def test_each_gpu_job_asks_for_exactly_one_gpu_and_snakemake_does_not_serialise_them(
+    cluster, tmp_path_factory, env_python
+):
     # The node's GPU is declared, not real: the runs find no CUDA device and record an error, as on a node whose
     # GPU is missing. What is tested is what Slurm was asked for and when.
     torch_python = env_python(STACKS[TORCH]["env"]["cpu"])

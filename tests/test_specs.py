@@ -32,8 +32,12 @@ def test_parameter_counts_equal_the_published_ones(name, shape, classes):
 def test_flops_per_image():
     assert specs.flops_per_image(specs.model_spec("mlp", 10), (28, 28, 1)) == 2 * (784 * 128 + 128 * 10)
     # ResNet-50 is quoted at 4.1 G multiply-adds per 224x224 image, ResNet-18 at 1.8 G; FLOPs count 2 per multiply-add.
-    assert specs.flops_per_image(specs.model_spec("resnet50", 1000), (224, 224, 3)) / 2e9 == pytest.approx(4.1, rel=0.01)
-    assert specs.flops_per_image(specs.model_spec("resnet18", 1000), (224, 224, 3)) / 2e9 == pytest.approx(1.82, rel=0.01)
+    assert specs.flops_per_image(specs.model_spec("resnet50", 1000), (224, 224, 3)) / 2e9 == pytest.approx(
+        4.1, rel=0.01
+    )
+    assert specs.flops_per_image(specs.model_spec("resnet18", 1000), (224, 224, 3)) / 2e9 == pytest.approx(
+        1.82, rel=0.01
+    )
 
 
 def test_lstm_hidden_size_is_in_the_name():

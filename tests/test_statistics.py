@@ -9,9 +9,25 @@ import numpy as np
 import pytest
 from conftest import REPO
 from dlbench.analysis.rounds import experiments_needing_a_round
-from dlbench.analysis.statistics import (INCONCLUSIVE, NOT_TESTED, PAIRED, UNPAIRED, LogRatio, compared, decides_after,
-                                         decisions, difference_p, equivalence_p, holm, interval, log_interval,
-                                         paired_log_ratio, repeats_to_decide, verdict, welch_log_ratio)  # fmt: skip
+from dlbench.analysis.statistics import (
+    INCONCLUSIVE,
+    NOT_TESTED,
+    PAIRED,
+    UNPAIRED,
+    LogRatio,
+    compared,
+    decides_after,
+    decisions,
+    difference_p,
+    equivalence_p,
+    holm,
+    interval,
+    log_interval,
+    paired_log_ratio,
+    repeats_to_decide,
+    verdict,
+    welch_log_ratio,
+)
 from dlbench.analysis.student import t_critical, t_tail
 from scipy import stats
 
@@ -61,7 +77,8 @@ def test_an_unpaired_ratio_is_welchs_t_test_on_log_throughput():
     values, reference = np.array([210.0, 190.0, 205.0]), np.array([100.0, 93.0, 99.0, 91.0, 97.0])
     log_ratio = welch_log_ratio(values, reference)
     assert difference_p(log_ratio) == pytest.approx(
-        stats.ttest_ind(np.log(values), np.log(reference), equal_var=False).pvalue)
+        stats.ttest_ind(np.log(values), np.log(reference), equal_var=False).pvalue
+    )
     assert log_ratio.rounds == 5
 
 
@@ -69,8 +86,10 @@ def test_the_equivalence_p_is_the_larger_of_two_one_sided_tests_against_symmetri
     differences = np.log([1.01, 0.99, 1.02, 1.005, 0.995])
     log_ratio = paired_log_ratio(np.exp(differences), np.ones(5))
     bound = math.log(1.05)
-    expected = max(stats.ttest_1samp(differences, -bound, alternative="greater").pvalue,
-                   stats.ttest_1samp(differences, bound, alternative="less").pvalue)  # fmt: skip
+    expected = max(
+        stats.ttest_1samp(differences, -bound, alternative="greater").pvalue,
+        stats.ttest_1samp(differences, bound, alternative="less").pvalue,
+    )
     assert equivalence_p(log_ratio, 0.05) == pytest.approx(expected) and expected < 0.05
     assert equivalence_p(log_ratio, 0.001) > 0.5  # a margin inside the noise proves nothing
 
@@ -104,17 +123,29 @@ def rounds_of(*values):
 
 def test_verdicts_decide_where_the_data_do_and_say_what_would_decide_the_rest():
     baseline = rounds_of(100.0, 102.0, 98.0, 101.0)
-    cases = {"faster": rounds_of(150.0, 151.0, 148.0, 152.0), "slower": rounds_of(70.0, 71.5, 68.0, 71.0),
-             "same": rounds_of(100.5, 102.2, 98.3, 101.0), "unsure": rounds_of(103.0, 96.0, 104.0, 108.0),
-             "few": rounds_of(100.0, 101.0)}  # fmt: skip
+    cases = {
+        "faster": rounds_of(150.0, 151.0, 148.0, 152.0),
+        "slower": rounds_of(70.0, 71.5, 68.0, 71.0),
+        "same": rounds_of(100.5, 102.2, 98.3, 101.0),
+        "unsure": rounds_of(103.0, 96.0, 104.0, 108.0),
+        "few": rounds_of(100.0, 101.0),
+    }
     log_ratios = [compared(values, baseline)[2] for values in cases.values()]
     outcomes = dict(zip(cases, decisions(log_ratios, 0.05)))
     assert {name: outcome["verdict"] for name, outcome in outcomes.items()} == {
-        "faster": "faster", "slower": "slower", "same": "equivalent within 5 %", "unsure": INCONCLUSIVE,
-        "few": NOT_TESTED}  # fmt: skip
-    assert [outcome["repeats_to_decide"] for outcome in outcomes.values()] == [None, None, None,
-                                                                               outcomes["unsure"]["repeats_to_decide"],
-                                                                               None]  # fmt: skip
+        "faster": "faster",
+        "slower": "slower",
+        "same": "equivalent within 5 %",
+        "unsure": INCONCLUSIVE,
+        "few": NOT_TESTED,
+    }
+    assert [outcome["repeats_to_decide"] for outcome in outcomes.values()] == [
+        None,
+        None,
+        None,
+        outcomes["unsure"]["repeats_to_decide"],
+        None,
+    ]
     assert 4 < outcomes["unsure"]["repeats_to_decide"] <= 100
     assert math.isnan(outcomes["few"]["p_holm"]) and outcomes["few"]["equivalence_margin"] == 0.05
     p_values = [outcome["p_value"] for outcome in outcomes.values()][:4]
@@ -173,6 +204,8 @@ def test_the_planner_takes_the_named_baseline_and_gives_failed_experiments_no_mo
 
 def test_the_planner_imports_no_scipy():
     """Snakemake's driver imports the planner, and SciPy is no dependency of Snakemake."""
-    code = ("import sys; sys.path.insert(0, 'scripts'); import dlbench.analysis.rounds; "
-            "assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']")  # fmt: skip
+    code = (
+        "import sys; sys.path.insert(0, 'scripts'); import dlbench.analysis.rounds; "
+        "assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -21,17 +21,33 @@ TRAIN, VAL, CLASSES = 8, 4, 3  # per class
 
 
 def make_folder(env_python, root, *arguments):
-    subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "make_image_folder.py"), str(root), *arguments],
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [str(env_python("tools")), str(REPO / "scripts" / "make_image_folder.py"), str(root), *arguments],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def index(env_python, root, out, name="tiny", max_per_class=None):
     """(exit code, output) of indexing `root` as image folder `name` into out/meta.json."""
-    options = {"imagenet": {"path": None}, "image_folders": {name: {"path": str(root), "resolution": RESOLUTION,
-                                                                    "max_images_per_class": max_per_class}}}  # fmt: skip
-    result = subprocess.run([str(env_python("tools")), str(REPO / "scripts" / "index_image_folder.py"), name,
-                             str(out / "meta.json"), "--options", json.dumps(options), "--workers", "2"],
-                            capture_output=True, text=True)  # fmt: skip
+    options = {
+        "imagenet": {"path": None},
+        "image_folders": {name: {"path": str(root), "resolution": RESOLUTION, "max_images_per_class": max_per_class}},
+    }
+    result = subprocess.run(
+        [
+            str(env_python("tools")),
+            str(REPO / "scripts" / "index_image_folder.py"),
+            name,
+            str(out / "meta.json"),
+            "--options",
+            json.dumps(options),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return result.returncode, result.stdout + result.stderr
 
 
@@ -40,8 +56,20 @@ def folder(env_python, tmp_path_factory):
     """A generated image folder with a truncated JPEG, a PNG and a CMYK JPEG among its training images, and its
     index."""
     root = tmp_path_factory.mktemp("stream")
-    make_folder(env_python, root / "images", "--classes", str(CLASSES), "--train", str(TRAIN), "--val", str(VAL),
-                "--sides", "24", "64", "--bad")  # fmt: skip
+    make_folder(
+        env_python,
+        root / "images",
+        "--classes",
+        str(CLASSES),
+        "--train",
+        str(TRAIN),
+        "--val",
+        str(VAL),
+        "--sides",
+        "24",
+        "64",
+        "--bad",
+    )
     code, output = index(env_python, root / "images", root / "index")
     assert code == 0, output
     return {"images": root / "images", "index": root / "index", "output": output}
@@ -51,19 +79,24 @@ def test_indexing_names_and_skips_the_files_no_loader_could_read(folder):
     meta = data.read_meta(folder["index"])
     assert data.is_stream(meta) and meta["train_size"] == CLASSES * TRAIN and meta["test_size"] == CLASSES * VAL
     assert {entry["path"]: entry["reason"].split(" (")[0] for entry in meta["skipped"]} == {
-        "train/n00000000/truncated.JPEG": "undecodable", "train/n00000001/png_content.JPEG": "not a JPEG",
-        "train/n00000002/cmyk.JPEG": "a CMYK JPEG, which not every framework's decoder reads"}
+        "train/n00000000/truncated.JPEG": "undecodable",
+        "train/n00000001/png_content.JPEG": "not a JPEG",
+        "train/n00000002/cmyk.JPEG": "a CMYK JPEG, which not every framework's decoder reads",
+    }
     assert f"skipping {folder['images'] / 'train/n00000000/truncated.JPEG'}: undecodable" in folder["output"]
     assert sorted({entry[1] for entry in meta["train"]}) == [0, 1, 2]
     assert all(24 <= side <= 64 for entry in meta["train"] for side in entry[2:4])
 
 
-@pytest.mark.parametrize("layout, message", [
-    ("missing", "does not exist or is not a folder"),
-    ("no-val", "no val/ folder (found: train); expected train/<class>/*.JPEG and val/<class>/*.JPEG"),
-    ("empty-class", "class folder(s) n00000001 hold no decodable JPEG; add images or remove the class"),
-    ("val-differs", "train/ and val/ hold different class folders (n00000002 in only one)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ("missing", "does not exist or is not a folder"),
+        ("no-val", "no val/ folder (found: train); expected train/<class>/*.JPEG and val/<class>/*.JPEG"),
+        ("empty-class", "class folder(s) n00000001 hold no decodable JPEG; add images or remove the class"),
+        ("val-differs", "train/ and val/ hold different class folders (n00000002 in only one)"),
+    ],
+)
 def test_a_bad_layout_is_refused_naming_what_is_wrong(env_python, tmp_path, layout, message):
     root = tmp_path / "images"
     if layout != "missing":
@@ -104,11 +137,19 @@ def loader_probes(env_python, folder, tmp_path_factory):
     running = {}
     for stack, entry in STACKS.items():
         out = tmp_path_factory.mktemp(f"stream-{stack}")
-        command = [str(env_python(entry["env"]["cpu"])), str(REPO / "tests" / "probe_stream.py"), entry["adapter"],
-                   entry["variants"][0], str(folder["index"] / "meta.json"), str(out)]  # fmt: skip
+        command = [
+            str(env_python(entry["env"]["cpu"])),
+            str(REPO / "tests" / "probe_stream.py"),
+            entry["adapter"],
+            entry["variants"][0],
+            str(folder["index"] / "meta.json"),
+            str(out),
+        ]
         log = open(out / "probe.log", "w")
-        running[stack] = subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stdout=log,
-                                          stderr=log), out  # fmt: skip
+        running[stack] = (
+            subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stdout=log, stderr=log),
+            out,
+        )
     results = {}
     for stack, (process, out) in running.items():
         assert process.wait(timeout=600) == 0, f"{stack}:\n{(out / 'probe.log').read_text()[-3000:]}"
@@ -135,18 +176,30 @@ def test_every_loader_crops_the_same_boxes_with_the_same_labels(loader_probes, f
 
 def streamed_row(stack, **changes):
     entry = STACKS[stack]
-    row = {"stack": stack, "framework": entry["framework"], "backend": entry["backend"], "adapter": entry["adapter"],
-           "environment": entry["environment"], "dataset": "tiny", "model": "lenet", "batch_size": BATCH, "epochs": 2,
-           "variant": compiled_variant(entry), "data_placement": "stream", "images_per_epoch": 16,
-           "stream": {"workers": 2, "loader_batches": 2}}  # fmt: skip
+    row = {
+        "stack": stack,
+        "framework": entry["framework"],
+        "backend": entry["backend"],
+        "adapter": entry["adapter"],
+        "environment": entry["environment"],
+        "dataset": "tiny",
+        "model": "lenet",
+        "batch_size": BATCH,
+        "epochs": 2,
+        "variant": compiled_variant(entry),
+        "data_placement": "stream",
+        "images_per_epoch": 16,
+        "stream": {"workers": 2, "loader_batches": 2},
+    }
     return experiment(**(row | changes))
 
 
 def run(env_python, stack, row, index_folder, out):
     out.mkdir(parents=True, exist_ok=True)
     command = runner_command(env_python(STACKS[stack]["env"]["cpu"]), row, index_folder, out)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                            env=dict(os.environ, **STACKS[stack]["environment"]))  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=dict(os.environ, **STACKS[stack]["environment"])
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads((out / "record.json").read_text()), result.stdout
 
@@ -156,7 +209,9 @@ def test_a_streamed_run_finishes_with_its_loader_figures_in_the_record(env_pytho
     record, output = run(env_python, stack, streamed_row(stack), folder["index"], tmp_path)
     jsonschema.validate(record, RECORD_SCHEMA)
     assert record["status"] == "ok", output[-3000:]
-    assert record["images_per_epoch"] == 16 and [row["images"] for row in read_csv(tmp_path / "epochs.csv")] == ["16"] * 2
+    assert (
+        record["images_per_epoch"] == 16 and [row["images"] for row in read_csv(tmp_path / "epochs.csv")] == ["16"] * 2
+    )
     assert record["stream"]["workers"] == 2 and record["stream"]["skipped_images"] == 3
     assert record["stream"]["loader"].startswith(("torch.utils.data.DataLoader", "tf.data", "gluon.data.DataLoader"))
     assert record["loader_images_per_s"] > 0 and record["input_bound_share"] > 0
@@ -185,13 +240,23 @@ def test_a_streamed_study_runs_through_the_workflow_to_its_report(env_python, tm
     digits dataset skips streaming, and the report has the input-pipeline table."""
     copy_repository(tmp_path)
     make_folder(env_python, tmp_path / "images", "--classes", "2", "--train", "8", "--val", "4", "--bad")
-    config = {"stacks": ["torch-2.13", "tensorflow-2.21"], "datasets": ["tiny", "digits"], "models": ["mlp"],
-              "batch_sizes": [8], "epochs": [2], "variants": ["eager", "graph"], "repeats": 1,
-              "data_placements": ["stream"], "image_folders": {"tiny": {"path": str(tmp_path / "images"),
-                                                                        "resolution": 16}},
-              "exclude": [{"stack": "tensorflow-2.21", "variant": "eager"}], "stream": {"workers": 1},
-              "min_steady_seconds": 0, "venv_root": str(VENV_ROOT), "ops": {"stacks": []},
-              "contention": SHARED_MACHINE}  # fmt: skip
+    config = {
+        "stacks": ["torch-2.13", "tensorflow-2.21"],
+        "datasets": ["tiny", "digits"],
+        "models": ["mlp"],
+        "batch_sizes": [8],
+        "epochs": [2],
+        "variants": ["eager", "graph"],
+        "repeats": 1,
+        "data_placements": ["stream"],
+        "image_folders": {"tiny": {"path": str(tmp_path / "images"), "resolution": 16}},
+        "exclude": [{"stack": "tensorflow-2.21", "variant": "eager"}],
+        "stream": {"workers": 1},
+        "min_steady_seconds": 0,
+        "venv_root": str(VENV_ROOT),
+        "ops": {"stacks": []},
+        "contention": SHARED_MACHINE,
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     result = subprocess.run([*SNAKEMAKE, "--cores", "2"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

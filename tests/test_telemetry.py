@@ -32,16 +32,30 @@ def test_sampler_records_gpu_readings_phases_and_host_figures(tmp_path):
 
 def row(t, phase, util, memory, power, cpu_share=0.5):
     """A trace row at t s whose process has used `cpu_share` of one core since t = 0."""
-    return {**dict.fromkeys(telemetry.TRACE_COLUMNS), "t_s": t, "phase": phase, "gpu_util_pct": util,
-            "mem_util_pct": None if util is None else util / 2, "gpu_memory_mb": memory, "power_w": power,
-            "cpu_s": cpu_share * t, "counters": None, "gpu_processes": None}  # fmt: skip
+    return {
+        **dict.fromkeys(telemetry.TRACE_COLUMNS),
+        "t_s": t,
+        "phase": phase,
+        "gpu_util_pct": util,
+        "mem_util_pct": None if util is None else util / 2,
+        "gpu_memory_mb": memory,
+        "power_w": power,
+        "cpu_s": cpu_share * t,
+        "counters": None,
+        "gpu_processes": None,
+    }
 
 
 def test_summaries_use_steady_epochs_and_integrate_power_within_training_phases():
-    rows = [row(0.0, "epoch 1", 20, 500, 100.0), row(1.0, "epoch 1", 20, 900, 100.0),
-            row(1.0, "eval 1", 5, 900, 500.0), row(3.0, "eval 1", 5, 900, 500.0),
-            row(3.0, "epoch 2", 80, 1200, 200.0), row(4.0, "epoch 2", 100, 1200, 300.0),
-            row(5.0, "epoch 2", 90, 1100, 300.0)]  # fmt: skip
+    rows = [
+        row(0.0, "epoch 1", 20, 500, 100.0),
+        row(1.0, "epoch 1", 20, 900, 100.0),
+        row(1.0, "eval 1", 5, 900, 500.0),
+        row(3.0, "eval 1", 5, 900, 500.0),
+        row(3.0, "epoch 2", 80, 1200, 200.0),
+        row(4.0, "epoch 2", 100, 1200, 300.0),
+        row(5.0, "epoch 2", 90, 1100, 300.0),
+    ]
     summary = telemetry.summarise(rows, {"epoch 2"}, {"epoch 1", "epoch 2"}, images_trained=1000, cores=1)
     assert summary["gpu_utilisation_mean"] == pytest.approx(90.0)
     assert summary["gpu_utilisation_p95"] == 100
@@ -83,12 +97,17 @@ class Wheel:
         self.metadata, self.version = {"Name": name}, version
 
 
-@pytest.mark.parametrize(("wheels", "expected"), [
-    ([("torch", "2.13.0"), ("nvidia-cuda-runtime-cu12", "12.8.90"), ("nvidia_cudnn_cu12", "9.10.2.21")],
-     ("12.8.90", "9.10.2.21")),
-    ([("mxnet-cu112", "1.9.1"), ("numpy", "1.23.5")], ("11.2", None)),
-    ([("tensorflow-cpu", "2.21.0")], (None, None)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("wheels", "expected"),
+    [
+        (
+            [("torch", "2.13.0"), ("nvidia-cuda-runtime-cu12", "12.8.90"), ("nvidia_cudnn_cu12", "9.10.2.21")],
+            ("12.8.90", "9.10.2.21"),
+        ),
+        ([("mxnet-cu112", "1.9.1"), ("numpy", "1.23.5")], ("11.2", None)),
+        ([("tensorflow-cpu", "2.21.0")], (None, None)),
+    ],
+)
 def test_cuda_and_cudnn_versions_come_from_the_envs_wheels(wheels, expected):
     assert record.cuda_libraries([Wheel(*wheel) for wheel in wheels]) == expected
 
@@ -135,8 +154,11 @@ def drive(sampler, clock, steps):
 
 # The job: the launcher (pid 100) and its training process (101); a process outside it (4242).
 JOB = {100: (1, "python3"), 101: (100, "python"), 4242: (1, "hog")}
-LIMITS = {"max_foreign_cpu_cores": 0.1, "max_steal_share": 0.05,
-          "throttle_reasons": ["hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"]}  # the defaults  # fmt: skip
+LIMITS = {
+    "max_foreign_cpu_cores": 0.1,
+    "max_steal_share": 0.05,
+    "throttle_reasons": ["hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"],
+}  # the defaults
 TIMED = {"epoch 1", "epoch 2"}
 
 
@@ -148,17 +170,34 @@ def test_a_foreign_gpu_process_and_throttling_are_found_named_and_traced(tmp_pat
     brake = FakeNVML.nvmlClocksEventReasonHwPowerBrakeSlowdown
     # One mask per sample, in order: the samples at t = 1 and the first at t = 2 are before the timed phases.
     masks = [idle, brake, idle, power_cap | idle, application, thermal, 0]
-    nvml = FakeNVML([50], [1000], [200_000], processes=[[(101, 500)], [(101, 900), (4242, 2048)],
-                                                        [(101, 900), (4242, 1024)]], throttle=masks)  # fmt: skip
+    nvml = FakeNVML(
+        [50],
+        [1000],
+        [200_000],
+        processes=[[(101, 500)], [(101, 900), (4242, 2048)], [(101, 900), (4242, 1024)]],
+        throttle=masks,
+    )
     sampler = telemetry.Sampler(rate_hz=10, nvml=nvml, clock=clock, cpu_clock=clock, proc=proc)
-    drive(sampler, clock, [(1.0, sampler.sample), (2.0, lambda: sampler.mark("epoch 1")), (3.0, sampler.sample),
-                           (4.0, lambda: sampler.mark("epoch 2")), (5.0, sampler.sample)])  # fmt: skip
+    drive(
+        sampler,
+        clock,
+        [
+            (1.0, sampler.sample),
+            (2.0, lambda: sampler.mark("epoch 1")),
+            (3.0, sampler.sample),
+            (4.0, lambda: sampler.mark("epoch 2")),
+            (5.0, sampler.sample),
+        ],
+    )
     # NVML's process list is read at most once a second: once at each t, not twice at a boundary.
     assert nvml.calls["processes"] == 5
     assert [row["gpu_foreign_processes"] for row in sampler.rows] == [0, 1, 1, 1, 1, 1, 1]
     gpu = telemetry.gpu_contention(sampler, TIMED)
-    assert gpu == {"foreign_processes": [{"pid": 4242, "name": "hog", "used_memory_mb": 2048.0}],
-                   "throttle_reasons": ["hw_thermal", "sw_power_cap"], "reason": None}  # fmt: skip
+    assert gpu == {
+        "foreign_processes": [{"pid": 4242, "name": "hog", "used_memory_mb": 2048.0}],
+        "throttle_reasons": ["hw_thermal", "sw_power_cap"],
+        "reason": None,
+    }
     summary = telemetry.contention_summary(sampler.rows, TIMED, gpu=gpu)
     assert summary["foreign_gpu_processes"][0]["name"] == "hog" and "gpu" not in summary["unavailable"]
     found = " | ".join(contention.reasons(summary, LIMITS))
@@ -178,8 +217,9 @@ def test_in_a_container_nvmls_host_pids_are_not_taken_for_foreign_ones(tmp_path,
     monkeypatch.setenv(contention.ROOT_VARIABLE, "100")
     proc, clock = fake_proc(tmp_path / "proc", JOB), Clock()
     listed = [(101, 900), (880001, 700)] if own_listed else [(880001, 700)]
-    sampler = telemetry.Sampler(rate_hz=10, nvml=FakeNVML([50], [1000], [200_000], processes=[listed]), clock=clock,
-                                cpu_clock=clock, proc=proc)  # fmt: skip
+    sampler = telemetry.Sampler(
+        rate_hz=10, nvml=FakeNVML([50], [1000], [200_000], processes=[listed]), clock=clock, cpu_clock=clock, proc=proc
+    )
     drive(sampler, clock, [(1.0, lambda: sampler.mark("epoch 1")), (2.0, sampler.sample)])
     gpu = telemetry.gpu_contention(sampler, TIMED)
     if own_listed:
@@ -190,15 +230,18 @@ def test_in_a_container_nvmls_host_pids_are_not_taken_for_foreign_ones(tmp_path,
 
 
 def test_nvml_queries_a_gpu_does_not_support_are_left_out_with_the_reason(tmp_path, monkeypatch):
-    unsupported = {"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetCurrentClocksEventReasons",
-                   "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetUtilizationRates"}  # fmt: skip
+    unsupported = {
+        "nvmlDeviceGetComputeRunningProcesses",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetUtilizationRates",
+    }
     nvml = FakeNVML([50], [1000], [200_000], unsupported=unsupported)
     clock = Clock()
     sampler = telemetry.Sampler(rate_hz=10, nvml=nvml, clock=clock, cpu_clock=clock)
     drive(sampler, clock, [(1.0, lambda: sampler.mark("epoch 1")), (2.0, sampler.sample), (3.0, sampler.sample)])
     assert all(row["gpu_util_pct"] is None and row["gpu_memory_mb"] == 1000 for row in sampler.rows)
-    assert set(sampler.gpu.unavailable) == {"utilisation", "running processes", "clock event reasons",
-                                            "energy counter"}  # fmt: skip
+    assert set(sampler.gpu.unavailable) == {"utilisation", "running processes", "clock event reasons", "energy counter"}
     gpu = telemetry.gpu_contention(sampler, {"epoch 1"})
     assert gpu["foreign_processes"] is None and gpu["throttle_reasons"] is None
     assert gpu["reason"] == "clock event reasons: NVML: Not Supported; running processes: NVML: Not Supported"
@@ -207,8 +250,13 @@ def test_nvml_queries_a_gpu_does_not_support_are_left_out_with_the_reason(tmp_pa
 
 
 def test_the_older_throttle_query_stands_in_where_the_driver_lacks_the_newer_one():
-    nvml = FakeNVML([50], [1000], [200_000], throttle=[FakeNVML.nvmlClocksEventReasonSwThermalSlowdown],
-                    missing={"nvmlDeviceGetCurrentClocksEventReasons"})  # fmt: skip
+    nvml = FakeNVML(
+        [50],
+        [1000],
+        [200_000],
+        throttle=[FakeNVML.nvmlClocksEventReasonSwThermalSlowdown],
+        missing={"nvmlDeviceGetCurrentClocksEventReasons"},
+    )
     clock = Clock()
     sampler = telemetry.Sampler(rate_hz=10, nvml=nvml, clock=clock, cpu_clock=clock)
     drive(sampler, clock, [(1.0, lambda: sampler.mark("epoch 1")), (2.0, sampler.sample)])
@@ -250,8 +298,9 @@ def other_process():
 
 
 def wait(nvml, policy, timeout_s, waiting):
-    return contention.wait_for_free_gpu(nvml, ("gpu", 0), {100, 101}, policy, timeout_s, waiting.said.append,
-                                        sleep=waiting.sleep, clock=waiting.clock)  # fmt: skip
+    return contention.wait_for_free_gpu(
+        nvml, ("gpu", 0), {100, 101}, policy, timeout_s, waiting.said.append, sleep=waiting.sleep, clock=waiting.clock
+    )
 
 
 def test_a_free_gpu_or_one_holding_only_the_jobs_processes_needs_no_wait():

@@ -30,9 +30,14 @@ TINY_CONFIG = {
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
     "min_steady_seconds": 0.1,
     "max_batch": {"enabled": True, "stacks": ["mxnet-1.9"], "start": 16, "limit": 64},
-    "ops": {"stacks": ["torch-2.13"], "operators": ["relu", "gemm"], "elementwise_sizes": [1000, 10000],
-            "gemm_sizes": [16, 64]},
-    "venv_root": str(VENV_ROOT), "contention": SHARED_MACHINE,
+    "ops": {
+        "stacks": ["torch-2.13"],
+        "operators": ["relu", "gemm"],
+        "elementwise_sizes": [1000, 10000],
+        "gemm_sizes": [16, 64],
+    },
+    "venv_root": str(VENV_ROOT),
+    "contention": SHARED_MACHINE,
 }
 EXPERIMENTS = 8  # 5 with device-staged data, 3 with host data
 
@@ -76,9 +81,19 @@ def mnist_workdir(tmp_path_factory, mirror):
     copy_repository(root)
     registry = {"mnist": registry_entry("idx", (28, 28, 1), files, "http://127.0.0.1:9/unreachable/")}
     (root / "registry.yaml").write_text(yaml.safe_dump(registry))
-    config = {"stacks": ["torch-2.13"], "datasets": ["mnist"], "models": ["mlp"], "batch_sizes": [32],
-              "epochs": [2], "variants": ["eager"], "repeats": 1, "venv_root": str(VENV_ROOT),
-              "contention": SHARED_MACHINE, "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1}, "ops": {"stacks": []}}  # fmt: skip
+    config = {
+        "stacks": ["torch-2.13"],
+        "datasets": ["mnist"],
+        "models": ["mlp"],
+        "batch_sizes": [32],
+        "epochs": [2],
+        "variants": ["eager"],
+        "repeats": 1,
+        "venv_root": str(VENV_ROOT),
+        "contention": SHARED_MACHINE,
+        "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1},
+        "ops": {"stacks": []},
+    }
     (root / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(root)
     return root
@@ -169,8 +184,10 @@ def test_repeats_run_in_interleaved_rounds(workdir):
 def test_largest_batch_searches_are_tabled_and_reported(workdir):
     """MXNet's two searches (device and host data) reach the limit, 64, after trying 16, 32 and 64."""
     searches = read_csv(workdir / "results/tables/max_batch.csv")
-    assert sorted(row["search_id"] for row in searches) == ["mxnet-1.9_synthetic-12x12x1_mlp_cpu_adam_graph",
-                                                            "mxnet-1.9_synthetic-12x12x1_mlp_cpu_adam_graph_host-data"]
+    assert sorted(row["search_id"] for row in searches) == [
+        "mxnet-1.9_synthetic-12x12x1_mlp_cpu_adam_graph",
+        "mxnet-1.9_synthetic-12x12x1_mlp_cpu_adam_graph_host-data",
+    ]
     for row in searches:
         assert (row["status"], row["max_batch"], row["limit_reached"], row["probes"]) == ("ok", "64", "True", "3")
     assert "64 (the limit)" in (workdir / "results/report/report.html").read_text()
@@ -219,13 +236,21 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
 
 
 ADAPTIVE_CONFIG = {
-    "stacks": ["mxnet-1.9"], "datasets": ["synthetic-12x12x1"], "models": ["mlp"], "batch_sizes": [32], "epochs": [2],
-    "variants": ["eager", "graph"], "repeats": 2, "min_steady_seconds": 0.1, "ops": {"stacks": []},
+    "stacks": ["mxnet-1.9"],
+    "datasets": ["synthetic-12x12x1"],
+    "models": ["mlp"],
+    "batch_sizes": [32],
+    "epochs": [2],
+    "variants": ["eager", "graph"],
+    "repeats": 2,
+    "min_steady_seconds": 0.1,
+    "ops": {"stacks": []},
     # A target no comparison of tiny epochs reaches: rounds are added until the maximum.
     "adaptive_repeats": {"enabled": True, "max_repeats": 4, "target_half_width": 0.001},
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
-    "venv_root": str(VENV_ROOT), "contention": SHARED_MACHINE,
-}  # fmt: skip
+    "venv_root": str(VENV_ROOT),
+    "contention": SHARED_MACHINE,
+}
 
 
 def test_adaptive_repeats_plan_rounds_until_decided_or_the_maximum(tmp_path):

@@ -17,7 +17,9 @@ def resnet20(inputs):
             if outputs != channels:  # option A: subsample, zero-pad the new channels
                 pad = (outputs - channels) // 2
                 subsampled = layers.MaxPooling2D(1, stride)(x)
-                shortcut = layers.Lambda(lambda t, pad=pad: keras.ops.pad(t, [[0, 0], [0, 0], [0, 0], [pad, pad]]))(subsampled)
+                shortcut = layers.Lambda(lambda t, pad=pad: keras.ops.pad(t, [[0, 0], [0, 0], [0, 0], [pad, pad]]))(
+                    subsampled
+                )
             x, channels = layers.ReLU()(layers.Add()([y, shortcut])), outputs
     return x
 
@@ -51,8 +53,9 @@ def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision
     if mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16" if device == "gpu" else "mixed_bfloat16")
     network = build_network(model, arrays["train_x"].shape[1:])
-    network.compile(keras.optimizers.Adam(learning_rate, epsilon=1e-7),
-                    keras.losses.SparseCategoricalCrossentropy(from_logits=True))  # fmt: skip
+    network.compile(
+        keras.optimizers.Adam(learning_rate, epsilon=1e-7), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
 
     def epoch(order):  # Keras shuffles itself (the training set is a whole number of batches)
         network.fit(arrays["train_x"], arrays["train_y"], batch_size=batch_size, epochs=1, shuffle=True, verbose=0)

@@ -7,8 +7,10 @@ from mxnet.gluon import nn
 
 
 def conv_bn(layout, filters, kernel, stride=1):
-    return [nn.Conv2D(filters, kernel, stride, kernel // 2, use_bias=False, layout=layout),
-            nn.BatchNorm(axis=layout.index("C"))]  # fmt: skip
+    return [
+        nn.Conv2D(filters, kernel, stride, kernel // 2, use_bias=False, layout=layout),
+        nn.BatchNorm(axis=layout.index("C")),
+    ]
 
 
 class Basic(gluon.HybridBlock):
@@ -36,8 +38,13 @@ class Bottleneck(gluon.HybridBlock):
     def __init__(self, layout, inputs, width, stride):
         super().__init__()
         self.body, self.shortcut = nn.HybridSequential(), None
-        self.body.add(*conv_bn(layout, width, 1), nn.Activation("relu"), *conv_bn(layout, width, 3, stride),
-                      nn.Activation("relu"), *conv_bn(layout, 4 * width, 1))  # fmt: skip
+        self.body.add(
+            *conv_bn(layout, width, 1),
+            nn.Activation("relu"),
+            *conv_bn(layout, width, 3, stride),
+            nn.Activation("relu"),
+            *conv_bn(layout, 4 * width, 1),
+        )
         if stride != 1 or inputs != 4 * width:
             self.shortcut = nn.HybridSequential()
             self.shortcut.add(*conv_bn(layout, 4 * width, 1, stride))
@@ -50,10 +57,15 @@ def build_network(model, layout):
     network = nn.HybridSequential()
     if model == "lenet":
         network.add(
-            nn.Conv2D(6, 5, activation="relu", layout=layout), nn.AvgPool2D(2, layout=layout),
-            nn.Conv2D(16, 3, activation="relu", layout=layout), nn.AvgPool2D(2, layout=layout),
-            nn.Flatten(), nn.Dense(120, activation="relu"), nn.Dense(84, activation="relu"), nn.Dense(10),
-        )  # fmt: skip
+            nn.Conv2D(6, 5, activation="relu", layout=layout),
+            nn.AvgPool2D(2, layout=layout),
+            nn.Conv2D(16, 3, activation="relu", layout=layout),
+            nn.AvgPool2D(2, layout=layout),
+            nn.Flatten(),
+            nn.Dense(120, activation="relu"),
+            nn.Dense(84, activation="relu"),
+            nn.Dense(10),
+        )
         return network
     if model == "resnet20":
         network.add(*conv_bn(layout, 16, 3), nn.Activation("relu"))

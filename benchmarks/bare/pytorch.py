@@ -38,9 +38,19 @@ class Bottleneck(nn.Module):
 def build_network(model):
     if model == "lenet":  # 28x28x1
         return nn.Sequential(
-            nn.Conv2d(1, 6, 5), nn.ReLU(), nn.AvgPool2d(2), nn.Conv2d(6, 16, 3), nn.ReLU(), nn.AvgPool2d(2),
-            nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
-        )  # fmt: skip
+            nn.Conv2d(1, 6, 5),
+            nn.ReLU(),
+            nn.AvgPool2d(2),
+            nn.Conv2d(6, 16, 3),
+            nn.ReLU(),
+            nn.AvgPool2d(2),
+            nn.Flatten(),
+            nn.Linear(400, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+            nn.Linear(84, 10),
+        )
     if model == "resnet20":  # 32x32x3
         layers, inputs = [*conv_bn(3, 16, 3), nn.ReLU()], 16
         for outputs in (16, 32, 64):

@@ -28,7 +28,10 @@ class Net:
         return x + tf.cast(self.variable("trainable", (filters,), tf.zeros), self.dtype) if bias else x
 
     def batch_norm(self, x, training):  # statistics in float32, as mixed precision keeps them
-        gamma, beta = self.variable("trainable", x.shape[-1:], tf.ones), self.variable("trainable", x.shape[-1:], tf.zeros)
+        gamma, beta = (
+            self.variable("trainable", x.shape[-1:], tf.ones),
+            self.variable("trainable", x.shape[-1:], tf.zeros),
+        )
         mean, variance = self.variable("moving", x.shape[-1:], tf.zeros), self.variable("moving", x.shape[-1:], tf.ones)
         x32 = tf.cast(x, tf.float32)
         if training:

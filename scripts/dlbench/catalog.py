@@ -23,13 +23,21 @@ def dataset_info(name, config, registry):
     prepared data can tell), or ValueError naming the allowed names."""
     if name in registry:
         entry = registry[name]
-        return {"kind": "download", "shape": tuple(entry["shape"]), "classes": entry["classes"],
-                "train_size": entry.get("train_size")}  # fmt: skip
+        return {
+            "kind": "download",
+            "shape": tuple(entry["shape"]),
+            "classes": entry["classes"],
+            "train_size": entry.get("train_size"),
+        }
     if name == "digits":
         return {"kind": "digits", "shape": DIGITS_SHAPE, "classes": 10, "train_size": DIGITS_TRAIN_SIZE}
     if name == "synthetic-imagenet":
-        return {"kind": "synthetic-imagenet", "shape": SYNTHETIC_IMAGENET_SHAPE, "classes": IMAGENET_CLASSES,
-                "train_size": config["synthetic_imagenet"]["train_size"]}  # fmt: skip
+        return {
+            "kind": "synthetic-imagenet",
+            "shape": SYNTHETIC_IMAGENET_SHAPE,
+            "classes": IMAGENET_CLASSES,
+            "train_size": config["synthetic_imagenet"]["train_size"],
+        }
     if name == "imagenet":
         if not config["imagenet"]["path"]:
             raise ValueError("dataset 'imagenet' needs `imagenet.path`: a local ILSVRC2012 folder with train/ and val/")
@@ -43,8 +51,12 @@ def dataset_info(name, config, registry):
         shape = tuple(int(match[key]) for key in ("height", "width", "channels"))
         if min(shape) < 1 or shape[2] not in (1, 3):
             raise ValueError(f"dataset {name!r}: height and width must be positive and channels 1 or 3")
-        return {"kind": "synthetic", "shape": shape, "classes": config["synthetic"]["classes"],
-                "train_size": config["synthetic"]["train_size"]}  # fmt: skip
+        return {
+            "kind": "synthetic",
+            "shape": shape,
+            "classes": config["synthetic"]["classes"],
+            "train_size": config["synthetic"]["train_size"],
+        }
     allowed = ", ".join([*sorted(registry), *sorted(config.get("image_folders", {})), *FIXED_NAMES])
     raise ValueError(f"unknown dataset {name!r}; allowed: {allowed}")
 

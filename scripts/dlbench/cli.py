@@ -93,8 +93,10 @@ def open_file_in_traceback(traceback):
     """The name of a file object open for writing in the frames the exception passed, innermost frame first: a local
     or an attribute of a local (pandas and matplotlib keep theirs on a writer object)."""
     for frame in frames_innermost_first(traceback):
-        values = [value.__self__ if isinstance(value, (types.MethodType, types.BuiltinMethodType)) else value
-                  for value in frame.f_locals.values()]  # fmt: skip
+        values = [
+            value.__self__ if isinstance(value, (types.MethodType, types.BuiltinMethodType)) else value
+            for value in frame.f_locals.values()
+        ]
         for value in [*values, *(attribute for value in values for attribute in attributes(value))]:
             name = written_file_name(value)
             if name is not None:

@@ -130,8 +130,10 @@ def with_defaults(config, command_line=None):
     the items of a command-line list as strings."""
     problems = [*non_finite_values(config)]
     if not problems:  # the schema's bounds cannot judge a NaN
-        problems = [schema_message(error, command_line or {}) for error in
-                    Draft202012Validator(config_schema()).iter_errors(config)]  # fmt: skip
+        problems = [
+            schema_message(error, command_line or {})
+            for error in Draft202012Validator(config_schema()).iter_errors(config)
+        ]
     if problems:
         raise ConfigError([*sorted(problems), f"(every key is described in {SCHEMA})"])
     validate(config, str(SCHEMA), set_default=True)
@@ -151,8 +153,10 @@ def key_name(path):
 def schema_message(error, command_line):
     message = f"config error in `{key_name(error.absolute_path)}`: {error.message}"
     if error.absolute_path and error.absolute_path[0] in command_line and isinstance(error.instance, str):
-        message += (" (Snakemake's --config reads the items of a list, and values it cannot read as a number, as "
-                    "strings: put lists of numbers in a config file and pass it with --configfile)")  # fmt: skip
+        message += (
+            " (Snakemake's --config reads the items of a list, and values it cannot read as a number, as "
+            "strings: put lists of numbers in a config file and pass it with --configfile)"
+        )
     return message
 
 
@@ -178,8 +182,18 @@ def load_registry(config):
 
 def refusals(config, stacks, registry, machine):
     """Every problem of a schema-valid config that keeps it from running, one line each naming the key."""
-    checks = (unknown_names, datasets_models, learning_rates, epoch_cap, exclusions, named_stacks, max_batch_range,
-              existing_env_files, dataset_memory, gpu_on_this_machine)  # fmt: skip
+    checks = (
+        unknown_names,
+        datasets_models,
+        learning_rates,
+        epoch_cap,
+        exclusions,
+        named_stacks,
+        max_batch_range,
+        existing_env_files,
+        dataset_memory,
+        gpu_on_this_machine,
+    )
     return [problem for check in checks for problem in check(config, stacks, registry, machine)]
 
 
@@ -193,9 +207,11 @@ def warnings(config):
     """What a runnable config will not measure, said once at planning."""
     short = sorted({epochs for epochs in plan.axis_values(config, "epochs") if epochs < 2})
     if short:
-        yield (f"warning: `epochs` {short[0]}: with fewer than 2 epochs there is no steady epoch, so images/s "
-               "(train_images_per_s) is not measured, only the first epoch, which includes compilation and warm-up; "
-               "use epochs of at least 2 (3, the default, gives 2 steady epochs)")  # fmt: skip
+        yield (
+            f"warning: `epochs` {short[0]}: with fewer than 2 epochs there is no steady epoch, so images/s "
+            "(train_images_per_s) is not measured, only the first epoch, which includes compilation and warm-up; "
+            "use epochs of at least 2 (3, the default, gives 2 steady epochs)"
+        )
 
 
 def axis_sources(config, axis):
@@ -264,15 +280,19 @@ def datasets_models(config, stacks, registry, machine):
 def learning_rates(config, stacks, registry, machine):
     for key, rate in axis_sources(config, "learning_rate"):
         if rate > MAX_LEARNING_RATE:
-            yield (f"config error in `{key}`: {rate:g} is above {MAX_LEARNING_RATE}, where every optimiser here "
-                   "diverges; learning rates are typically 1e-4 to 1 (the default is 0.001)")  # fmt: skip
+            yield (
+                f"config error in `{key}`: {rate:g} is above {MAX_LEARNING_RATE}, where every optimiser here "
+                "diverges; learning rates are typically 1e-4 to 1 (the default is 0.001)"
+            )
 
 
 def epoch_cap(config, stacks, registry, machine):
     cap, largest = config["images_per_epoch"], max(plan.axis_values(config, "batch_size"))
     if cap is not None and cap < largest:
-        yield (f"config error in `images_per_epoch`: {cap} is below batch size {largest}; an epoch is whole "
-               f"batches, so make it at least {largest} (or null: whole epochs)")  # fmt: skip
+        yield (
+            f"config error in `images_per_epoch`: {cap} is below batch size {largest}; an epoch is whole "
+            f"batches, so make it at least {largest} (or null: whole epochs)"
+        )
 
 
 def exclusions(config, stacks, registry, machine):
@@ -311,8 +331,10 @@ def named_stacks(config, stacks, registry, machine):
 def max_batch_range(config, stacks, registry, machine):
     options = config["max_batch"]
     if options["start"] > options["limit"]:
-        yield (f"config error in `max_batch.start`: {options['start']} is above `max_batch.limit` "
-               f"({options['limit']}); make start <= limit")  # fmt: skip
+        yield (
+            f"config error in `max_batch.start`: {options['start']} is above `max_batch.limit` "
+            f"({options['limit']}); make start <= limit"
+        )
 
 
 def existing_env_files(config, stacks, registry, machine):
@@ -320,9 +342,11 @@ def existing_env_files(config, stacks, registry, machine):
         for stack in grid["stack"]:
             for device in grid["device"]:
                 if stack in stacks and stack not in config["existing_envs"] and not stacks[stack]["env"].get(device):
-                    yield (f"config error in `existing_envs`: stack {stack} has no env file for {device} in "
-                           f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
-                           f"existing_envs: {{{stack}: /path/to/bin/python}}")  # fmt: skip
+                    yield (
+                        f"config error in `existing_envs`: stack {stack} has no env file for {device} in "
+                        f"envs/stacks.yaml; name the Python of an environment that has it, e.g. "
+                        f"existing_envs: {{{stack}: /path/to/bin/python}}"
+                    )
                     return
 
 
@@ -340,18 +364,22 @@ def dataset_memory(config, stacks, registry, machine):
             continue
         needed = size * math.prod(info["shape"])
         if needed > machine.memory_bytes:
-            yield (f"config error in `datasets`: {dataset} needs at least {needed / 2**30:,.1f} GiB for its "
-                   f"{size:,} training images of {'x'.join(map(str, info['shape']))}, more than this machine's "
-                   f"{machine.memory_bytes / 2**30:,.1f} GiB of memory; use smaller images or fewer "
-                   "(`synthetic.train_size`), or stream an image folder")  # fmt: skip
+            yield (
+                f"config error in `datasets`: {dataset} needs at least {needed / 2**30:,.1f} GiB for its "
+                f"{size:,} training images of {'x'.join(map(str, info['shape']))}, more than this machine's "
+                f"{machine.memory_bytes / 2**30:,.1f} GiB of memory; use smaller images or fewer "
+                "(`synthetic.train_size`), or stream an image folder"
+            )
 
 
 def gpu_on_this_machine(config, stacks, registry, machine):
     # On a cluster the GPUs are the compute nodes': a training job that finds none records the error.
     wanted = "gpu" in plan.axis_values(config, "device") + config["ops"]["devices"]
     if wanted and config["scheduler"] == "local" and not machine.has_gpu:
-        yield ("config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU (`nvidia-smi -L` lists "
-               "none). Allowed here: cpu (on a Slurm cluster's login node, run with --profile profiles/slurm)")
+        yield (
+            "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU (`nvidia-smi -L` lists "
+            "none). Allowed here: cpu (on a Slurm cluster's login node, run with --profile profiles/slurm)"
+        )
 
 
 def command_line_arguments(configfiles, config_args):

@@ -126,8 +126,14 @@ class CpuMeter:
         """{t, busy_s, steal_s, total_s, tree_s, launchers_s}: cumulative seconds, to be differenced over a window."""
         busy, steal, total = system_cpu_seconds(self.stat)
         tree = self.tree_seconds()
-        return {"t": self.clock(), "busy_s": busy, "steal_s": steal, "total_s": total, "tree_s": tree,
-                "launchers_s": self.launcher_seconds()}  # fmt: skip
+        return {
+            "t": self.clock(),
+            "busy_s": busy,
+            "steal_s": steal,
+            "total_s": total,
+            "tree_s": tree,
+            "launchers_s": self.launcher_seconds(),
+        }
 
 
 def cpu_window(start, end):
@@ -138,9 +144,12 @@ def cpu_window(start, end):
     launchers = end["launchers_s"] - start["launchers_s"]
     foreign = (end["busy_s"] - start["busy_s"]) - (end["tree_s"] - start["tree_s"]) - launchers
     total = end["total_s"] - start["total_s"]
-    return {"window_s": wall, "foreign_cpu_cores": max(0.0, foreign) / wall if wall > 0 else None,
-            "launcher_cpu_cores": max(0.0, launchers) / wall if wall > 0 else None,
-            "steal_share": (end["steal_s"] - start["steal_s"]) / total if total > 0 else None}  # fmt: skip
+    return {
+        "window_s": wall,
+        "foreign_cpu_cores": max(0.0, foreign) / wall if wall > 0 else None,
+        "launcher_cpu_cores": max(0.0, launchers) / wall if wall > 0 else None,
+        "steal_share": (end["steal_s"] - start["steal_s"]) / total if total > 0 else None,
+    }
 
 
 def utc(epoch_seconds):
@@ -157,17 +166,27 @@ def summary(cpu, gpu=None, cpu_unavailable=None, peak_cores=None, span=None):
     if gpu.get("reason"):
         unavailable["gpu"] = gpu["reason"]
     cpu = cpu or {}
-    return {"window_s": cpu.get("window_s"), "foreign_cpu_cores": cpu.get("foreign_cpu_cores"),
-            "foreign_cpu_peak_cores": peak_cores, "launcher_cpu_cores": cpu.get("launcher_cpu_cores"),
-            "steal_share": cpu.get("steal_share"),
-            "foreign_gpu_processes": gpu.get("foreign_processes"), "throttle_reasons": gpu.get("throttle_reasons"),
-            "unavailable": unavailable, "window_started_at": utc(span[0]) if span else None,
-            "window_finished_at": utc(span[1]) if span else None}  # fmt: skip
+    return {
+        "window_s": cpu.get("window_s"),
+        "foreign_cpu_cores": cpu.get("foreign_cpu_cores"),
+        "foreign_cpu_peak_cores": peak_cores,
+        "launcher_cpu_cores": cpu.get("launcher_cpu_cores"),
+        "steal_share": cpu.get("steal_share"),
+        "foreign_gpu_processes": gpu.get("foreign_processes"),
+        "throttle_reasons": gpu.get("throttle_reasons"),
+        "unavailable": unavailable,
+        "window_started_at": utc(span[0]) if span else None,
+        "window_finished_at": utc(span[1]) if span else None,
+    }
 
 
 # What a reason is about, before its colon: the end-of-run summary counts runs by these.
-FOREIGN_CPU, STEAL, FOREIGN_GPU, THROTTLED = ("other processes used the CPU", "the hypervisor stole CPU time",
-                                              "another process used the GPU", "GPU clocks throttled")  # fmt: skip
+FOREIGN_CPU, STEAL, FOREIGN_GPU, THROTTLED = (
+    "other processes used the CPU",
+    "the hypervisor stole CPU time",
+    "another process used the GPU",
+    "GPU clocks throttled",
+)
 
 
 def reason_kind(reason):
@@ -220,8 +239,10 @@ def until_clean(try_once, thresholds, name, tell, set_aside=lambda attempt: None
         contended.append(record)
         set_aside(attempt)
         wait = settle_wait(thresholds["settle_seconds"], attempt)
-        tell(f"{name} contended ({'; '.join(record['contention']['reasons'])}): running it again in "
-             f"{wait:g}s (retry {attempt} of {thresholds['retries']})")  # fmt: skip
+        tell(
+            f"{name} contended ({'; '.join(record['contention']['reasons'])}): running it again in "
+            f"{wait:g}s (retry {attempt} of {thresholds['retries']})"
+        )
         sleep(wait)
     if record["status"] == "contended":
         tell(f"{name} not measured: machine busy in all {attempt} tries ({'; '.join(record['contention']['reasons'])})")
@@ -251,11 +272,14 @@ def gpu_processes(nvml, handle, proc="/proc"):
     """The processes NVML lists on a GPU, compute and graphics, once each: {pid, name, used_memory_mb} (memory None
     where NVML does not report it)."""
     listed = {}
-    for process in [*nvml.nvmlDeviceGetComputeRunningProcesses(handle),
-                    *nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)]:  # fmt: skip
+    for process in [
+        *nvml.nvmlDeviceGetComputeRunningProcesses(handle),
+        *nvml.nvmlDeviceGetGraphicsRunningProcesses(handle),
+    ]:
         memory = None if process.usedGpuMemory is None else process.usedGpuMemory / 2**20
-        listed.setdefault(process.pid, {"pid": process.pid, "name": process_name(process.pid, proc),
-                                        "used_memory_mb": memory})  # fmt: skip
+        listed.setdefault(
+            process.pid, {"pid": process.pid, "name": process_name(process.pid, proc), "used_memory_mb": memory}
+        )
     return list(listed.values())
 
 
@@ -295,8 +319,10 @@ def wait_for_free_gpu(nvml, handle, tree, policy, timeout_s, log, sleep=time.sle
     if foreign and policy != "record":
         raise GpuBusy(busy_message(foreign, policy, timeout_s))
     if foreign:
-        log(f"running beside other processes on the GPU (contention.foreign_gpu_process: record): "
-            f"{describe_gpu_processes(foreign)}")  # fmt: skip
+        log(
+            f"running beside other processes on the GPU (contention.foreign_gpu_process: record): "
+            f"{describe_gpu_processes(foreign)}"
+        )
     return foreign
 
 
@@ -308,5 +334,7 @@ def busy_message(foreign, policy, timeout_s):
     else:
         found = "the GPU is in use by"
         other = "wait (up to contention.gpu_wait_seconds) or record (run anyway, the run marked contended)"
-    return (f"{found} {describe_gpu_processes(foreign)}: stop {'it' if len(foreign) == 1 else 'them'}, or set "
-            f"contention.foreign_gpu_process to {other}")  # fmt: skip
+    return (
+        f"{found} {describe_gpu_processes(foreign)}: stop {'it' if len(foreign) == 1 else 'them'}, or set "
+        f"contention.foreign_gpu_process to {other}"
+    )

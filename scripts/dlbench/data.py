@@ -111,9 +111,11 @@ def verify(folder):
         return
     problem = changed(folder, always_hash=True)
     if problem:
-        raise PreparedDataError(f"{problem}: it is corrupted or was changed. The next `snakemake` run sets it aside "
-                                f"and prepares it again (or: .venv/bin/python -m snakemake --forcerun "
-                                f"{Path(folder) / 'meta.json'})")  # fmt: skip
+        raise PreparedDataError(
+            f"{problem}: it is corrupted or was changed. The next `snakemake` run sets it aside "
+            f"and prepares it again (or: .venv/bin/python -m snakemake --forcerun "
+            f"{Path(folder) / 'meta.json'})"
+        )
 
 
 def read_meta(folder):
@@ -175,8 +177,14 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # pe
 SCALE_RANGE, RATIO_RANGE = (0.08, 1.0), (3 / 4, 4 / 3)  # the random-resized crop's area share and aspect ratio
 EVAL_CROP_FRACTION = 0.875  # evaluation: the shorter side resized to input / 0.875, then the centre crop (256 -> 224)
 LOADER_TIMEOUT_S = 600  # a loader worker silent this long (a stuck filesystem) fails the run instead of hanging it
-TRAIN_ITEM = [("index", np.int64), ("left", np.int64), ("top", np.int64), ("width", np.int64), ("height", np.int64),
-              ("flip", np.bool_)]  # fmt: skip
+TRAIN_ITEM = [
+    ("index", np.int64),
+    ("left", np.int64),
+    ("top", np.int64),
+    ("width", np.int64),
+    ("height", np.int64),
+    ("flip", np.bool_),
+]
 EVAL_ITEM = [("index", np.int64), ("width", np.int64), ("height", np.int64), ("left", np.int64), ("top", np.int64)]
 
 
@@ -189,8 +197,11 @@ def stream_files(meta, split):
     paths are one NumPy string array, not a list of objects: forked loader workers reading a list would touch
     every object's reference count and copy the pages of all of them (a million paths for ImageNet)."""
     root, entries = Path(meta["root"]), meta[split]
-    return (np.asarray([str(root / entry[0]) for entry in entries]), np.asarray([entry[1] for entry in entries],
-            np.int32), np.asarray([entry[2:4] for entry in entries], np.int64).reshape(-1, 2))  # fmt: skip
+    return (
+        np.asarray([str(root / entry[0]) for entry in entries]),
+        np.asarray([entry[1] for entry in entries], np.int32),
+        np.asarray([entry[2:4] for entry in entries], np.int64).reshape(-1, 2),
+    )
 
 
 def stream_order(sizes, batch_size, seed, epoch, cap=None):

@@ -29,15 +29,19 @@ def classes(root):
     for split in SPLITS:
         if not (root / split).is_dir():
             found = sorted(path.name for path in root.iterdir())[:5]
-            raise ImageFolderError(f"{root}: no {split}/ folder (found: {', '.join(found) or 'nothing'}); expected "
-                                   f"train/<class>/*.JPEG and val/<class>/*.JPEG, val sorted into class folders")  # fmt: skip
+            raise ImageFolderError(
+                f"{root}: no {split}/ folder (found: {', '.join(found) or 'nothing'}); expected "
+                f"train/<class>/*.JPEG and val/<class>/*.JPEG, val sorted into class folders"
+            )
     names = {split: sorted(path.name for path in (root / split).iterdir() if path.is_dir()) for split in SPLITS}
     if not names["train"]:
         raise ImageFolderError(f"{root / 'train'}: no class folders; expected train/<class>/*.JPEG (e.g. n01440764/)")
     if names["train"] != names["val"]:
         differ = sorted(set(names["train"]) ^ set(names["val"]))
-        raise ImageFolderError(f"{root}: train/ and val/ hold different class folders ({', '.join(differ[:5])} in "
-                               f"only one); val/ must be sorted into the same <class>/ folders as train/")  # fmt: skip
+        raise ImageFolderError(
+            f"{root}: train/ and val/ hold different class folders ({', '.join(differ[:5])} in "
+            f"only one); val/ must be sorted into the same <class>/ folders as train/"
+        )
     return names["train"]
 
 
@@ -70,13 +74,26 @@ def index(root, resolution, max_per_class=None, workers=None, log=print):
     to root, label, width, height]; the files left out with the reason. A class left without images is refused."""
     root = Path(root).absolute()
     names = classes(root)
-    files = {split: [(path, label) for label, name in enumerate(names)
-                     for path in jpeg_files(root / split / name, max_per_class)] for split in SPLITS}  # fmt: skip
+    files = {
+        split: [
+            (path, label) for label, name in enumerate(names) for path in jpeg_files(root / split / name, max_per_class)
+        ]
+        for split in SPLITS
+    }
     with multiprocessing.Pool(workers or len(os.sched_getaffinity(0))) as pool:
-        problems = {split: pool.map(decode_problem, [path for path, _ in files[split]], chunksize=64)
-                    for split in SPLITS}  # fmt: skip
-    meta = {"kind": "stream", "root": str(root), "shape": [resolution, resolution, 3], "classes": len(names),
-            "class_names": names, "mean": list(data.IMAGENET_MEAN), "std": list(data.IMAGENET_STD), "skipped": []}  # fmt: skip
+        problems = {
+            split: pool.map(decode_problem, [path for path, _ in files[split]], chunksize=64) for split in SPLITS
+        }
+    meta = {
+        "kind": "stream",
+        "root": str(root),
+        "shape": [resolution, resolution, 3],
+        "classes": len(names),
+        "class_names": names,
+        "mean": list(data.IMAGENET_MEAN),
+        "std": list(data.IMAGENET_STD),
+        "skipped": [],
+    }
     for split in SPLITS:
         kept = []
         for (path, label), (problem, size) in zip(files[split], problems[split]):
@@ -88,8 +105,10 @@ def index(root, resolution, max_per_class=None, workers=None, log=print):
                 kept.append([relative, label, *size])
         empty = sorted(set(names) - {names[entry[1]] for entry in kept})
         if empty:
-            raise ImageFolderError(f"{root / split}: class folder(s) {', '.join(empty[:5])} hold no decodable JPEG; "
-                                   f"add images or remove the class from both train/ and val/")  # fmt: skip
+            raise ImageFolderError(
+                f"{root / split}: class folder(s) {', '.join(empty[:5])} hold no decodable JPEG; "
+                f"add images or remove the class from both train/ and val/"
+            )
         meta[split] = kept
         log(f"{split}: {len(kept)} images in {len(names)} classes ({len(files[split]) - len(kept)} skipped)")
     meta["train_size"], meta["test_size"] = len(meta["train"]), len(meta["val"])

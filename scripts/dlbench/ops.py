@@ -83,8 +83,10 @@ def check(op, dtype, size, output, expected):
     scale = max(float(np.abs(expected).max()), 1e-30)
     error = float(np.abs(output - expected).max()) / scale
     if not error <= tolerance(op, dtype, size):
-        raise AssertionError(f"{op} at size {size} ({dtype}): max relative error {error:.2e} "
-                             f"exceeds {tolerance(op, dtype, size):.1e} against NumPy")  # fmt: skip
+        raise AssertionError(
+            f"{op} at size {size} ({dtype}): max relative error {error:.2e} "
+            f"exceeds {tolerance(op, dtype, size):.1e} against NumPy"
+        )
 
 
 def sample_clock(call, sync, samples=10, min_sample_s=0.005, warmup=3, max_seconds=20.0):
@@ -120,6 +122,8 @@ def numpy_ceiling(gemm_side=1024, copy_bytes=1 << 26):
     source = np.ones(copy_bytes // 4, dtype=np.float32)
     target = np.empty_like(source)
     copy = sample_clock(lambda: np.copyto(target, source), lambda value: None, samples=5)
-    return {"gemm_gflop_per_s": 2 * gemm_side**3 / gemm["median_s"] / 1e9,
-            "bandwidth_gb_per_s": 2 * copy_bytes / copy["median_s"] / 1e9,
-            "source": f"NumPy {np.__version__}: {gemm_side}x{gemm_side} float32 GEMM, {copy_bytes >> 20} MiB copy"}  # fmt: skip
+    return {
+        "gemm_gflop_per_s": 2 * gemm_side**3 / gemm["median_s"] / 1e9,
+        "bandwidth_gb_per_s": 2 * copy_bytes / copy["median_s"] / 1e9,
+        "source": f"NumPy {np.__version__}: {gemm_side}x{gemm_side} float32 GEMM, {copy_bytes >> 20} MiB copy",
+    }

@@ -14,21 +14,39 @@ HOPPER_SXM = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4
 
 # (pattern in the NVML name, {precision: peak FLOP/s}, source)
 PEAKS = (
-    ("H100 PCIe", {"fp32": 51.2e12, "tf32": 378e12, "fp16": 756e12, "bf16": 756e12},
-     "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe (dense)"),
+    (
+        "H100 PCIe",
+        {"fp32": 51.2e12, "tf32": 378e12, "fp16": 756e12, "bf16": 756e12},
+        "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe (dense)",
+    ),
     ("H100", HOPPER_SXM, "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (dense)"),
     ("H200", HOPPER_SXM, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM (dense)"),
-    ("A100", {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12},
-     "NVIDIA A100 Tensor Core GPU datasheet (dense)"),
-    ("L4", {"fp32": 30.3e12, "tf32": 60e12, "fp16": 121e12, "bf16": 121e12},
-     "NVIDIA L4 Tensor Core GPU datasheet (dense)"),
-    ("A10", {"fp32": 31.2e12, "tf32": 62.5e12, "fp16": 125e12, "bf16": 125e12},
-     "NVIDIA A10 Tensor Core GPU datasheet (dense)"),
-    ("V100", {"fp32": 15.7e12, "tf32": 15.7e12, "fp16": 125e12},
-     "NVIDIA V100 Tensor Core GPU datasheet, SXM2 (no TF32: float32 runs in float32)"),
-    ("T4", {"fp32": 8.1e12, "tf32": 8.1e12, "fp16": 65e12},
-     "NVIDIA T4 Tensor Core GPU datasheet (no TF32: float32 runs in float32)"),
-)  # fmt: skip
+    (
+        "A100",
+        {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12},
+        "NVIDIA A100 Tensor Core GPU datasheet (dense)",
+    ),
+    (
+        "L4",
+        {"fp32": 30.3e12, "tf32": 60e12, "fp16": 121e12, "bf16": 121e12},
+        "NVIDIA L4 Tensor Core GPU datasheet (dense)",
+    ),
+    (
+        "A10",
+        {"fp32": 31.2e12, "tf32": 62.5e12, "fp16": 125e12, "bf16": 125e12},
+        "NVIDIA A10 Tensor Core GPU datasheet (dense)",
+    ),
+    (
+        "V100",
+        {"fp32": 15.7e12, "tf32": 15.7e12, "fp16": 125e12},
+        "NVIDIA V100 Tensor Core GPU datasheet, SXM2 (no TF32: float32 runs in float32)",
+    ),
+    (
+        "T4",
+        {"fp32": 8.1e12, "tf32": 8.1e12, "fp16": 65e12},
+        "NVIDIA T4 Tensor Core GPU datasheet (no TF32: float32 runs in float32)",
+    ),
+)
 
 
 def precision(engaged, device):
@@ -57,6 +75,10 @@ def utilisation(flops_per_image, images_per_s, engaged, device, gpu_name):
     achieved = TRAIN_FLOPS_PER_FORWARD_FLOP * flops_per_image * images_per_s if images_per_s else None
     ran_in = precision(engaged, device)
     peak_flops, source = peak(gpu_name, ran_in)
-    return {"train_flops_per_s": achieved, "mfu_precision": ran_in, "peak_flops_per_s": peak_flops,
-            "peak_flops_source": source,
-            "model_flops_utilisation": achieved / peak_flops if achieved and peak_flops else None}  # fmt: skip
+    return {
+        "train_flops_per_s": achieved,
+        "mfu_precision": ran_in,
+        "peak_flops_per_s": peak_flops,
+        "peak_flops_source": source,
+        "model_flops_utilisation": achieved / peak_flops if achieved and peak_flops else None,
+    }

@@ -12,18 +12,45 @@ from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
 from .variants import unsupported_reason
 
-AXES = ("stack", "dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "variant",
-        "data_placement")  # fmt: skip
-CONFIG_AXES = dict(zip(AXES, ("stacks", "datasets", "models", "devices", "batch_sizes", "optimizers",
-                              "learning_rates", "epochs", "variants", "data_placements")))  # fmt: skip
+AXES = (
+    "stack",
+    "dataset",
+    "model",
+    "device",
+    "batch_size",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "variant",
+    "data_placement",
+)
+CONFIG_AXES = dict(
+    zip(
+        AXES,
+        (
+            "stacks",
+            "datasets",
+            "models",
+            "devices",
+            "batch_sizes",
+            "optimizers",
+            "learning_rates",
+            "epochs",
+            "variants",
+            "data_placements",
+        ),
+    )
+)
 EXISTING_ENV_PREFIX = "existing-"
 NOTHING_PLANNED = "config error: every experiment is excluded; loosen `exclude` or add axis values"
 
 
 def grids(config):
     """Per grid, each axis' values: the top-level lists overridden by one `grids` entry (no entries: the top level)."""
-    return [{axis: grid.get(CONFIG_AXES[axis], config[CONFIG_AXES[axis]]) for axis in AXES}
-            for grid in config["grids"] or [{}]]  # fmt: skip
+    return [
+        {axis: grid.get(CONFIG_AXES[axis], config[CONFIG_AXES[axis]]) for axis in AXES}
+        for grid in config["grids"] or [{}]
+    ]
 
 
 def axis_values(config, axis):
@@ -53,8 +80,10 @@ def placement_suffix(row):
 
 def experiment_id(row):
     """Readable and stable: every axis, in a fixed order."""
-    return (f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
-            f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}")  # fmt: skip
+    return (
+        f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
+        f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}"
+    )
 
 
 def prepared_meta(dataset, data_placement):
@@ -104,15 +133,30 @@ def experiment_table(config, stacks, train_sizes=None):
             continue
         size = (train_sizes or {}).get(row["dataset"])
         if size is not None and row["batch_size"] > size:
-            skipped.add(("batch size", row["dataset"], row["batch_size"], size,
-                         f"larger than the {size} training examples of {row['dataset']}"))  # fmt: skip
+            skipped.add(
+                (
+                    "batch size",
+                    row["dataset"],
+                    row["batch_size"],
+                    size,
+                    f"larger than the {size} training examples of {row['dataset']}",
+                )
+            )
             continue
-        row.update(framework=stack["framework"], backend=stack["backend"], adapter=stack["adapter"],
-                   env=stack_env(config, stacks, row["stack"], row["device"]), environment=stack["environment"],
-                   momentum=config["momentum"], weight_decay=config["weight_decay"],
-                   target_accuracy=config["target_accuracy"], telemetry_hz=config["telemetry_hz"],
-                   measure_input_share=config["measure_input_share"], math_mode=config["math_mode"],
-                   min_steady_seconds=config["min_steady_seconds"])  # fmt: skip
+        row.update(
+            framework=stack["framework"],
+            backend=stack["backend"],
+            adapter=stack["adapter"],
+            env=stack_env(config, stacks, row["stack"], row["device"]),
+            environment=stack["environment"],
+            momentum=config["momentum"],
+            weight_decay=config["weight_decay"],
+            target_accuracy=config["target_accuracy"],
+            telemetry_hz=config["telemetry_hz"],
+            measure_input_share=config["measure_input_share"],
+            math_mode=config["math_mode"],
+            min_steady_seconds=config["min_steady_seconds"],
+        )
         if config["images_per_epoch"]:
             row["images_per_epoch"] = config["images_per_epoch"]
         if row["data_placement"] == "stream":
@@ -135,8 +179,10 @@ def skipped_message(entry):
 
 
 def search_id(row):
-    return (f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_{row['optimizer']}"
-            f"_{row['variant']}{placement_suffix(row)}")  # fmt: skip
+    return (
+        f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_{row['optimizer']}"
+        f"_{row['variant']}{placement_suffix(row)}"
+    )
 
 
 SEARCH_KEYS = (*AXES, "framework", "backend", "adapter", "env", "environment", "momentum", "weight_decay", "math_mode")
@@ -155,8 +201,11 @@ def max_batch_searches(config, experiments):
         if row["data_placement"] == "stream":  # batches reach the device one at a time, as with host data
             continue
         search = {key: row[key] for key in SEARCH_KEYS if key not in ("batch_size", "epochs")}
-        search.update({key: options[key] for key in ("start", "limit", "resolution", "steps")}, seed=config["seed"],
-                      search_id=search_id(row))  # fmt: skip
+        search.update(
+            {key: options[key] for key in ("start", "limit", "resolution", "steps")},
+            seed=config["seed"],
+            search_id=search_id(row),
+        )
         searches.setdefault(search["search_id"], search)
     return searches
 
@@ -168,7 +217,16 @@ RUN_LOG = "logs/train/{experiment}/rep{rep}.log"
 ROUND_DECISION = "results/rounds/round{round}.json"  # the adaptive-repeats checkpoint's output after a round
 # Experiments equal in these are compared (the aggregation adds the machine they ran on); a round of adaptive repeats
 # is planned per group, so that comparisons stay paired round by round.
-COMPARISON_GROUP = ("dataset", "model", "device", "batch_size", "optimizer", "learning_rate", "epochs", "data_placement")
+COMPARISON_GROUP = (
+    "dataset",
+    "model",
+    "device",
+    "batch_size",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "data_placement",
+)
 
 
 def comparison_group(row):
@@ -234,10 +292,17 @@ def failed_runs(config, experiments, statuses=(), logs_since=None):
         if outcome["status"] != "ok" and (not statuses or outcome["status"] in statuses):
             error = outcome.get("error") or ""
             if outcome["status"] == "contended":
-                error = f"not measured: machine busy in all {outcome['attempt']} tries: " + \
-                    "; ".join(outcome["contention"]["reasons"])  # fmt: skip
-            yield {"status": outcome["status"], "experiment": experiment, "rep": rep, "record": str(record_path),
-                   "log": RUN_LOG.format(experiment=experiment, rep=rep), "error": error}  # fmt: skip
+                error = f"not measured: machine busy in all {outcome['attempt']} tries: " + "; ".join(
+                    outcome["contention"]["reasons"]
+                )
+            yield {
+                "status": outcome["status"],
+                "experiment": experiment,
+                "rep": rep,
+                "record": str(record_path),
+                "log": RUN_LOG.format(experiment=experiment, rep=rep),
+                "error": error,
+            }
 
 
 def redone_runs(config, experiments):
@@ -246,12 +311,20 @@ def redone_runs(config, experiments):
     redone = [outcome for *_, outcome in outcomes(config, experiments) if outcome.get("contended_attempts")]
     if not redone:
         return None
-    kinds = sorted({reason_kind(reason) for outcome in redone for attempt in outcome["contended_attempts"]
-                    for reason in attempt["contention"]["reasons"]})  # fmt: skip
+    kinds = sorted(
+        {
+            reason_kind(reason)
+            for outcome in redone
+            for attempt in outcome["contended_attempts"]
+            for reason in attempt["contention"]["reasons"]
+        }
+    )
     tries = sum(len(outcome["contended_attempts"]) for outcome in redone)
     clean = sum(outcome["status"] == "ok" for outcome in redone)
-    return (f"{len(redone)} run(s) were run again because the machine was busy ({tries} contended tries, kept in "
-            f"runs.csv; {clean} then measured clean): {'; '.join(kinds)}")
+    return (
+        f"{len(redone)} run(s) were run again because the machine was busy ({tries} contended tries, kept in "
+        f"runs.csv; {clean} then measured clean): {'; '.join(kinds)}"
+    )
 
 
 def failure_summary(failed):

@@ -19,21 +19,50 @@ from .io import csv_cell, write_text_atomic
 
 SCHEMA_VERSION = 7
 IDENTITY_KEYS = (
-    "experiment_id", "stack", "framework", "backend", "dataset", "model", "device", "batch_size",
-    "optimizer", "learning_rate", "momentum", "weight_decay", "epochs", "variant", "data_placement", "rep", "seed",
-)  # fmt: skip
+    "experiment_id",
+    "stack",
+    "framework",
+    "backend",
+    "dataset",
+    "model",
+    "device",
+    "batch_size",
+    "optimizer",
+    "learning_rate",
+    "momentum",
+    "weight_decay",
+    "epochs",
+    "variant",
+    "data_placement",
+    "rep",
+    "seed",
+)
 EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_accuracy", "images", "images_per_s")
 NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"
 GPU_FIELDS = (
-    "gpu_memory_peak_mb", "allocator_peak_mb", "gpu_utilisation_mean", "gpu_utilisation_p95",
-    "gpu_memory_utilisation_mean", "gpu_power_mean_w", "gpu_energy_j", "gpu_energy_source", "gpu_energy_per_image_j",
-    "gpu_idle_power_w", "gpu_energy_above_idle_j",
-)  # fmt: skip
+    "gpu_memory_peak_mb",
+    "allocator_peak_mb",
+    "gpu_utilisation_mean",
+    "gpu_utilisation_p95",
+    "gpu_memory_utilisation_mean",
+    "gpu_power_mean_w",
+    "gpu_energy_j",
+    "gpu_energy_source",
+    "gpu_energy_per_image_j",
+    "gpu_idle_power_w",
+    "gpu_energy_above_idle_j",
+)
 # The GPU's power limit, clocks and modes in the provenance (telemetry.gpu_provenance), null on CPU jobs.
 GPU_SETTINGS = (
-    "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "gpu_max_memory_clock_mhz", "gpu_applications_sm_clock_mhz",
-    "gpu_applications_memory_clock_mhz", "gpu_ecc", "gpu_mig", "gpu_persistence",
-)  # fmt: skip
+    "gpu_power_limit_w",
+    "gpu_max_sm_clock_mhz",
+    "gpu_max_memory_clock_mhz",
+    "gpu_applications_sm_clock_mhz",
+    "gpu_applications_memory_clock_mhz",
+    "gpu_ecc",
+    "gpu_mig",
+    "gpu_persistence",
+)
 
 
 def utc_now():
@@ -69,13 +98,16 @@ def cuda_libraries(distributions=None):
     """(CUDA runtime, cuDNN) versions of this env, from its installed wheels, None where unknown. The CUDA builds
     of torch, TensorFlow and JAX load pip's nvidia-cuda-runtime-cuXX and nvidia-cudnn-cuXX wheels; MXNet's wheel
     name (mxnet-cu112) carries its CUDA version, and the cuDNN it bundles is not exposed."""
-    names = {re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower(): dist.version
-             for dist in (distributions if distributions is not None else metadata.distributions())}  # fmt: skip
+    names = {
+        re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower(): dist.version
+        for dist in (distributions if distributions is not None else metadata.distributions())
+    }
 
     def installed(pattern):
         """(name, version) of the first installed wheel whose name matches, or (None, None)."""
-        return next(((name, version) for name, version in sorted(names.items()) if re.fullmatch(pattern, name)),
-                    (None, None))  # fmt: skip
+        return next(
+            ((name, version) for name, version in sorted(names.items()) if re.fullmatch(pattern, name)), (None, None)
+        )
 
     cuda, cudnn = installed(r"nvidia-cuda-runtime-cu\d+")[1], installed(r"nvidia-cudnn-cu\d+")[1]
     mxnet = installed(r"mxnet-cu\d+")[0]
@@ -209,7 +241,8 @@ def stand_in(path, reason, like=None):
     experiment.update(experiment_id=run_folder.parent.name, rep=int(run_folder.name.removeprefix("rep")))
     empty = {key: None for key in ("env_file", "env_file_sha256", "deployment", "packages_sha256")}
     record = base_record(dict(experiment, device=like.get("device")), empty, None)
-    record["provenance"] = dict.fromkeys(record["provenance"]) | {key: like["provenance"].get(key)
-                                                                  for key in MACHINE_KEYS}  # fmt: skip
+    record["provenance"] = dict.fromkeys(record["provenance"]) | {
+        key: like["provenance"].get(key) for key in MACHINE_KEYS
+    }
     record.update(device=like.get("device"), error=reason, cpu_energy_reason=reason)
     return record

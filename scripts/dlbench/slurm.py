@@ -36,8 +36,10 @@ def partitions(run):
     """{partition: set of its nodes' GRES}, and the default partition (sinfo marks it with '*') or None."""
     listing = _optional(run, ["sinfo", "--noheader", "--format=%P|%G"])
     if listing is None:
-        raise SlurmSettingError("`sinfo` failed: the Slurm client commands cannot reach a controller "
-                                "(check SLURM_CONF and that slurmctld is running)")  # fmt: skip
+        raise SlurmSettingError(
+            "`sinfo` failed: the Slurm client commands cannot reach a controller "
+            "(check SLURM_CONF and that slurmctld is running)"
+        )
     found, default = {}, None
     for line in listing.splitlines():
         name, _, gres = line.strip().partition("|")
@@ -59,8 +61,9 @@ def enforces_associations(run):
 
 def user_accounts(run, user):
     """(accounts the user may submit under, the user's default account); ([], None) without accounting."""
-    listing = _optional(run, ["sacctmgr", "--noheader", "--parsable2", "show", "associations", f"user={user}",
-                              "format=Account"])  # fmt: skip
+    listing = _optional(
+        run, ["sacctmgr", "--noheader", "--parsable2", "show", "associations", f"user={user}", "format=Account"]
+    )
     default = _optional(run, ["sacctmgr", "--noheader", "--parsable2", "show", "user", user, "format=DefaultAccount"])
     accounts = sorted({line.strip() for line in (listing or "").splitlines() if line.strip()})
     return accounts, (default or "").strip() or None
@@ -79,28 +82,39 @@ def resolve(settings, environ, needs_gpu, run=run_command, user=None):
     problems = []
     account = settings.get("account") or environ.get("SBATCH_ACCOUNT") or default_account
     if account and accounts and account not in accounts:
-        problems.append(f"config error in `slurm.account` (or $SBATCH_ACCOUNT): {account!r} is not an account of "
-                        f"user {user} on this cluster; sacctmgr lists {', '.join(accounts)}")  # fmt: skip
+        problems.append(
+            f"config error in `slurm.account` (or $SBATCH_ACCOUNT): {account!r} is not an account of "
+            f"user {user} on this cluster; sacctmgr lists {', '.join(accounts)}"
+        )
     if not account and enforces_associations(run):
-        problems.append(f"config error in `slurm.account`: this cluster requires an account "
-                        f"(AccountingStorageEnforce=associations) and user {user} has no default one; set "
-                        f"slurm.account in the config or export SBATCH_ACCOUNT")  # fmt: skip
+        problems.append(
+            f"config error in `slurm.account`: this cluster requires an account "
+            f"(AccountingStorageEnforce=associations) and user {user} has no default one; set "
+            f"slurm.account in the config or export SBATCH_ACCOUNT"
+        )
     partition = settings.get("partition") or environ.get("SBATCH_PARTITION") or default_partition
     named = ", ".join(sorted(found)) or "none"
     if partition is None:
-        problems.append(f"config error in `slurm.partition`: this cluster has no default partition; set "
-                        f"slurm.partition (or export SBATCH_PARTITION) to one of: {named}")  # fmt: skip
+        problems.append(
+            f"config error in `slurm.partition`: this cluster has no default partition; set "
+            f"slurm.partition (or export SBATCH_PARTITION) to one of: {named}"
+        )
     elif partition not in found:
-        problems.append(f"config error in `slurm.partition` (or $SBATCH_PARTITION): no partition {partition!r}; "
-                        f"this cluster has: {named}")  # fmt: skip
+        problems.append(
+            f"config error in `slurm.partition` (or $SBATCH_PARTITION): no partition {partition!r}; "
+            f"this cluster has: {named}"
+        )
     gpu_partition = settings.get("gpu_partition") or partition
     if needs_gpu and gpu_partition in found and not has_gpus(found[gpu_partition]):
         with_gpus = ", ".join(sorted(name for name, gres in found.items() if has_gpus(gres))) or "none"
-        problems.append(f"config error in `slurm.gpu_partition`: GPU experiments are planned but partition "
-                        f"{gpu_partition!r} has no node with a `gpu` GRES; partitions with GPUs: {with_gpus}")  # fmt: skip
+        problems.append(
+            f"config error in `slurm.gpu_partition`: GPU experiments are planned but partition "
+            f"{gpu_partition!r} has no node with a `gpu` GRES; partitions with GPUs: {with_gpus}"
+        )
     elif needs_gpu and settings.get("gpu_partition") and gpu_partition not in found:
-        problems.append(f"config error in `slurm.gpu_partition`: no partition {gpu_partition!r}; this cluster "
-                        f"has: {named}")  # fmt: skip
+        problems.append(
+            f"config error in `slurm.gpu_partition`: no partition {gpu_partition!r}; this cluster has: {named}"
+        )
     if problems:
         raise SlurmSettingError("\n".join(problems))
     return {"account": account or "", "partition": partition, "gpu_partition": gpu_partition}

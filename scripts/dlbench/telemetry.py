@@ -18,8 +18,17 @@ from .io import csv_cell, write_text_atomic
 # gpu_energy_mj: NVML's total energy counter (mJ since the driver loaded; Volta and newer); clocks_event_reasons:
 # NVML's bitmask of why the clocks are held down at the sample; gpu_foreign_processes: how many processes outside the
 # job's process tree NVML listed on the GPU at its last look (at most once a second).
-GPU_COLUMNS = ("gpu_util_pct", "mem_util_pct", "gpu_memory_mb", "power_w", "sm_clock_mhz", "temperature_c",
-               "gpu_energy_mj", "clocks_event_reasons", "gpu_foreign_processes")  # fmt: skip
+GPU_COLUMNS = (
+    "gpu_util_pct",
+    "mem_util_pct",
+    "gpu_memory_mb",
+    "power_w",
+    "sm_clock_mhz",
+    "temperature_c",
+    "gpu_energy_mj",
+    "clocks_event_reasons",
+    "gpu_foreign_processes",
+)
 # foreign_cpu_cores and steal_pct: contention (dlbench/contention.py) over the interval since the last CPU figure;
 # cpu_energy_j: the CPU packages' energy (RAPL) since the sampler started.
 HOST_COLUMNS = ("cpu_util_pct", "rss_mb", "foreign_cpu_cores", "steal_pct", "cpu_energy_j")
@@ -30,8 +39,13 @@ IDLE_PHASE = "idle baseline"
 # NVML's clock event reason bits (nvml.h: nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*) that mean power
 # or heat held the clocks down. GpuIdle, ApplicationsClocksSetting, SyncBoost and DisplayClockSetting are the GPU's
 # own state or settings, not contention.
-THROTTLE_BITS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40,
-                 "hw_power_brake": 0x80}  # fmt: skip
+THROTTLE_BITS = {
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sw_thermal": 0x20,
+    "hw_thermal": 0x40,
+    "hw_power_brake": 0x80,
+}
 
 
 def resident_mb():
@@ -86,10 +100,16 @@ class GpuReader:
 
     def __init__(self, nvml, handle, proc="/proc", clock=time.perf_counter):
         self.nvml, self.handle, self.proc, self.clock = nvml, handle, proc, clock
-        self.queries = {"utilisation": self.utilisation, "memory": self.memory, "power": self.power,
-                        "SM clock": self.sm_clock, "temperature": self.temperature, "energy counter": self.energy,
-                        "clock event reasons": self.clock_event_reasons,
-                        "running processes": self.processes}  # fmt: skip
+        self.queries = {
+            "utilisation": self.utilisation,
+            "memory": self.memory,
+            "power": self.power,
+            "SM clock": self.sm_clock,
+            "temperature": self.temperature,
+            "energy counter": self.energy,
+            "clock event reasons": self.clock_event_reasons,
+            "running processes": self.processes,
+        }
         self.unavailable = {}
         # The job's tree, looked up again only when NVML lists a pid outside it; whether a pid of the tree was ever
         # listed (in a container NVML lists host pids, and none ever is).
@@ -162,8 +182,19 @@ class Sampler:
     reading, the process's CPU time and the wall-clock time (keys `counters`, `cpu_s`, `at`, not part of the trace) so that contention can be
     summed over any window of phases, and on a GPU the processes outside the job's tree (`gpu_processes`)."""
 
-    def __init__(self, rate_hz=10.0, nvml=None, gpu_index=0, clock=time.perf_counter, cpu_clock=time.process_time,
-                 meter=None, meter_unavailable=None, rapl=None, rapl_unavailable=None, proc="/proc"):  # fmt: skip
+    def __init__(
+        self,
+        rate_hz=10.0,
+        nvml=None,
+        gpu_index=0,
+        clock=time.perf_counter,
+        cpu_clock=time.process_time,
+        meter=None,
+        meter_unavailable=None,
+        rapl=None,
+        rapl_unavailable=None,
+        proc="/proc",
+    ):
         self.period, self.clock, self.cpu_clock = 1.0 / rate_hz, clock, cpu_clock
         self.meter, self.meter_unavailable = meter, meter_unavailable  # contention.CpuMeter, or why there is none
         self.rapl, self.rapl_unavailable = rapl, rapl_unavailable  # rapl.RaplMeter, or why there is none
@@ -219,9 +250,17 @@ class Sampler:
         percent."""
         now, cpu, counters = self.clock(), self.cpu_clock(), self.counters()
         wall, used = now - self._last[0], cpu - self._last[1]
-        row = {"t_s": now - self.origin, "phase": self.phase, **self.gpu_reading(),
-               **dict.fromkeys(HOST_COLUMNS), "rss_mb": resident_mb(), "cpu_s": cpu, "counters": counters, "at": time.time(),
-               "cpu_energy_j": self.rapl.joules() if self.rapl else None}  # fmt: skip
+        row = {
+            "t_s": now - self.origin,
+            "phase": self.phase,
+            **self.gpu_reading(),
+            **dict.fromkeys(HOST_COLUMNS),
+            "rss_mb": resident_mb(),
+            "cpu_s": cpu,
+            "counters": counters,
+            "at": time.time(),
+            "cpu_energy_j": self.rapl.joules() if self.rapl else None,
+        }
         if wall >= self.period / 2:
             row["cpu_util_pct"] = min(100.0, 100.0 * used / (wall * self.cores))
             if counters:
@@ -261,8 +300,11 @@ def segments(rows, phases):
 
 def energy_j(rows, phases):
     """Trapezoidal integral of power (W) over time (s) within each of the phases (not across the gaps between)."""
-    return sum((b["t_s"] - a["t_s"]) * (a["power_w"] + b["power_w"]) / 2 for a, b in zip(rows, rows[1:])
-               if a["phase"] == b["phase"] and a["phase"] in phases and None not in (a["power_w"], b["power_w"]))  # fmt: skip
+    return sum(
+        (b["t_s"] - a["t_s"]) * (a["power_w"] + b["power_w"]) / 2
+        for a, b in zip(rows, rows[1:])
+        if a["phase"] == b["phase"] and a["phase"] in phases and None not in (a["power_w"], b["power_w"])
+    )
 
 
 def span_s(rows, phases):
@@ -329,14 +371,19 @@ def gpu_contention(sampler, phases):
         return None
     rows = [row for row in sampler.rows if row["phase"] in phases]
     seen = processes_seen(rows)
-    missing = [f"{query}: {why}" for query, why in sampler.gpu.unavailable.items()
-               if query in ("running processes", "clock event reasons")]  # fmt: skip
+    missing = [
+        f"{query}: {why}"
+        for query, why in sampler.gpu.unavailable.items()
+        if query in ("running processes", "clock event reasons")
+    ]
     # NVML lists host pids. Where no pid of the job's tree was ever listed on its GPU but pids this /proc does not
     # show were, the job runs in a pid namespace of its own (a container): those cannot be told from its own process.
     hidden = [] if sampler.gpu.tree_on_gpu else sorted(pid for pid, process in seen.items() if process["name"] is None)
     if hidden:
-        missing.append(f"pids {', '.join(map(str, hidden))} on the GPU are outside this pid namespace and no pid "
-                       "of the job's is on it: in a container NVML lists host pids, not told from the job's own")  # fmt: skip
+        missing.append(
+            f"pids {', '.join(map(str, hidden))} on the GPU are outside this pid namespace and no pid "
+            "of the job's is on it: in a container NVML lists host pids, not told from the job's own"
+        )
     masks = [row["clocks_event_reasons"] for row in rows if row["clocks_event_reasons"] is not None]
     listed = any(row["gpu_processes"] is not None for row in rows)
     return {
@@ -411,8 +458,9 @@ def job_sampler(device, rate_hz=10.0):
 
 def sampler_contention(sampler, phases):
     """The record's contention section over the sampler's stretches of `phases`: CPU and GPU findings together."""
-    return contention_summary(sampler.rows, phases, gpu=gpu_contention(sampler, phases),
-                              cpu_unavailable=sampler.meter_unavailable)  # fmt: skip
+    return contention_summary(
+        sampler.rows, phases, gpu=gpu_contention(sampler, phases), cpu_unavailable=sampler.meter_unavailable
+    )
 
 
 def job_contention(sampler):

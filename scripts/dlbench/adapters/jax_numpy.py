@@ -25,11 +25,19 @@ def operators(device, dtype):
             return jnp.asarray(values, dtype=kind)
 
     return {
-        "from_numpy": create, "from_list": create, "sigmoid": jax.nn.sigmoid, "relu": jax.nn.relu,
-        "tanh": jnp.tanh, "softrelu": jax.nn.softplus, "softsign": jax.nn.soft_sign, "dot": jnp.dot,
-        "gemm": jnp.matmul, "flatten": lambda x: x.reshape(x.shape[0], -1),
-        "normalize": lambda x: x / jnp.linalg.norm(x, axis=1, keepdims=True), "copy": jnp.copy,
-    }  # fmt: skip
+        "from_numpy": create,
+        "from_list": create,
+        "sigmoid": jax.nn.sigmoid,
+        "relu": jax.nn.relu,
+        "tanh": jnp.tanh,
+        "softrelu": jax.nn.softplus,
+        "softsign": jax.nn.soft_sign,
+        "dot": jnp.dot,
+        "gemm": jnp.matmul,
+        "flatten": lambda x: x.reshape(x.shape[0], -1),
+        "normalize": lambda x: x / jnp.linalg.norm(x, axis=1, keepdims=True),
+        "copy": jnp.copy,
+    }
 
 
 def ops_input(array, device, dtype):

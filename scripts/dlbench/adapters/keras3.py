@@ -40,8 +40,13 @@ def backend_version():
 
 def configure(device, threads, seed, math_mode):
     keras.utils.set_random_seed(seed)
-    return {"backend": keras.backend.backend(), "backend_version": backend_version(), "device_name": device,
-            **backend_threads(threads), **configure_backend(math_mode)}  # fmt: skip
+    return {
+        "backend": keras.backend.backend(),
+        "backend_version": backend_version(),
+        "device_name": device,
+        **backend_threads(threads),
+        **configure_backend(math_mode),
+    }
 
 
 def backend_threads(threads):
@@ -86,8 +91,10 @@ def stage(arrays, experiment):
     host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml)."""
     if keras.backend.backend() == "tensorflow":
         if experiment["data_placement"] == "device" and experiment["device"] == "gpu":
-            raise ValueError("Keras on TensorFlow reads fit's input through tf.data on the host: device-staged data "
-                             "is not what would run on a GPU (use data_placement host)")  # fmt: skip
+            raise ValueError(
+                "Keras on TensorFlow reads fit's input through tf.data on the host: device-staged data "
+                "is not what would run on a GPU (use data_placement host)"
+            )
         import tensorflow as tf
 
         with tf.device("/CPU:0"):
@@ -104,8 +111,12 @@ def stream(meta, experiment, workers):
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
     test = tensorflow_raw.image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
-    return {"stream": True, "train": tensorflow_raw.image_pipeline(meta, "train", workers), "test": test,
-            "test_y": test_labels}  # fmt: skip
+    return {
+        "stream": True,
+        "train": tensorflow_raw.image_pipeline(meta, "train", workers),
+        "test": test,
+        "test_y": test_labels,
+    }
 
 
 def normalisation_layers(inputs):
@@ -126,9 +137,16 @@ def leaf_layers(layer, in_shape):
         # "same" where it equals the spec's padding (a separate ZeroPadding2D costs a copy per conv), else explicit.
         same = layer.padding and specs.same_padding_is_symmetric(layer, in_shape)
         padding = [keras.layers.ZeroPadding2D(layer.padding)] if layer.padding and not same else []
-        return padding + [keras.layers.Conv2D(layer.filters, layer.kernel, strides=layer.stride,
-                                              padding="same" if same else "valid", activation=activation,
-                                              use_bias=layer.bias)]  # fmt: skip
+        return padding + [
+            keras.layers.Conv2D(
+                layer.filters,
+                layer.kernel,
+                strides=layer.stride,
+                padding="same" if same else "valid",
+                activation=activation,
+                use_bias=layer.bias,
+            )
+        ]
     if isinstance(layer, specs.BatchNorm):
         return [keras.layers.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon)]
     if isinstance(layer, specs.Pool):
@@ -186,8 +204,7 @@ def make_optimizer(experiment):
     if name == "adam":
         optimizer, options = keras.optimizers.Adam, OPTIMIZER_DEFAULTS
     elif name == "rmsprop":
-        optimizer, options = keras.optimizers.RMSprop, {"rho": RMSPROP_RHO,
-                                                        "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}  # fmt: skip
+        optimizer, options = keras.optimizers.RMSprop, {"rho": RMSPROP_RHO, "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}
     else:
         optimizer, options = keras.optimizers.SGD, {"momentum": experiment["momentum"]}
     return coupled_weight_decay(optimizer, experiment["weight_decay"])(rate, **options)
@@ -228,12 +245,18 @@ def weights(model, spec, input_shape):
 
 def engaged(model):
     """What ran, read back from the compiled model: eager or not, XLA or not, the policy and the matmul dtype."""
-    return {"variant": model.variant.name, "graph": not model.run_eagerly, "run_eagerly": bool(model.run_eagerly),
-            "jit_compile": bool(model.jit_compile), "xla": bool(model.jit_compile),
-            "dtype_policy": model.dtype_policy.name, "dtype": model.leaves[-1].variable_dtype,
-            "matmul_dtype": model.leaves[-1].compute_dtype,
-            "layout": "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW",
-            "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer"}  # fmt: skip
+    return {
+        "variant": model.variant.name,
+        "graph": not model.run_eagerly,
+        "run_eagerly": bool(model.run_eagerly),
+        "jit_compile": bool(model.jit_compile),
+        "xla": bool(model.jit_compile),
+        "dtype_policy": model.dtype_policy.name,
+        "dtype": model.leaves[-1].variable_dtype,
+        "matmul_dtype": model.leaves[-1].compute_dtype,
+        "layout": "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW",
+        "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer",
+    }
 
 
 def take(array, indices):
@@ -317,8 +340,9 @@ def evaluate(model, staged, batch_size):
     elif keras.backend.backend() == "tensorflow":
         predicted = model.predict(images, batch_size=batch_size, verbose=0)
     else:
-        predicted = model.predict(((images[start : start + batch_size],) for start in range(0, count, batch_size)),
-                                  verbose=0)  # fmt: skip
+        predicted = model.predict(
+            ((images[start : start + batch_size],) for start in range(0, count, batch_size)), verbose=0
+        )
     logits = np.asarray(predicted, dtype=np.float64)
     labels = np.asarray(staged["test_y"])
     shifted = logits - logits.max(axis=1, keepdims=True)

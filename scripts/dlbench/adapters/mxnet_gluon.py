@@ -37,9 +37,11 @@ def configure(device, threads, seed, math_mode):
     # MXNet reads OMP_NUM_THREADS (where threads are pinned) and its math-mode variables (mathmode.environment)
     # from the environment, set by the runner before the import: what is read back here is what MXNet read. Its
     # OpenMP team size is read back in engaged(), once MXNet has set it.
-    return {"device_name": str(context(device)),
-            "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
-            "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1")}  # fmt: skip
+    return {
+        "device_name": str(context(device)),
+        "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
+        "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1"),
+    }
 
 
 def image_axes(channels_last):
@@ -60,8 +62,14 @@ def stage(arrays, experiment):
         as_float = arrays[key].astype(np.float32)
         return as_float if on_host else mx.nd.array(as_float, ctx=ctx, dtype="float32")
 
-    return {"train_x": images("train_x"), "train_y": labels("train_y"), "test_x": images("test_x"),
-            "test_y": labels("test_y"), "ctx": ctx, "on_host": on_host}  # fmt: skip
+    return {
+        "train_x": images("train_x"),
+        "train_y": labels("train_y"),
+        "test_x": images("test_x"),
+        "test_y": labels("test_y"),
+        "ctx": ctx,
+        "on_host": on_host,
+    }
 
 
 class ImageFolderStream(gluon.data.Dataset):
@@ -86,8 +94,9 @@ class ImageFolderStream(gluon.data.Dataset):
             image = mx.nd.flip(image, axis=1) if flip else image
         else:
             _, width, height, left, top = item
-            image = mx.image.fixed_crop(mx.image.imresize(image, width, height, interp=1), left, top, self.size,
-                                        self.size)  # fmt: skip
+            image = mx.image.fixed_crop(
+                mx.image.imresize(image, width, height, interp=1), left, top, self.size, self.size
+            )
         return image, int(self.labels[item[0]])
 
 
@@ -113,18 +122,28 @@ def stream(meta, experiment, workers):
 
     def loader(split, train, sampler):
         files, labels, _ = data.stream_files(meta, split)
-        return gluon.data.DataLoader(ImageFolderStream(files, labels, size, train), batch_sampler=sampler,
-                                     num_workers=workers, pin_memory=experiment["device"] == "gpu",
-                                     timeout=data.LOADER_TIMEOUT_S)  # fmt: skip
+        return gluon.data.DataLoader(
+            ImageFolderStream(files, labels, size, train),
+            batch_sampler=sampler,
+            num_workers=workers,
+            pin_memory=experiment["device"] == "gpu",
+            timeout=data.LOADER_TIMEOUT_S,
+        )
 
     train_batches = EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test = EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
-    return {"stream": True, "ctx": ctx, "train_batches": train_batches, "train": loader("train", True, train_batches),
-            "test": loader("val", False, test), "test_y": test_labels,
-            "channels_last": variants.parse(experiment["variant"]).channels_last,
-            "mean": mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255,
-            "std": mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255}  # fmt: skip
+    return {
+        "stream": True,
+        "ctx": ctx,
+        "train_batches": train_batches,
+        "train": loader("train", True, train_batches),
+        "test": loader("val", False, test),
+        "test_y": test_labels,
+        "channels_last": variants.parse(experiment["variant"]).channels_last,
+        "mean": mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255,
+        "std": mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255,
+    }
 
 
 def streamed_batches(staged, loader):
@@ -206,12 +225,20 @@ def leaf_block(layer, in_shape, channels_last):
     activation = getattr(layer, "activation", None)
     layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
-        return gluon.nn.Conv2D(layer.filters, layer.kernel, strides=layer.stride, padding=layer.padding,
-                               activation=activation, use_bias=layer.bias, in_channels=in_shape[-1],
-                               layout=layout)  # fmt: skip
+        return gluon.nn.Conv2D(
+            layer.filters,
+            layer.kernel,
+            strides=layer.stride,
+            padding=layer.padding,
+            activation=activation,
+            use_bias=layer.bias,
+            in_channels=in_shape[-1],
+            layout=layout,
+        )
     if isinstance(layer, specs.BatchNorm):
-        return gluon.nn.BatchNorm(axis=3 if channels_last else 1, momentum=layer.momentum, epsilon=layer.epsilon,
-                                  in_channels=in_shape[-1])  # fmt: skip
+        return gluon.nn.BatchNorm(
+            axis=3 if channels_last else 1, momentum=layer.momentum, epsilon=layer.epsilon, in_channels=in_shape[-1]
+        )
     if isinstance(layer, specs.Pool):
         if layer.kind == "avg":
             return gluon.nn.AvgPool2D(layer.size, layer.step, layout=layout)
@@ -265,8 +292,10 @@ def sequential(spec, input_shape, channels_last, leaves):
 
 
 def ohwi_kernels(spec, input_shape, weights, axes):
-    return [[params[0].transpose(axes)] + params[1:] if isinstance(layer, specs.Conv) else params
-            for (layer, _, _), params in zip(specs.leaves(spec, input_shape), weights)]  # fmt: skip
+    return [
+        [params[0].transpose(axes)] + params[1:] if isinstance(layer, specs.Conv) else params
+        for (layer, _, _), params in zip(specs.leaves(spec, input_shape), weights)
+    ]
 
 
 def layout_weights(spec, input_shape, weights, channels_last):
@@ -279,8 +308,11 @@ def layout_weights(spec, input_shape, weights, channels_last):
 def make_trainer(params, experiment):
     name = experiment["optimizer"]
     if name == "adam":
-        options = {"beta1": OPTIMIZER_DEFAULTS["beta_1"], "beta2": OPTIMIZER_DEFAULTS["beta_2"],
-                   "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}  # fmt: skip
+        options = {
+            "beta1": OPTIMIZER_DEFAULTS["beta_1"],
+            "beta2": OPTIMIZER_DEFAULTS["beta_2"],
+            "epsilon": OPTIMIZER_DEFAULTS["epsilon"],
+        }
     elif name == "rmsprop":
         options = {"gamma1": RMSPROP_RHO, "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}
     else:
@@ -314,8 +346,14 @@ def build(spec, input_shape, weights, experiment):
     trainer = make_trainer(trainable, experiment)
     if variant.mixed_precision:
         amp.init_trainer(trainer)  # dynamic loss scaling; the step skips updates whose gradients overflowed
-    return {"network": network, "trainer": trainer, "leaves": leaves,
-            "loss": gluon.loss.SoftmaxCrossEntropyLoss(), "variant": variant, "ctx": ctx}  # fmt: skip
+    return {
+        "network": network,
+        "trainer": trainer,
+        "leaves": leaves,
+        "loss": gluon.loss.SoftmaxCrossEntropyLoss(),
+        "variant": variant,
+        "ctx": ctx,
+    }
 
 
 def parameter_count(model):
@@ -328,8 +366,7 @@ def weights(model, spec, input_shape):
     variant, current = model["variant"], []
     for block in model["leaves"]:
         arrays = [param.data().asnumpy() for param in parameters_of(block)]
-        current.append([array.T if transposed(block, index) else array
-                        for index, array in enumerate(arrays)])  # fmt: skip
+        current.append([array.T if transposed(block, index) else array for index, array in enumerate(arrays)])
     if variant.channels_last:
         return ohwi_kernels(spec, input_shape, current, (1, 2, 3, 0))
     return specs.channels_first_weights(spec, input_shape, current, inverse=True)
@@ -342,11 +379,17 @@ def engaged(model):
     dtype = next(iter(network.collect_params().values())).dtype
     probe = mx.nd.zeros((1, 2), ctx=ctx)
     matmul_dtype = mx.nd.FullyConnected(probe, probe, no_bias=True, num_hidden=1).dtype
-    return {"variant": variant.name, "graph": variant.mode == "graph",
-            "hybridize": {"static_alloc": True, "static_shape": True} if variant.mode == "graph" else None,
-            "cached_graph": getattr(network, "_cached_op", None) is not None, "dtype": np.dtype(dtype).name,
-            "matmul_dtype": np.dtype(matmul_dtype).name, "layout": "NHWC" if variant.channels_last else "NCHW",
-            "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"), "omp_threads": omp_threads()}  # fmt: skip
+    return {
+        "variant": variant.name,
+        "graph": variant.mode == "graph",
+        "hybridize": {"static_alloc": True, "static_shape": True} if variant.mode == "graph" else None,
+        "cached_graph": getattr(network, "_cached_op", None) is not None,
+        "dtype": np.dtype(dtype).name,
+        "matmul_dtype": np.dtype(matmul_dtype).name,
+        "layout": "NHWC" if variant.channels_last else "NCHW",
+        "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"),
+        "omp_threads": omp_threads(),
+    }
 
 
 def omp_threads():
@@ -439,11 +482,17 @@ def operators(device, dtype):
     return {
         "from_numpy": lambda array: mx.nd.array(array, ctx=ctx, dtype=dtype),
         "from_list": lambda values: mx.nd.array(values, ctx=ctx, dtype=dtype),
-        "sigmoid": mx.nd.sigmoid, "relu": mx.nd.relu, "tanh": mx.nd.tanh,
-        "softrelu": lambda x: mx.nd.Activation(x, act_type="softrelu"), "softsign": mx.nd.softsign,
-        "dot": mx.nd.dot, "gemm": mx.nd.dot, "flatten": mx.nd.flatten,
-        "normalize": lambda x: mx.nd.L2Normalization(x, mode="instance"), "copy": lambda x: x.copy(),
-    }  # fmt: skip
+        "sigmoid": mx.nd.sigmoid,
+        "relu": mx.nd.relu,
+        "tanh": mx.nd.tanh,
+        "softrelu": lambda x: mx.nd.Activation(x, act_type="softrelu"),
+        "softsign": mx.nd.softsign,
+        "dot": mx.nd.dot,
+        "gemm": mx.nd.dot,
+        "flatten": mx.nd.flatten,
+        "normalize": lambda x: mx.nd.L2Normalization(x, mode="instance"),
+        "copy": lambda x: x.copy(),
+    }
 
 
 def ops_input(array, device, dtype):

@@ -68,8 +68,14 @@ def stage(arrays, experiment):
         int64 = arrays[key].astype(np.int64)
         return int64 if experiment["data_placement"] == "host" else torch.from_numpy(int64).to(target)
 
-    return {"train_x": images("train_x"), "train_y": labels("train_y"), "test_x": images("test_x"),
-            "test_y": labels("test_y"), "device": target, "on_host": experiment["data_placement"] == "host"}  # fmt: skip
+    return {
+        "train_x": images("train_x"),
+        "train_y": labels("train_y"),
+        "test_x": images("test_x"),
+        "test_y": labels("test_y"),
+        "device": target,
+        "on_host": experiment["data_placement"] == "host",
+    }
 
 
 class ImageFolderStream(torch.utils.data.Dataset):
@@ -90,11 +96,15 @@ class ImageFolderStream(torch.utils.data.Dataset):
             image = image.convert("RGB")
             if self.train:
                 _, left, top, width, height, flip = item
-                image = image.resize((self.size, self.size), Image.BILINEAR, box=(left, top, left + width, top + height))
+                image = image.resize(
+                    (self.size, self.size), Image.BILINEAR, box=(left, top, left + width, top + height)
+                )
                 image = image.transpose(Image.FLIP_LEFT_RIGHT) if flip else image
             else:
                 _, width, height, left, top = item
-                image = image.resize((width, height), Image.BILINEAR).crop((left, top, left + self.size, top + self.size))
+                image = image.resize((width, height), Image.BILINEAR).crop(
+                    (left, top, left + self.size, top + self.size)
+                )
             return torch.from_numpy(np.asarray(image).copy()), int(self.labels[item[0]])
 
 
@@ -118,17 +128,29 @@ def stream(meta, experiment, workers):
 
     def loader(split, train, sampler, **options):
         files, labels, _ = data.stream_files(meta, split)
-        return torch.utils.data.DataLoader(ImageFolderStream(files, labels, size, train), experiment["batch_size"],
-                                           sampler=sampler, num_workers=workers, pin_memory=target.type == "cuda",
-                                           persistent_workers=True, timeout=data.LOADER_TIMEOUT_S, **options)  # fmt: skip
+        return torch.utils.data.DataLoader(
+            ImageFolderStream(files, labels, size, train),
+            experiment["batch_size"],
+            sampler=sampler,
+            num_workers=workers,
+            pin_memory=target.type == "cuda",
+            persistent_workers=True,
+            timeout=data.LOADER_TIMEOUT_S,
+            **options,
+        )
 
     train_sampler = EpochSampler(np.empty(0, dtype=data.TRAIN_ITEM))
     _, test_labels, test_sizes = data.stream_files(meta, "val")
-    return {"stream": True, "device": target, "train_sampler": train_sampler,
-            "train": loader("train", True, train_sampler, drop_last=True),
-            "test": loader("val", False, EpochSampler(data.eval_order(test_sizes, size))), "test_y": test_labels,
-            "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
-            "std": torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255}  # fmt: skip
+    return {
+        "stream": True,
+        "device": target,
+        "train_sampler": train_sampler,
+        "train": loader("train", True, train_sampler, drop_last=True),
+        "test": loader("val", False, EpochSampler(data.eval_order(test_sizes, size))),
+        "test_y": test_labels,
+        "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
+        "std": torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255,
+    }
 
 
 def streamed_batches(staged, loader, layout):
@@ -157,7 +179,10 @@ def batches(staged, order, batch_size, layout):
         return
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
-            yield to_device(images, staged["device"]).contiguous(memory_format=layout), to_device(labels, staged["device"])
+            yield (
+                to_device(images, staged["device"]).contiguous(memory_format=layout),
+                to_device(labels, staged["device"]),
+            )
         return
     indices = torch.from_numpy(order).to(staged["device"])
     for batch in data.batch_slices(len(order), batch_size):
@@ -211,8 +236,9 @@ class RowLSTM(torch.nn.Module):
 
 def leaf_module(layer, in_shape):
     if isinstance(layer, specs.Conv):
-        return torch.nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, stride=layer.stride,
-                               padding=layer.padding, bias=layer.bias)  # fmt: skip
+        return torch.nn.Conv2d(
+            in_shape[-1], layer.filters, layer.kernel, stride=layer.stride, padding=layer.padding, bias=layer.bias
+        )
     if isinstance(layer, specs.BatchNorm):
         # PyTorch's momentum weighs the new batch: 1 - the spec's decay.
         return torch.nn.BatchNorm2d(in_shape[-1], eps=layer.epsilon, momentum=1 - layer.momentum)
@@ -280,12 +306,12 @@ def make_optimizer(parameters, experiment):
     name, rate, decay = experiment["optimizer"], experiment["learning_rate"], experiment["weight_decay"]
     if name == "adam":
         betas = (OPTIMIZER_DEFAULTS["beta_1"], OPTIMIZER_DEFAULTS["beta_2"])
-        return torch.optim.Adam(parameters, lr=rate, betas=betas, eps=OPTIMIZER_DEFAULTS["epsilon"],
-                                weight_decay=decay)  # fmt: skip
+        return torch.optim.Adam(parameters, lr=rate, betas=betas, eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay)
     if name == "rmsprop":
         # PyTorch adds epsilon outside the square root, the others inside (tests/test_adapters.py).
-        return torch.optim.RMSprop(parameters, lr=rate, alpha=RMSPROP_RHO,
-                                   eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay)  # fmt: skip
+        return torch.optim.RMSprop(
+            parameters, lr=rate, alpha=RMSPROP_RHO, eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay
+        )
     return torch.optim.SGD(parameters, lr=rate, momentum=experiment["momentum"], weight_decay=decay)
 
 
@@ -299,10 +325,17 @@ def build(spec, input_shape, weights, experiment):
     network = sequential(spec, input_shape, converted, leaves).to(target, memory_format=memory_format(variant))
     dtype = getattr(torch, variants.compute_dtype(variant, experiment["device"]))
     trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
-    return {"network": network, "run": torch.compile(network) if variant.mode == "compile" else network,
-            "leaves": leaves, "optimizer": make_optimizer(trainable, experiment), "device": target,
-            "variant": variant, "memory_format": memory_format(variant), "autocast_dtype": dtype,
-            "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)}  # fmt: skip
+    return {
+        "network": network,
+        "run": torch.compile(network) if variant.mode == "compile" else network,
+        "leaves": leaves,
+        "optimizer": make_optimizer(trainable, experiment),
+        "device": target,
+        "variant": variant,
+        "memory_format": memory_format(variant),
+        "autocast_dtype": dtype,
+        "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
+    }
 
 
 def autocast(model):
@@ -316,7 +349,9 @@ def parameter_count(model):
 
 def weights(model, spec, input_shape):
     """The current weights in the neutral layout (equivalence tests)."""
-    current = [[tensor.detach().float().cpu().numpy() for tensor in parameters_of(module)] for module in model["leaves"]]
+    current = [
+        [tensor.detach().float().cpu().numpy() for tensor in parameters_of(module)] for module in model["leaves"]
+    ]
     return specs.channels_first_weights(spec, input_shape, current, inverse=True)
 
 
@@ -326,16 +361,22 @@ def engaged(model):
     first = next(network.parameters())
     kernels = [parameter for parameter in network.parameters() if parameter.dim() == 4]
     # A kernel with one input channel is contiguous in both formats: only a strictly channels-last one tells.
-    strictly_channels_last = any(kernel.is_contiguous(memory_format=torch.channels_last) and not kernel.is_contiguous()
-                                 for kernel in kernels)  # fmt: skip
+    strictly_channels_last = any(
+        kernel.is_contiguous(memory_format=torch.channels_last) and not kernel.is_contiguous() for kernel in kernels
+    )
     layout = "NHWC" if strictly_channels_last else "NCHW"
     dense = next(module for module in reversed(model["leaves"]) if isinstance(module, torch.nn.Linear))
     with torch.no_grad(), autocast(model):
         matmul_dtype = dense(torch.zeros((1, dense.in_features), device=model["device"])).dtype
-    result = {"variant": variant.name, "graph": variant.mode == "compile",
-              "torch_compile": variant.mode == "compile", "dtype": str(first.dtype).replace("torch.", ""),
-              "matmul_dtype": str(matmul_dtype).replace("torch.", ""), "layout": layout,
-              "loss_scaling": model["scaler"].is_enabled()}  # fmt: skip
+    result = {
+        "variant": variant.name,
+        "graph": variant.mode == "compile",
+        "torch_compile": variant.mode == "compile",
+        "dtype": str(first.dtype).replace("torch.", ""),
+        "matmul_dtype": str(matmul_dtype).replace("torch.", ""),
+        "layout": layout,
+        "loss_scaling": model["scaler"].is_enabled(),
+    }
     if variant.mode == "compile":
         from torch._dynamo.utils import counters
 
@@ -430,10 +471,17 @@ def operators(device, dtype):
     return {
         "from_numpy": lambda array: torch.tensor(array, dtype=kind, device=target),
         "from_list": lambda values: torch.tensor(values, dtype=kind, device=target),
-        "sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh, "softrelu": F.softplus,
-        "softsign": F.softsign, "dot": torch.dot, "gemm": torch.mm, "flatten": lambda x: torch.flatten(x, 1),
-        "normalize": lambda x: x / torch.linalg.vector_norm(x, dim=1, keepdim=True), "copy": torch.clone,
-    }  # fmt: skip
+        "sigmoid": torch.sigmoid,
+        "relu": torch.relu,
+        "tanh": torch.tanh,
+        "softrelu": F.softplus,
+        "softsign": F.softsign,
+        "dot": torch.dot,
+        "gemm": torch.mm,
+        "flatten": lambda x: torch.flatten(x, 1),
+        "normalize": lambda x: x / torch.linalg.vector_norm(x, dim=1, keepdim=True),
+        "copy": torch.clone,
+    }
 
 
 def ops_input(array, device, dtype):

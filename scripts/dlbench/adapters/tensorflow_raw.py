@@ -43,16 +43,20 @@ def apply_threads(threads):
     if threads is not None:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-    return {"intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads()}
+    return {
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
 
 
 def apply_math_mode(math_mode):
     """TensorFloat-32 set and read back as TensorFlow reports it; autotuning of cuDNN (graph, eager) and XLA (xla)
     convolutions, from the variables set before the import (also Keras on TensorFlow)."""
     tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
-    return {"tf32": mathmode.tf32_engaged(tf.config.experimental.tensor_float_32_execution_enabled()),
-            "conv_autotune": mathmode.tensorflow_autotune_engaged()}  # fmt: skip
+    return {
+        "tf32": mathmode.tf32_engaged(tf.config.experimental.tensor_float_32_execution_enabled()),
+        "conv_autotune": mathmode.tensorflow_autotune_engaged(),
+    }
 
 
 def stage(arrays, experiment):
@@ -82,12 +86,14 @@ def image_pipeline(meta, split, workers):
             contents = tf.io.read_file(tf.gather(files, item["index"]))
             if train:
                 window = tf.stack([box["top"], box["left"], box["height"], box["width"]])
-                image = tf.image.resize(tf.image.decode_and_crop_jpeg(contents, window, channels=3), [size, size],
-                                        antialias=True)  # fmt: skip
+                image = tf.image.resize(
+                    tf.image.decode_and_crop_jpeg(contents, window, channels=3), [size, size], antialias=True
+                )
                 image = tf.cond(item["flip"], lambda: tf.image.flip_left_right(image), lambda: image)
             else:
-                image = tf.image.resize(tf.io.decode_jpeg(contents, channels=3), [box["height"], box["width"]],
-                                        antialias=True)  # fmt: skip
+                image = tf.image.resize(
+                    tf.io.decode_jpeg(contents, channels=3), [box["height"], box["width"]], antialias=True
+                )
                 image = tf.image.crop_to_bounding_box(image, box["top"], box["left"], size, size)
             return tf.saturate_cast(tf.round(image), tf.uint8), tf.gather(labels, item["index"])
 
@@ -113,8 +119,13 @@ def stream(meta, experiment, workers):
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
     test = image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
-    return {"stream": True, "train": image_pipeline(meta, "train", workers), "test": test, "test_y": test_labels,
-            "device": device_name(experiment["device"])}  # fmt: skip
+    return {
+        "stream": True,
+        "train": image_pipeline(meta, "train", workers),
+        "test": test,
+        "test_y": test_labels,
+        "device": device_name(experiment["device"]),
+    }
 
 
 def normalised(images):
@@ -238,7 +249,11 @@ class Optimizer:
         self.step = tf.Variable(0.0)
 
     def apply(self, gradients):
-        rate, decay, name = self.experiment["learning_rate"], self.experiment["weight_decay"], self.experiment["optimizer"]
+        rate, decay, name = (
+            self.experiment["learning_rate"],
+            self.experiment["weight_decay"],
+            self.experiment["optimizer"],
+        )
         self.step.assign_add(1.0)
         for var, (first, second), grad in zip(self.variables, self.slots, gradients):
             if decay:
@@ -246,15 +261,28 @@ class Optimizer:
             if name == "adam":
                 beta_1, beta_2 = OPTIMIZER_DEFAULTS["beta_1"], OPTIMIZER_DEFAULTS["beta_2"]
                 tf.raw_ops.ResourceApplyAdam(
-                    var=var.handle, m=first.handle, v=second.handle, beta1_power=beta_1**self.step,
-                    beta2_power=beta_2**self.step, lr=rate, beta1=beta_1, beta2=beta_2,
-                    epsilon=OPTIMIZER_DEFAULTS["epsilon"], grad=grad,
-                )  # fmt: skip
+                    var=var.handle,
+                    m=first.handle,
+                    v=second.handle,
+                    beta1_power=beta_1**self.step,
+                    beta2_power=beta_2**self.step,
+                    lr=rate,
+                    beta1=beta_1,
+                    beta2=beta_2,
+                    epsilon=OPTIMIZER_DEFAULTS["epsilon"],
+                    grad=grad,
+                )
             elif name == "rmsprop":
                 tf.raw_ops.ResourceApplyRMSProp(
-                    var=var.handle, ms=first.handle, mom=second.handle, lr=rate, rho=RMSPROP_RHO,
-                    momentum=0.0, epsilon=OPTIMIZER_DEFAULTS["epsilon"], grad=grad,
-                )  # fmt: skip
+                    var=var.handle,
+                    ms=first.handle,
+                    mom=second.handle,
+                    lr=rate,
+                    rho=RMSPROP_RHO,
+                    momentum=0.0,
+                    epsilon=OPTIMIZER_DEFAULTS["epsilon"],
+                    grad=grad,
+                )
             else:
                 tf.raw_ops.ResourceApplyMomentum(
                     var=var.handle, accum=first.handle, lr=rate, grad=grad, momentum=self.experiment["momentum"]
@@ -294,8 +322,10 @@ def build(spec, input_shape, weights, experiment):
     if variant.mode not in ("eager", "graph", "xla") or variant.channels_last:
         raise ValueError(f"tensorflow adapter runs eager, graph and xla, not {variant.name!r}")
     if variant.mixed_precision and variant.mode == "eager":
-        raise ValueError("tensorflow adapter runs -amp compiled only (graph-amp, xla-amp): eager float16 would read "
-                         "the loss scale's decision back to the host every step")  # fmt: skip
+        raise ValueError(
+            "tensorflow adapter runs -amp compiled only (graph-amp, xla-amp): eager float16 would read "
+            "the loss scale's decision back to the host every step"
+        )
     compute_dtype = tf.as_dtype(variants.compute_dtype(variant, experiment["device"]))
     with tf.device(device_name(experiment["device"])):
         network = Network(spec, input_shape, weights, compute_dtype)
@@ -325,8 +355,16 @@ def build(spec, input_shape, weights, experiment):
     steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}
     if variant.mode != "eager":
         steps = {name: tf.function(step, jit_compile=variant.mode == "xla") for name, step in steps.items()}
-    return dict(steps, network=network, variables=variables, variant=variant, loss_sum=loss_sum, example=None,
-                loss_scale=loss_scale, device=device_name(experiment["device"]))
+    return dict(
+        steps,
+        network=network,
+        variables=variables,
+        variant=variant,
+        loss_sum=loss_sum,
+        example=None,
+        loss_scale=loss_scale,
+        device=device_name(experiment["device"]),
+    )
 
 
 def parameter_count(model):
@@ -340,10 +378,16 @@ def weights(model, spec, input_shape):
 def engaged(model):
     """What ran, read back: for xla, whether the traced train step lowers to an XLA HLO module."""
     variant = model["variant"]
-    result = {"variant": variant.name, "graph": variant.mode != "eager", "tf_function": variant.mode != "eager",
-              "xla": variant.mode == "xla", "dtype": model["variables"][0].dtype.name,
-              "matmul_dtype": model["network"].compute_dtype.name, "layout": "NHWC",
-              "loss_scaling": model["loss_scale"] is not None}  # fmt: skip
+    result = {
+        "variant": variant.name,
+        "graph": variant.mode != "eager",
+        "tf_function": variant.mode != "eager",
+        "xla": variant.mode == "xla",
+        "dtype": model["variables"][0].dtype.name,
+        "matmul_dtype": model["network"].compute_dtype.name,
+        "layout": "NHWC",
+        "loss_scaling": model["loss_scale"] is not None,
+    }
     if variant.mode == "xla" and model["example"] is not None:
         step, arguments = model["example"]
         hlo = step.experimental_get_compiler_ir(*arguments)(stage="hlo")
@@ -386,7 +430,10 @@ def fixed_batch_steps(model, staged, order, batch_size):
     if staged.get("stream"):
         images, labels = next(iter(staged["train"](order[:batch_size], batch_size)))
     else:
-        images, labels = tf.gather(staged["train_x"], order[:batch_size]), tf.gather(staged["train_y"], order[:batch_size])
+        images, labels = (
+            tf.gather(staged["train_x"], order[:batch_size]),
+            tf.gather(staged["train_y"], order[:batch_size]),
+        )
     with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
         images, labels = tf.identity(images), tf.identity(labels)
     return lambda steps: train_steps(model, itertools.repeat((model["train_on"], (images, labels)), steps))
@@ -458,11 +505,17 @@ def operators(device, dtype):
     functions = {
         "from_numpy": lambda array: tf.constant(array, dtype=kind),
         "from_list": lambda values: tf.constant(values, dtype=kind),
-        "sigmoid": tf.math.sigmoid, "relu": tf.nn.relu, "tanh": tf.math.tanh, "softrelu": tf.math.softplus,
-        "softsign": tf.math.softsign, "dot": lambda a, b: tf.tensordot(a, b, 1), "gemm": tf.linalg.matmul,
+        "sigmoid": tf.math.sigmoid,
+        "relu": tf.nn.relu,
+        "tanh": tf.math.tanh,
+        "softrelu": tf.math.softplus,
+        "softsign": tf.math.softsign,
+        "dot": lambda a, b: tf.tensordot(a, b, 1),
+        "gemm": tf.linalg.matmul,
         "flatten": lambda x: tf.reshape(x, [tf.shape(x)[0], -1]),
-        "normalize": lambda x: tf.math.l2_normalize(x, axis=1), "copy": tf.identity,
-    }  # fmt: skip
+        "normalize": lambda x: tf.math.l2_normalize(x, axis=1),
+        "copy": tf.identity,
+    }
 
     def on_device(function):
         def run(*args):

@@ -51,8 +51,11 @@ def group_needs(runs, minimum, maximum, target, margin, candidates=()):
     baseline = slowest(throughputs, candidates)
     others = sorted(set(throughputs) - {baseline})
     log_ratios = [compared(throughputs[experiment], throughputs[baseline])[2] for experiment in others]
-    needed = {experiment for experiment, log_ratio, outcome in zip(others, log_ratios, decisions(log_ratios, margin))
-              if unfinished(log_ratio, outcome["verdict"], target)}  # fmt: skip
+    needed = {
+        experiment
+        for experiment, log_ratio, outcome in zip(others, log_ratios, decisions(log_ratios, margin))
+        if unfinished(log_ratio, outcome["verdict"], target)
+    }
     return needed | {baseline} if needed else needed
 
 

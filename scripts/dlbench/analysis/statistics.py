@@ -66,8 +66,9 @@ def paired_log_ratio(values, reference):
     """The log ratio of two experiments' throughputs aligned by round (element i of each ran in the same round)."""
     differences = np.log(np.asarray(values, dtype=float)) - np.log(np.asarray(reference, dtype=float))
     spread = differences.std(ddof=1)
-    return LogRatio(differences.mean(), spread / np.sqrt(len(differences)), len(differences) - 1, spread,
-                    len(differences))  # fmt: skip
+    return LogRatio(
+        differences.mean(), spread / np.sqrt(len(differences)), len(differences) - 1, spread, len(differences)
+    )
 
 
 def welch_log_ratio(values, reference):
@@ -198,10 +199,20 @@ def decisions(log_ratios, margin):
     p_equivalence = [np.nan if log_ratio is None else equivalence_p(log_ratio, margin) for log_ratio in log_ratios]
     tested = sum(log_ratio is not None for log_ratio in log_ratios)
     rows = []
-    for log_ratio, p_value, p_holm, p_same, p_same_holm in zip(log_ratios, p_values, holm(p_values), p_equivalence,
-                                                                 holm(p_equivalence)):  # fmt: skip
+    for log_ratio, p_value, p_holm, p_same, p_same_holm in zip(
+        log_ratios, p_values, holm(p_values), p_equivalence, holm(p_equivalence)
+    ):
         called = verdict(log_ratio, p_holm, p_same_holm, margin)
         needed = repeats_to_decide(log_ratio, margin, ALPHA / tested) if called == INCONCLUSIVE else None
-        rows.append({"p_value": p_value, "p_holm": p_holm, "p_equivalence": p_same, "p_equivalence_holm": p_same_holm,
-                     "equivalence_margin": margin, "verdict": called, "repeats_to_decide": needed})  # fmt: skip
+        rows.append(
+            {
+                "p_value": p_value,
+                "p_holm": p_holm,
+                "p_equivalence": p_same,
+                "p_equivalence_holm": p_same_holm,
+                "equivalence_margin": margin,
+                "verdict": called,
+                "repeats_to_decide": needed,
+            }
+        )
     return rows

@@ -21,8 +21,10 @@ def beta_fraction(a, b, x):
     d = 1.0 / (d if abs(d) > TINY else TINY)
     c, fraction = 1.0, d
     for m in range(1, STEPS + 1):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > TINY else TINY)
             c = 1.0 + numerator / c
