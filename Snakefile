@@ -5,6 +5,8 @@
 import sys
 from pathlib import Path
 
+# This copy of the workflow's own library first: the driver's editable install (envs/driver.yaml) names the checkout
+# the driver was built in, which a copied workflow (the tests run many) is not.
 sys.path.insert(0, f"{workflow.basedir}/scripts")
 from dlbench import configuration
 
@@ -33,11 +35,13 @@ wildcard_constraints:
     stack=regex_alternatives(STACKS),
     device="cpu|gpu",
     operator="|".join(config["ops"]["operators"]) or "none",
+    code=r"[a-z_]+(\.[a-z0-9_]+)?",
 
 
 # On a cluster only the timed jobs are submitted; the rest needs the network or is light (config `slurm`).
 localrules:
     all,
+    code_manifest,
     build_env,
     describe_existing_env,
     download_archive,
@@ -50,6 +54,7 @@ localrules:
     list_failures,
 
 
+include: "workflow/rules/code.smk"
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

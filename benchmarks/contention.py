@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 
 import yaml
+from planning import copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from planning import copy_workflow  # noqa: E402
 
 DECISIVE = ("faster", "slower")  # and any "equivalent within ..." verdict
 

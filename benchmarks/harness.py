@@ -1,18 +1,13 @@
 """What the benchmarks share: the stacks' interpreters, synthetic data, an adapter's epoch set up as scripts/train.py
 sets it up, the clock, and running a measurement inside a stack's own interpreter."""
 
-import importlib
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+from dlbench import mathmode
+from dlbench.adapters import load
+from dlbench.process import prepare_process, run_child, thread_count
 
-from dlbench import mathmode  # noqa: E402
-from dlbench.process import prepare_process, thread_count  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 LEARNING_RATE = 1e-3
 INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3), "resnet50": (256, 256, 3)}
@@ -78,26 +73,28 @@ def import_adapter(name, device, threads, environment):
     and the thread policy `threads` ('framework' or a number, as config `cpu_threads`)."""
     threads = thread_count(threads)
     prepare_process(environment, threads, mathmode.DEFAULT)
-    adapter = importlib.import_module(f"dlbench.adapters.{name}")
+    adapter = load(name)
     adapter.configure(device, threads, 0, mathmode.DEFAULT)
     return adapter
 
 
 def harness_epoch(adapter, model, arrays, experiment, batch_size):
-    """(epoch(order), parameter count): the adapter's model and staged data as train.py builds them."""
+    """(epoch(order), parameter count): the adapter's staged data and model as train.py sets them up (dlbench/run.py),
+    the initial weights of seed 0."""
     from dlbench import specs
+    from dlbench.run import Run
 
-    shape = arrays["train_x"].shape[1:]
-    spec = specs.model_spec(model, 10)
     experiment = {
         "optimizer": "adam",
         "learning_rate": LEARNING_RATE,
         "momentum": 0.9,
         "weight_decay": 0.0,
+        "seed": 0,
         **experiment,
     }
-    network = adapter.build(spec, shape, specs.initial_weights(spec, shape, 0), experiment)
-    staged = adapter.stage(arrays, experiment)
+    run = Run(adapter, experiment)
+    staged = run.stage(arrays)
+    network = run.build(specs.model_spec(model, 10), arrays["train_x"].shape[1:])
     return (lambda order: adapter.train_epoch(network, staged, order, batch_size)), adapter.parameter_count(network)
 
 
@@ -111,11 +108,11 @@ def epoch_timer(adapter, device, epoch, images, batch_size):
 
 
 def run_inside(python, environment, script, options):
-    """The JSON line a benchmark's --inside measurement prints, run in `python` with the stack's variables."""
-    output = subprocess.run(
-        [str(python), str(script), *options], env=dict(os.environ, **environment), capture_output=True, text=True
+    """The JSON line a benchmark's --inside measurement prints, run in `python` with the stack's variables and this
+    checkout's library (the stack's venv has none of its own)."""
+    child = run_child(
+        [python, script, *options], environment=environment, pythonpath=[REPO / "scripts"], capture_stdout=True
     )
-    if output.returncode != 0:
-        lines = output.stderr.strip().splitlines() or ["(no output)"]
-        raise RuntimeError(lines[-1])
-    return json.loads(output.stdout.strip().splitlines()[-1])
+    if not child.ok:
+        raise RuntimeError(child.stderr_tail(1) or "(no output)")
+    return child.result()

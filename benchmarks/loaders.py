@@ -1,5 +1,5 @@
 """Loader throughput: images/s of each stack's own loader for streamed image folders (data placement `stream`) with
-the model removed, per worker count, so that the README can state what decode rate a core gives.
+the model removed, per worker count, so that docs/findings.md can state what decode rate a core gives.
 
 Each measurement is train.py's loader-alone pass (adapter.loader_pass): an epoch's items (random-resized crop to
 --resolution, flip) read, decoded, augmented, batched and placed on the device, in the stack's own interpreter, its

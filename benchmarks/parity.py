@@ -15,7 +15,8 @@ at the same batch size, under the default math mode (TF32 and autotuning on, as 
 Each side runs in its own fresh process, alternating sides over --rounds rounds; a process reports the median of
 --trials epochs after --warmup epochs (the first compiles), and the ratio of the medians over rounds is printed:
 target >= 0.97. A precision a stack does not run on the device is listed with the reason. Run from the repository
-root with the driver, e.g. on the lent GPU machine (README, "Running on a GPU"), whose Python has torch and jax:
+root with the driver, e.g. on a GPU machine whose Python has torch and jax preinstalled (docs/gpu-and-slurm.md,
+"In an environment that already exists"):
 
     .venv/bin/python benchmarks/parity.py --device gpu --stacks torch-2.11 keras-3-jax \
         --python torch-2.11=/opt/torch/.venv/bin/python keras-3-jax=/opt/torch/.venv/bin/python

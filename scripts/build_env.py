@@ -2,7 +2,9 @@
 
 The env file is the single source of truth: its `pip:` section is installed into a venv whose folder name
 carries the file's hash, so an edited file gets a fresh venv and an unchanged one is reused (also across
-working directories that share the venv root). Standard library only: it runs before any venv exists.
+working directories that share the venv root). pip runs in the env file's folder, as conda runs it, so a local
+requirement names a folder from there: the driver's `-e ..` installs this checkout's library, editable
+(pyproject.toml). Standard library only: it runs before any venv exists.
 
     python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --venv-root .venvs --describe results/envs/x.json
     python3 scripts/build_env.py envs/driver.yaml --prefix .venv
@@ -20,14 +22,14 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.io import file_sha256, write_json_atomic  # noqa: E402
+from dlbench.cli import run_main
+from dlbench.io import file_sha256, write_json_atomic
 
 COMPLETE_MARKER = ".dlbench-complete"
 
@@ -48,6 +50,25 @@ def pip_requirements(env_file):
     if not requirements:
         raise SystemExit(f"{env_file}: no `- pip:` section with requirements found")
     return requirements
+
+
+def pip_arguments(requirements):
+    """pip install's arguments for requirement lines: an option line (`-e ..`) split into its words, as pip reads
+    it in a requirements file."""
+    return [word for line in requirements for word in (shlex.split(line) if line.startswith("-") else [line])]
+
+
+def local_requirements(env_file):
+    """The folders and files the env file installs from the filesystem (`-e ..`), resolved from its folder."""
+    folder = Path(env_file).absolute().parent
+    words = pip_arguments(pip_requirements(env_file))
+    return [str((folder / word).resolve()) for word in words if word.startswith((".", "/"))]
+
+
+def build_key(env_file):
+    """What a complete venv's marker holds: the env file's hash and the local paths it installs from. A checkout
+    moved elsewhere so rebuilds its driver, whose editable install names the old path."""
+    return "\n".join([file_sha256(env_file), *local_requirements(env_file)])
 
 
 def python_pin(env_file):
@@ -78,11 +99,11 @@ def build_venv(env_file, prefix):
     prefix = Path(prefix).absolute()
     with locked(prefix.parent / f".{prefix.name}.lock"):
         marker = prefix / COMPLETE_MARKER
-        if marker.exists() and marker.read_text().strip() == file_sha256(env_file):
+        if marker.exists() and marker.read_text().strip() == build_key(env_file):
             print(f"reusing {prefix}", flush=True)
             return prefix
         if marker.exists():  # a fixed --prefix (the driver's .venv) outlives edits of its env file
-            print(f"{env_file} changed since {prefix} was built: rebuilding it", flush=True)
+            print(f"{env_file} or a path it installs from changed since {prefix} was built: rebuilding it", flush=True)
         pin = python_pin(env_file)
         # The pinned interpreter where PATH has it (python3.11), else this one: which Python runs this script
         # (and so the workflow's driver path) does not decide what the venv is made with.
@@ -103,8 +124,8 @@ def build_venv(env_file, prefix):
         requirements = pip_requirements(env_file)
         print("installing: " + " ".join(requirements), flush=True)
         pip_install = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off"]
-        subprocess.run(pip_install + requirements, check=True)
-        (prefix / COMPLETE_MARKER).write_text(file_sha256(env_file) + "\n")
+        subprocess.run(pip_install + pip_arguments(requirements), check=True, cwd=Path(env_file).absolute().parent)
+        (prefix / COMPLETE_MARKER).write_text(build_key(env_file) + "\n")
         return prefix
 
 

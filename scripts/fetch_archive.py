@@ -9,15 +9,13 @@ times with backoff. A file whose checksum differs is deleted, never kept or pars
 
 import argparse
 import shutil
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.io import file_sha256  # noqa: E402
+from dlbench.cli import run_main
+from dlbench.io import file_sha256
 
 CHUNK = 1 << 20
 

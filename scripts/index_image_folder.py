@@ -8,15 +8,12 @@ files that do not decode are named in the log and in meta.json's `skipped`, and 
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dlbench import image_folder  # noqa: E402
-from dlbench.catalog import image_folder_options  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.io import write_json_atomic  # noqa: E402
+from dlbench import image_folder
+from dlbench.catalog import image_folder_options
+from dlbench.cli import run_main
+from dlbench.io import write_json_atomic
 
 
 def main():

@@ -13,22 +13,20 @@ other error ends the search with status error.
 """
 
 import argparse
-import importlib
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from dlbench import contention
+from dlbench.cli import run_main
+from dlbench.io import write_json_atomic
+from dlbench.process import prepare_process, run_child, thread_count, thread_policy
+from dlbench.record import provenance, utc_now
+from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler
+
 SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-from dlbench import contention  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
-from dlbench.record import provenance, utc_now  # noqa: E402
-from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler  # noqa: E402
 
 
 def log(message):
@@ -79,17 +77,14 @@ def run_probe(search, batch_size, arguments):
         "--threads",
         str(thread_policy(arguments.threads)),
     ]
-    started = time.perf_counter()
-    child = subprocess.run(command, capture_output=True, text=True)
+    child = run_child(command, capture_stdout=True)
     sys.stderr.write(child.stderr[-4000:])
-    outcome = {"batch_size": batch_size, "wall_s": time.perf_counter() - started}
-    lines = child.stdout.strip().splitlines()
-    if child.returncode == 0 and lines:
-        return outcome | json.loads(lines[-1])
-    if child.returncode == -signal.SIGKILL:
+    outcome, reported = {"batch_size": batch_size, "wall_s": child.seconds}, child.result()
+    if child.ok and reported is not None:
+        return outcome | reported
+    if child.signal == signal.SIGKILL:
         return outcome | {"status": "oom", "error": "killed by SIGKILL (the out-of-memory killer, most likely)"}
-    tail = " | ".join(child.stderr.strip().splitlines()[-3:])
-    return outcome | {"status": "error", "error": f"probe exited with code {child.returncode}: {tail}"}
+    return outcome | {"status": "error", "error": f"probe {child.description}: {child.stderr_tail(3)}"}
 
 
 def probe(search, dataset_dir, threads):
@@ -97,25 +92,20 @@ def probe(search, dataset_dir, threads):
     prepare_process(search["environment"], threads, search["math_mode"])
     import numpy as np
     from dlbench import data, specs
+    from dlbench.adapters import load
+    from dlbench.run import Run
 
-    adapter = importlib.import_module(f"dlbench.adapters.{search['adapter']}")
-    device, batch, seed = search["device"], search["batch_size"], search["seed"]
+    adapter = load(search["adapter"])
+    run, batch = Run(adapter, search), search["batch_size"]
     try:
-        adapter.configure(device, threads, seed, search["math_mode"])
+        run.configure(threads)
         data.verify(dataset_dir)
-        arrays, meta = data.load(dataset_dir)
-        staged = adapter.stage(arrays, search)
-        spec, shape = specs.model_spec(search["model"], meta["classes"]), tuple(meta["shape"])
-        model = adapter.build(spec, shape, specs.initial_weights(spec, shape, seed), search)
-        order = np.resize(data.epoch_order(len(arrays["train_y"]), 1, seed, 0), search["steps"] * batch)
-        started = time.perf_counter()
-        adapter.train_epoch(model, staged, order, batch)
-        adapter.sync(device)
-        return {
-            "status": "ok",
-            "seconds": time.perf_counter() - started,
-            "allocator_peak_mb": adapter.allocator_peak_mb(device),
-        }
+        arrays, meta = run.load(dataset_dir)
+        staged = run.stage(arrays)
+        model = run.build(specs.model_spec(search["model"], meta["classes"]), tuple(meta["shape"]))
+        order = np.resize(data.epoch_order(len(arrays["train_y"]), 1, search["seed"], 0), search["steps"] * batch)
+        seconds = run.timed(adapter.train_epoch, model, staged, order, batch)[1]
+        return {"status": "ok", "seconds": seconds, "allocator_peak_mb": adapter.allocator_peak_mb(run.device)}
     except Exception as error:  # the outcome of a probe, not a failure of this script
         out_of_memory = isinstance(error, MemoryError) or adapter.is_oom(error)
         return {"status": "oom" if out_of_memory else "error", "error": f"{type(error).__name__}: {error}"[:2000]}

@@ -13,14 +13,11 @@ tables and report after them) and touches no ok record:
 
 import argparse
 import sys
-from pathlib import Path
 
 from snakemake.cli import parse_config
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-from dlbench import configuration, plan  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
+from dlbench import configuration, plan
+from dlbench.cli import run_main
 
 
 def checked_config(configfiles, config_arguments):

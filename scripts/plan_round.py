@@ -11,15 +11,12 @@ that has neither decided (faster, slower, equivalent) nor narrowed its interval 
 import argparse
 import json
 import sys
-from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-from dlbench.analysis.rounds import experiments_needing_a_round  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench import record as run_record  # noqa: E402
-from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.plan import comparison_group  # noqa: E402
+from dlbench.analysis.rounds import experiments_needing_a_round
+from dlbench.cli import run_main
+from dlbench import record as run_record
+from dlbench.io import write_json_atomic
+from dlbench.plan import comparison_group
 
 
 def group_key(record):

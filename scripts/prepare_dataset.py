@@ -13,19 +13,17 @@ import json
 import os
 import pickle
 import shutil
-import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dlbench.catalog import IMAGE_FOLDER_KINDS, dataset_info, image_folder_options  # noqa: E402
-from dlbench import data, image_folder  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.data import channel_stats  # noqa: E402
-from dlbench.io import file_sha256, json_text  # noqa: E402
+from dlbench.catalog import IMAGE_FOLDER_KINDS, dataset_info, image_folder_options
+from dlbench import data, image_folder
+from dlbench.cli import run_main
+from dlbench.data import channel_stats
+from dlbench.io import file_sha256, json_text
 
 
 def synthetic(shape, classes, train_size, test_size, seed):

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import matplotlib
 
+from dlbench.cli import run_main
+
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "dlbench"  # the same figure gives the same file: no spurious diffs
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
-
-from dlbench.cli import run_main  # noqa: E402
 
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY", "diverged": "DIVERGED"}
@@ -510,7 +510,7 @@ def versions_markdown(versions, figures):
     if versions.empty:
         return (
             "No framework ran at two versions here. A version study runs two stacks of one framework on the "
-            "same experiments (see the README's version study).\n"
+            "same experiments (see the version study in docs/stacks.md).\n"
         )
     version_figure(versions, figures / "versions.svg")
     header = [
@@ -739,7 +739,7 @@ def input_pipeline_markdown(summary):
     if streamed.empty:
         return (
             "No experiment streamed its data (data placement `stream`: an image folder read by each framework's "
-            "own loader; see the README's input pipelines).\n"
+            "own loader; see docs/streaming.md).\n"
         )
     header = [
         "stack",

@@ -11,23 +11,21 @@ written once, at the end, so an interrupted job never leaves a record that claim
 Its argv is train.py's argv plus --contention JSON (the config's `contention` section). Standard library only.
 """
 
-import collections
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from dlbench import contention
+from dlbench.cli import run_main
+from dlbench.io import write_json_atomic, write_text_atomic
+from dlbench.process import run_child
+from dlbench.record import base_record, utc_now, write_epochs_csv
+from dlbench.telemetry import TRACE_COLUMNS, load_nvml
+
 SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-from dlbench import contention  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.io import write_json_atomic, write_text_atomic  # noqa: E402
-from dlbench.record import base_record, utc_now, write_epochs_csv  # noqa: E402
-from dlbench.telemetry import TRACE_COLUMNS, load_nvml  # noqa: E402
 
 OUTPUTS = ("--record", "--epochs-csv", "--telemetry-csv")
 CONSOLE_FD = (
@@ -58,12 +56,6 @@ def replaced(argv, name, value):
     return argv[:index] + ([] if value is None else [name, value]) + argv[index + 2 :]
 
 
-def exit_description(code):
-    if code < 0:
-        return f"killed by signal {signal.Signals(-code).name}"
-    return f"exited with code {code}"
-
-
 def failed_record(argv, error):
     """A record with status error for a run whose training process wrote none."""
     experiment = json.loads(option(argv, "--experiment"))
@@ -77,21 +69,14 @@ def failed_record(argv, error):
 
 def train_once(argv):
     """One try in a fresh process; its record (train.py's, or one made here if it died first)."""
-    child = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "train.py"), *argv], stderr=subprocess.PIPE, text=True, bufsize=1
-    )
-    last_lines = collections.deque(maxlen=15)
-    for line in child.stderr:
-        sys.stderr.write(line)
-        last_lines.append(line.rstrip())
-    code = child.wait()
+    outcome = run_child([sys.executable, SCRIPTS / "train.py", *argv], log=sys.stderr)
     record_path = Path(option(argv, "--record"))
     if record_path.exists():  # written atomically by train.py; a crash while exiting must not discard it
-        if code != 0:
-            log(f"training process {exit_description(code)} after writing its record")
+        if not outcome.ok:
+            log(f"training process {outcome.description} after writing its record")
         return json.loads(record_path.read_text())
-    tail = " | ".join(last_lines) or "it printed nothing"
-    return failed_record(argv, f"training process {exit_description(code)} before writing its record: {tail}")
+    tail = outcome.stderr_tail(15) or "it printed nothing"
+    return failed_record(argv, f"training process {outcome.description} before writing its record: {tail}")
 
 
 def gpu_check(argv, thresholds):

@@ -7,21 +7,20 @@ and device copy on GPU) so that every figure is also a fraction of the machine's
 """
 
 import argparse
-import importlib
 import json
-import sys
 import time
 import traceback
 from pathlib import Path
 
+from dlbench import contention, ops
+from dlbench.adapters import load
+from dlbench.cli import run_main
+from dlbench.io import write_json_atomic
+from dlbench.process import prepare_process, thread_count, thread_policy
+from dlbench.record import provenance, utc_now
+from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler
+
 SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-from dlbench import contention, ops  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
-from dlbench.record import provenance, utc_now  # noqa: E402
-from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler  # noqa: E402
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 FLOP_BOUND = ("dot", "gemm")
@@ -89,7 +88,7 @@ def measure(adapter, operator, device, dtype, size, options, ceiling):
 
 def run(args, options, record):
     start = time.perf_counter()
-    adapter = importlib.import_module(f"dlbench.adapters.{options['adapter']}")
+    adapter = load(options["adapter"])
     record["import_s"] = time.perf_counter() - start
     record["framework"], record["framework_version"] = adapter.FRAMEWORK, adapter.version()
     ceiling = ops.numpy_ceiling() if args.device == "cpu" else framework_ceiling(adapter, args.device)

@@ -9,43 +9,41 @@ with status 'diverged', naming the epoch. Called by run_experiment.py.
 """
 
 import argparse
-import importlib
 import json
 import math
 import os
 import statistics
-import sys
 import time
 import traceback
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-from dlbench import data, peaks, specs  # noqa: E402
-from dlbench.adapters import STREAM_INPUT_WORK  # noqa: E402
-from dlbench.cli import run_main  # noqa: E402
-from dlbench.clock import timed  # noqa: E402
-from dlbench.io import write_json_atomic  # noqa: E402
-from dlbench.process import prepare_process, thread_count, thread_policy  # noqa: E402
+from dlbench import data, peaks, specs
+from dlbench.adapters import STREAM_INPUT_WORK, load
+from dlbench.cli import run_main
+from dlbench.io import write_json_atomic
+from dlbench.process import prepare_process, thread_count, thread_policy
 from dlbench.record import (
     EPOCH_COLUMNS,
     NO_GPU_REASON,
     base_record,
     cuda_libraries,
     peak_rss_mb,
-    utc_now,  # noqa: E402
+    utc_now,
     write_epochs_csv,
 )
-from dlbench.rapl import rapl_meter  # noqa: E402
+from dlbench.rapl import rapl_meter
+from dlbench.run import Run
 from dlbench.telemetry import (
     IDLE_PHASE,
     Sampler,
     cpu_meter,
     gpu_provenance,
-    load_nvml,  # noqa: E402
+    load_nvml,
     sampler_contention,
     summarise,
 )
+
+SCRIPTS = Path(__file__).resolve().parent
 
 # The GPU's idle draw is sampled this long before the imports: several of NVML's power updates, little wait.
 IDLE_BASELINE_S = 2.0
@@ -113,36 +111,31 @@ def record_telemetry(sampler, record, epoch_rows, trace_path):
 def import_adapter(experiment, record, sampler):
     sampler.mark("imports")
     start = time.perf_counter()
-    adapter = importlib.import_module(f"dlbench.adapters.{experiment['adapter']}")
+    adapter = load(experiment["adapter"])
     record["phases_s"]["imports"] = time.perf_counter() - start
     return adapter
 
 
 def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler):
     """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured)."""
-    phases = record["phases_s"]
+    run, phases = Run(adapter, experiment, record["phases_s"]), record["phases_s"]
     record["framework_version"] = adapter.version()
     if experiment["device"] == "gpu":  # what the framework itself reports wins over the env's wheels
         reported = adapter.cuda_versions()
         for key, version in zip(("cuda", "cudnn"), reported):
             record["provenance"][key] = version or record["provenance"][key]
-    device, seed, batch_size = experiment["device"], experiment["seed"], experiment["batch_size"]
-    record["engaged"].update(adapter.configure(device, threads, seed, experiment["math_mode"]))
+    device, batch_size = experiment["device"], experiment["batch_size"]
+    record["engaged"].update(run.configure(threads))
     log(f"{experiment['framework']} {record['framework_version']} on {device}: {record['engaged']}")
-
-    def sync():
-        adapter.sync(device)
-
     data.verify(dataset_dir)  # before the clock: hashing is not loading
     sampler.mark("data")
     opened = open_stream if experiment["data_placement"] == "stream" else open_arrays
-    staged, meta, order_of = opened(adapter, experiment, dataset_dir, record, sync)
+    staged, meta, order_of = opened(run, dataset_dir, record)
     shape, classes = tuple(meta["shape"]), meta["classes"]
     spec = specs.model_spec(experiment["model"], classes)
-    weights = specs.initial_weights(spec, shape, seed)
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
     sampler.mark("build")
-    model, phases["build"] = timed(sync, adapter.build, spec, shape, weights, experiment)
+    model = run.build(spec, shape)
     record["parameters"] = adapter.parameter_count(model)
     expected = specs.parameter_count(spec, shape)
     if record["parameters"] != expected:
@@ -154,9 +147,9 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     for epoch in range(experiment["epochs"]):
         order = order_of(epoch)
         sampler.mark(f"epoch {epoch + 1}")
-        loss, train_s = timed(sync, adapter.train_epoch, model, staged, order, batch_size)
+        loss, train_s = run.timed(adapter.train_epoch, model, staged, order, batch_size)
         sampler.mark(f"eval {epoch + 1}")
-        (test_loss, accuracy), eval_s = timed(sync, adapter.evaluate, model, staged, batch_size)
+        (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, batch_size)
         trained_seconds += train_s
         record["epoch_train_s"].append(train_s)
         record["epoch_eval_s"].append(eval_s)
@@ -177,7 +170,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     phases["first_epoch"] = record["epoch_train_s"][0]
     phases["steady_epochs"] = sum(record["epoch_train_s"][1:])
     record["first_epoch_images_per_s"] = images / record["epoch_train_s"][0]
-    window = steady_window(adapter, model, staged, order_of, experiment, record, sampler, sync)
+    window = steady_window(run, model, staged, order_of, record, sampler)
     record["train_images_per_s"] = steady_throughput(images, [phases["first_epoch"], *window])
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = meta["test_size"] / statistics.median(steady_eval)
@@ -195,9 +188,9 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         )
     )
     if experiment["measure_input_share"] and window:
-        measure_input_share(adapter, model, staged, order, batch_size, window, record, sampler, sync)
+        measure_input_share(run, model, staged, order, window, record, sampler)
     if experiment["data_placement"] == "stream":
-        measure_loader(adapter, staged, order_of, experiment, record, sampler, sync)
+        measure_loader(run, staged, order_of, record, sampler)
     record["status"] = "ok"
 
 
@@ -215,12 +208,12 @@ def check_finite(train_loss, test_loss, epoch, learning_rate):
             )
 
 
-def open_arrays(adapter, experiment, dataset_dir, record, sync):
+def open_arrays(run, dataset_dir, record):
     """(staged, meta, order_of) of a prepared dataset: its arrays loaded (data_loading) and placed where the
     experiment's data placement puts them (data_staging); order_of(epoch) is the epoch's example indices."""
-    phases = record["phases_s"]
-    (arrays, meta), phases["data_loading"] = timed(sync, data.load, dataset_dir)
-    staged, phases["data_staging"] = timed(sync, adapter.stage, arrays, experiment)
+    experiment = run.experiment
+    arrays, meta = run.load(dataset_dir)
+    staged = run.stage(arrays)
 
     def order_of(epoch):
         cap = experiment.get("images_per_epoch")
@@ -229,14 +222,14 @@ def open_arrays(adapter, experiment, dataset_dir, record, sync):
     return staged, meta, order_of
 
 
-def open_stream(adapter, experiment, dataset_dir, record, sync):
+def open_stream(run, dataset_dir, record):
     """(staged, meta, order_of) of a streamed image folder: the index read (data_loading) and the framework's
     loaders made, their workers started where they start at once (data_staging); order_of(epoch) is the epoch's
     items, each with its crop box and flip."""
-    phases, options = record["phases_s"], experiment["stream"]
-    meta, phases["data_loading"] = timed(sync, data.read_meta, dataset_dir)
-    workers = options["workers"] or len(os.sched_getaffinity(0))
-    staged, phases["data_staging"] = timed(sync, adapter.stream, meta, experiment, workers)
+    adapter, experiment = run.adapter, run.experiment
+    meta = run.phase("data_loading", data.read_meta, dataset_dir)
+    workers = experiment["stream"]["workers"] or len(os.sched_getaffinity(0))
+    staged = run.stream(meta, workers)
     sizes = data.stream_files(meta, "train")[2]
     record["stream"] = {
         "workers": workers,
@@ -262,15 +255,16 @@ def open_stream(adapter, experiment, dataset_dir, record, sync):
 SKIPPED_LISTED = 20  # the record lists this many skipped files (all of them are in the index's meta.json)
 
 
-def measure_loader(adapter, staged, order_of, experiment, record, sampler, sync):
+def measure_loader(run, staged, order_of, record, sampler):
     """The loader alone: `stream.loader_batches` batches of a fresh shuffle decoded, augmented and placed on the
     device with the model removed, after training; and the input-bound share, training images/s over the
     loader's (1: training runs as fast as its loader can feed it)."""
+    experiment = run.experiment
     batch_size = experiment["batch_size"]
     epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
     order = order_of(epoch)[: experiment["stream"]["loader_batches"] * batch_size]
     sampler.mark("loader alone")
-    seconds = timed(sync, adapter.loader_pass, staged, order, batch_size)[1]
+    seconds = run.timed(run.adapter.loader_pass, staged, order, batch_size)[1]
     record["loader_images_per_s"] = len(order) / seconds
     if record["train_images_per_s"]:
         record["input_bound_share"] = record["train_images_per_s"] / record["loader_images_per_s"]
@@ -280,16 +274,17 @@ def measure_loader(adapter, staged, order_of, experiment, record, sampler, sync)
     )
 
 
-def steady_window(adapter, model, staged, order_of, experiment, record, sampler, sync):
+def steady_window(run, model, staged, order_of, record, sampler):
     """The steady epochs' times: epochs 2..N, then, while they last less than min_steady_seconds together, more
     passes over the training set (fresh shuffles, no evaluation: after the last one, so no reported accuracy
     changes). Short epochs timed alone are noise; throughput is taken over the whole window."""
+    experiment = run.experiment
     window, batch_size = list(record["epoch_train_s"][1:]), experiment["batch_size"]
     while window and sum(window) < experiment["min_steady_seconds"]:
         epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
         sampler.mark(f"extra steady epoch {len(record['extra_steady_epochs_s']) + 1}")
         order = order_of(epoch)
-        record["extra_steady_epochs_s"].append(timed(sync, adapter.train_epoch, model, staged, order, batch_size)[1])
+        record["extra_steady_epochs_s"].append(run.timed(run.adapter.train_epoch, model, staged, order, batch_size)[1])
         window.append(record["extra_steady_epochs_s"][-1])
     record["steady_window_s"] = sum(window) if window else None
     if record["extra_steady_epochs_s"]:
@@ -309,20 +304,21 @@ def input_share(fixed_seconds, steady_seconds):
     return share, [1 - max(fixed_seconds) / min(steady_seconds), 1 - min(fixed_seconds) / max(steady_seconds)]
 
 
-def measure_input_share(adapter, model, staged, order, batch_size, steady, record, sampler, sync):
+def measure_input_share(run, model, staged, order, steady, record, sampler):
     """The share of a steady epoch spent on input work that compute does not hide: time as many epochs as the
     steady window holds, each of the same number of steps on one batch assembled and placed before the clock starts
     (after one untimed step, which traces the step for that batch where a framework needs to), and compare them
     with the steady epochs. Run after the last evaluation, so the updates they make change no reported result."""
-    run = adapter.fixed_batch_steps(model, staged, order, batch_size)
+    batch_size = run.experiment["batch_size"]
+    steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size)
     sampler.mark("fixed-batch warm-up")
-    timed(sync, run, 1)
+    run.timed(steps, 1)
     fixed = []
     for index in range(len(steady)):
         sampler.mark(f"fixed-batch epoch {index + 1}")
-        fixed.append(timed(sync, run, len(order) // batch_size)[1])
+        fixed.append(run.timed(steps, len(order) // batch_size)[1])
     share, interval = input_share(fixed, steady)
-    removed = STREAM_INPUT_WORK if staged.get("stream") else adapter.INPUT_WORK
+    removed = STREAM_INPUT_WORK if staged.get("stream") else run.adapter.INPUT_WORK
     record.update(
         fixed_batch_epochs_s=fixed,
         fixed_batch_epoch_s=statistics.median(fixed),

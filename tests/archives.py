@@ -1,5 +1,6 @@
 """Small datasets in exactly the real formats (IDX gzip, CIFAR-10 python tarball, ILSVRC class folders) and a
-local HTTP server for them, so the real download + verify + parse path runs without the internet."""
+local HTTP server for them, so the real download + verify + parse path runs without the internet; image folders made
+by scripts/make_image_folder.py."""
 
 import functools
 import gzip
@@ -7,10 +8,14 @@ import hashlib
 import http.server
 import io
 import pickle
+import subprocess
 import tarfile
 import threading
+from pathlib import Path
 
 import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def sha256(path):
@@ -102,3 +107,13 @@ for split, count in layout.items():
             pixels = rng.integers(0, 256, (size[1], size[0], 3)).astype("uint8")
             Image.fromarray(pixels).save(root / split / wnid / f"{wnid}_{index}.JPEG", quality=90)
 """
+
+
+def make_image_folder(python, root, *arguments):
+    """A generated image folder of ImageNet's layout at root (scripts/make_image_folder.py, run by `python`, the tools
+    env's interpreter: it needs Pillow)."""
+    subprocess.run(
+        [str(python), str(REPO / "scripts" / "make_image_folder.py"), str(root), *map(str, arguments)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )

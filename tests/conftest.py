@@ -1,4 +1,7 @@
-"""Shared fixtures. Stack envs are built once into a venv root shared by every test (and the end-to-end run)."""
+"""Shared fixtures. Stack envs are built once into a venv root shared by every test (and the end-to-end run).
+
+A test's tier is its folder: tests/unit (no framework venv, no Snakemake run: seconds), tests/frameworks (code run in
+the stacks' venvs), tests/workflow (Snakemake runs), tests/cluster (a Slurm cluster); each test is marked with it."""
 
 import csv
 import json
@@ -10,20 +13,38 @@ import sys
 from pathlib import Path
 
 import pytest
+from dlbench.configuration import load_stacks
+from dlbench.process import child_environment
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+SCRIPTS, TESTS = REPO / "scripts", REPO / "tests"
+TIERS = ("unit", "frameworks", "workflow", "cluster")  # fastest first: the order they run in
 # The stacks the tests run: those with a CPU env file (a stack without one runs only in an existing environment).
-from dlbench.configuration import load_stacks  # noqa: E402
-
 STACKS = {name: entry for name, entry in load_stacks().items() if entry["env"].get("cpu")}
 VENV_ROOT = Path(os.environ.get("DLBENCH_VENV_ROOT", REPO / ".venvs")).absolute()
 # Snakemake through this interpreter: the venv's bin/snakemake starts with the absolute path the venv was built at,
-# so it stops working once the checkout is moved (test_readme.py).
+# so it stops working once the checkout is moved (tests/unit/test_readme.py).
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # The `contention` section of the tests' workflow configs: tests share the machine with each other (and a developer's
-# work), so only the contention tests (test_contention.py) hold runs to the default limits.
+# work), so only the contention tests (tests/frameworks/test_contention_runs.py) hold runs to the default limits.
 SHARED_MACHINE = {"max_foreign_cpu_cores": 64, "max_steal_share": 1, "settle_seconds": 1}
+
+
+def library_environment(environment=None):
+    """The environment of a child that imports this checkout's library but is no script in scripts/ (a probe of
+    tests/ in a stack's venv, a test's Snakefile): this process's, with `environment` and scripts/ on PYTHONPATH."""
+    return child_environment(environment, [SCRIPTS])
+
+
+def pytest_collection_modifyitems(items):
+    """Each test marked with its tier (its folder under tests/), the tiers run fastest first."""
+    tiers = {}
+    for item in items:
+        tiers[item] = Path(item.path).relative_to(TESTS).parts[0]
+        if tiers[item] not in TIERS:
+            raise pytest.UsageError(f"{item.path}: a test belongs in a tier's folder, tests/{{{','.join(TIERS)}}}/")
+        item.add_marker(tiers[item])
+    items.sort(key=lambda item: TIERS.index(tiers[item]))
 
 
 # Every invocation runs the rule list_failures (and so the target `all`), so that it ends with the runs not ok.
@@ -101,7 +122,7 @@ def probes(env_python, tmp_path_factory):
         ]
         log = open(out / "stderr.log", "w")
         running[stack] = (
-            subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stderr=log, stdout=log),
+            subprocess.Popen(command, env=library_environment(entry["environment"]), stderr=log, stdout=log),
             out,
         )
     results = {}
@@ -109,6 +130,33 @@ def probes(env_python, tmp_path_factory):
         assert process.wait() == 0, f"probe of {stack} failed:\n{(out / 'stderr.log').read_text()[-3000:]}"
         results[stack] = (json.loads((out / "probe.json").read_text()), out)
     return results
+
+
+@pytest.fixture(scope="module")
+def existing_python(env_python, tmp_path_factory):
+    """An environment that already exists (config `existing_envs`), for torch-2.13: a venv made without pip whose
+    packages are those of the built torch venv (a .pth file), so it stands for a preinstalled interpreter."""
+    built = env_python(STACKS["torch-2.13"]["env"]["cpu"])
+    site = subprocess.run(
+        [str(built), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    base = subprocess.run(
+        [str(built), "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    prefix = tmp_path_factory.mktemp("preinstalled") / "venv"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(prefix)], check=True)
+    python = prefix / "bin" / "python"
+    own_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (prefix / own_site / "preinstalled.pth").write_text(site + "\n")
+    return python
 
 
 def read_csv(path):

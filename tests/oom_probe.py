@@ -1,16 +1,14 @@
 """scripts/max_batch.py with PyTorch's train_epoch raising CUDA's out-of-memory error above batch 24 (a scripted
 memory limit), so the probe's OOM path runs in the real framework without a GPU.
 
-    <torch env python> tests/oom_probe.py <max_batch.py arguments>
+    PYTHONPATH=scripts <torch env python> tests/oom_probe.py <max_batch.py arguments>
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import max_batch  # noqa: E402
-import torch  # noqa: E402
-from dlbench.adapters import pytorch  # noqa: E402
+import max_batch
+import torch
+from dlbench.adapters import pytorch
 
 CAPACITY = 24
 train_epoch = pytorch.train_epoch

@@ -1,15 +1,13 @@
 """train.py with PyTorch's train_epoch replaced by one that raises CUDA's out-of-memory error (a scripted OOM).
 
-<torch env python> tests/oom_run.py <train.py arguments>
+PYTHONPATH=scripts <torch env python> tests/oom_run.py <train.py arguments>
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import torch  # noqa: E402
-import train  # noqa: E402
-from dlbench.adapters import pytorch  # noqa: E402
+import torch
+import train
+from dlbench.adapters import pytorch
 
 
 def out_of_memory(*args, **kwargs):

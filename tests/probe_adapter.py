@@ -4,12 +4,11 @@ step on the same batch (dropout removed: its masks come from each framework's ow
 after three steps of each optimiser setting, and after three steps on one batch in each data placement, through
 train_epoch and through fixed_batch_steps.
 
-    <env python> tests/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. set by the caller)
+    PYTHONPATH=scripts <env python> tests/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. too)
 writes OUTDIR/probe.json, OUTDIR/<model>_<size>x<channels>_step.npz, OUTDIR/optimizer_<case>.npz and
 OUTDIR/placement_<placement>_<epoch|fixed>.npz.
 """
 
-import importlib
 import itertools
 import json
 import os
@@ -18,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from dlbench import mathmode, specs  # noqa: E402
+from dlbench import mathmode, specs
+from dlbench.adapters import load
+from dlbench.run import Run
 
 CLASSES = 10
-# Small inputs keep CI fast; the ImageNet ResNets and VGG-16 run at 32x32 (their counts at 224 are in test_specs).
 # A shallow net with every construct of the deep ones (conv + batch norm, padded max pool, option-A and projection
-# shortcuts, global pooling): well conditioned, so one SGD step agrees to float32 rounding (tests/test_adapters.py).
+# shortcuts, global pooling): well conditioned, so one SGD step agrees to float32 rounding
+# (tests/frameworks/test_adapters.py).
 TEST_MODELS = {
     "constructs": lambda classes: [
         *specs.conv_bn(8, 3),
@@ -44,15 +44,13 @@ def model_spec(name, classes):
     return TEST_MODELS[name](classes) if name in TEST_MODELS else specs.model_spec(name, classes)
 
 
-CASES = (
-    [("constructs", (8, 8, 3))]
-    + [(name, (28, 28, 1)) for name in ("mlp", "cnn", "lenet", "lstm")]
-    + [
-        (name, (32, 32, 3))
-        for name in ("mlp", "lenet", "resnet20", "resnet56", "resnet18", "resnet50", "vgg16", "vgg16-cifar")
-    ]
-)
+# The constructs, then every model of the registry at each small input it names (specs.Model.test_shapes): a model
+# added to the registry is tested without a list here to edit.
+CASES = [("constructs", (8, 8, 3))] + [
+    (name, shape) for name, model in specs.MODELS.items() for shape in model.test_shapes
+]
 STEP_BATCH, STEP_RATE = 8, 0.1
+SEED = 7  # of the initial weights every framework starts from
 MATH_OFF = {"tf32": False, "autotune": False}
 
 
@@ -124,11 +122,12 @@ def step_arrays(shape):
     return dict(arrays, test_x=arrays["train_x"], test_y=arrays["train_y"])
 
 
-def train_steps(adapter, spec, shape, weights, setup, steps=1, fixed_batch=False):
-    """The loss and the weights (neutral layout) after `steps` steps on one batch: through train_epoch over an
-    order that repeats the batch, or through fixed_batch_steps."""
-    model = adapter.build(spec, shape, weights, setup)
-    staged, order = adapter.stage(step_arrays(shape), setup), np.tile(np.arange(STEP_BATCH), steps)
+def train_steps(adapter, spec, shape, setup, steps=1, fixed_batch=False):
+    """The loss, the weights (neutral layout) and the evaluation after `steps` steps on one batch from the initial
+    weights of SEED: through train_epoch over an order that repeats the batch, or through fixed_batch_steps."""
+    run = Run(adapter, dict(setup, seed=SEED))
+    model = run.build(spec, shape)
+    staged, order = run.stage(step_arrays(shape)), np.tile(np.arange(STEP_BATCH), steps)
     if fixed_batch:
         loss = adapter.fixed_batch_steps(model, staged, order, STEP_BATCH)(steps)
     else:
@@ -142,13 +141,13 @@ def save_weights(path, weights):
 
 
 def main():
-    adapter = importlib.import_module(f"dlbench.adapters.{sys.argv[1]}")
+    adapter = load(sys.argv[1])
     declared, out = sys.argv[2].split(","), Path(sys.argv[3])
     math_modes = {"default": adapter.configure("cpu", 1, 0, mathmode.DEFAULT)}
     results = []
     for name, shape in CASES:
         spec = model_spec(name, CLASSES)
-        weights = specs.initial_weights(spec, shape, seed=7)
+        weights = specs.initial_weights(spec, shape, seed=SEED)
         images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
         for variant in variants_to_build(name, declared):
             model = adapter.build(spec, shape, weights, experiment(variant))
@@ -164,19 +163,18 @@ def main():
             )
         stripped = specs.without_dropout(spec)
         setup = experiment(declared[0], rate=STEP_RATE)
-        loss, stepped, _ = train_steps(adapter, stripped, shape, specs.initial_weights(stripped, shape, seed=7), setup)
+        loss, stepped, _ = train_steps(adapter, stripped, shape, setup)
         results[-1]["step_loss"] = loss
         save_weights(out / f"{name}_{shape[0]}x{shape[-1]}_step.npz", stepped)
     mlp, shape = specs.model_spec("mlp", CLASSES), (28, 28, 1)
     for case, (optimizer, rate, momentum, decay) in OPTIMIZER_CASES.items():
         setup = experiment(declared[0], optimizer, rate, momentum, decay)
-        _, stepped, _ = train_steps(adapter, mlp, shape, specs.initial_weights(mlp, shape, seed=7), setup, steps=3)
+        _, stepped, _ = train_steps(adapter, mlp, shape, setup, steps=3)
         save_weights(out / f"optimizer_{case}.npz", stepped)
     placements = {}
     for placement, fixed_batch in itertools.product(("device", "host"), (False, True)):
         setup = experiment(declared[0], rate=STEP_RATE, data_placement=placement)
-        weights = specs.initial_weights(mlp, shape, seed=7)
-        loss, stepped, evaluation = train_steps(adapter, mlp, shape, weights, setup, steps=3, fixed_batch=fixed_batch)
+        loss, stepped, evaluation = train_steps(adapter, mlp, shape, setup, steps=3, fixed_batch=fixed_batch)
         case = f"{placement}_{'fixed' if fixed_batch else 'epoch'}"
         placements[case] = {"loss": loss, "evaluation": list(evaluation)}
         save_weights(out / f"placement_{case}.npz", stepped)

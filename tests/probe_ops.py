@@ -1,21 +1,19 @@
 """Run inside a stack's env: every operator of one ops adapter at a few sizes, checked against NumPy.
 
-    <env python> tests/probe_ops.py ADAPTER > probe.json
+    PYTHONPATH=scripts <env python> tests/probe_ops.py ADAPTER > probe.json
 Prints {"framework": ..., "checked": [[operator, size], ...], "failures": [message, ...]}.
 """
 
-import importlib
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from dlbench import ops  # noqa: E402
-from run_ops import call_arguments  # noqa: E402
+from dlbench import ops
+from dlbench.adapters import load
+from run_ops import call_arguments
 
 
 def main():
-    adapter = importlib.import_module(f"dlbench.adapters.{sys.argv[1]}")
+    adapter = load(sys.argv[1])
     functions = adapter.operators("cpu", "float32")
     checked, failures = [], []
     for operator in ops.OPERATORS:

@@ -1,21 +1,21 @@
 """Run inside a stack's env: read a streamed image folder through the adapter's own loader, twice over the same
-epoch and once over the evaluation split, and save the batches for tests/test_stream.py to compare across
+epoch and once over the evaluation split, and save the batches for tests/frameworks/test_stream.py to compare across
 frameworks.
 
-    <env python> tests/probe_stream.py ADAPTER VARIANT META_JSON OUTDIR   (KERAS_BACKEND etc. set by the caller)
+    PYTHONPATH=scripts <env python> tests/probe_stream.py ADAPTER VARIANT META_JSON OUTDIR   (KERAS_BACKEND etc. too)
 writes OUTDIR/stream.npz: train_images, train_labels (first pass), again_images (second pass), test_images,
 test_labels.
 """
 
-import importlib
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from dlbench import data  # noqa: E402
+from dlbench import data
+from dlbench.adapters import load
+from dlbench.run import Run
 
 BATCH, WORKERS, SEED = 8, 2, 0
 
@@ -27,11 +27,11 @@ def gathered(batches):
 
 def main():
     name, variant, meta_path, out = sys.argv[1:5]
-    adapter = importlib.import_module(f"dlbench.adapters.{name}")
-    adapter.configure("cpu", 1, SEED, {"tf32": False, "autotune": False})
-    meta = json.loads(Path(meta_path).read_text())
-    experiment = {"device": "cpu", "batch_size": BATCH, "variant": variant, "data_placement": "stream"}
-    staged = adapter.stream(meta, experiment, WORKERS)
+    adapter, meta = load(name), json.loads(Path(meta_path).read_text())
+    experiment = {"device": "cpu", "batch_size": BATCH, "variant": variant, "data_placement": "stream", "seed": SEED}
+    run = Run(adapter, dict(experiment, math_mode={"tf32": False, "autotune": False}))
+    run.configure(1)
+    staged = run.stream(meta, WORKERS)
     order = data.stream_order(data.stream_files(meta, "train")[2], BATCH, SEED, 0)
     train_images, train_labels = gathered(adapter.loader_batches(staged, order, BATCH))
     again_images, _ = gathered(adapter.loader_batches(staged, order, BATCH))

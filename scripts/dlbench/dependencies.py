@@ -4,7 +4,11 @@ the jobs that run it, with no hand-kept list to drift. Standard library only (th
 A file's imports are read from its syntax tree, wherever they stand (inside functions too, so a lazy import counts):
 absolute imports of modules under scripts/ (`dlbench...`, a top-level script such as `build_env`) and relative imports
 inside its packages, followed transitively, with each package's __init__.py that Python executes on the way. Modules a
-script loads by name at run time (importlib) cannot be read from its code: the caller names them.
+script loads by name at run time (importlib) cannot be read from its code: the caller names them; nor can the scripts a
+script starts in a child process: CHILD_SCRIPTS names those.
+
+A job's code is one input, a manifest of those files' hashes (workflow/rules/code.smk): a rule's many library files would make
+planning thousands of jobs several times slower, each input costing Snakemake work per job.
 """
 
 import ast
@@ -12,6 +16,8 @@ import functools
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+# Scripts that start another script in a child process, which imports show nothing of.
+CHILD_SCRIPTS = {"scripts/run_experiment.py": "scripts/train.py"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -22,6 +28,7 @@ def library_files(*scripts, extra_modules=(), repository=REPOSITORY):
     repository = Path(repository)
     root = repository / "scripts"
     pending = [repository / script for script in scripts]
+    pending += [repository / CHILD_SCRIPTS[script] for script in scripts if script in CHILD_SCRIPTS]
     for name in extra_modules:
         pending.extend(named_module_files(name, root))
     reached = set()

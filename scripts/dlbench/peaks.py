@@ -1,6 +1,6 @@
 """Model FLOPs utilisation: achieved training FLOP/s over the device's peak for the precision that ran.
 
-Convention (stated in the README and the report): a training step costs 3 x the forward FLOPs (forward, and a
+Convention (stated in docs/run-record.md and the report): a training step costs 3 x the forward FLOPs (forward, and a
 backward pass of twice the forward), a multiply-add counts as 2, so achieved FLOP/s = 3 x flops_per_image x
 steady images/s. Peaks are dense tensor throughputs (no structured sparsity) from NVIDIA's datasheets, per GPU
 name as NVML reports it; the first pattern that the name contains wins. Where no peak is known (CPUs, other

@@ -6,6 +6,7 @@ Snakemake, no framework. Needs PyYAML only where the callers read those files.
 import itertools
 import json
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from . import record
 from .catalog import dataset_info, is_image_folder
@@ -42,6 +43,40 @@ CONFIG_AXES = dict(
     )
 )
 EXISTING_ENV_PREFIX = "existing-"
+
+
+class Experiment(TypedDict):
+    """One experiment: a row of the matrix (experiment_table), one value of each axis (AXES) that the stack can run,
+    with the config's settings its runs share. The workflow adds `rep` and `seed` per repeat (common.smk's
+    run_parameters): the JSON scripts/train.py reads. Rows stay plain dicts, JSON-serialised between processes."""
+
+    stack: str  # a key of envs/stacks.yaml
+    dataset: str  # a dataset of the catalog (dlbench/catalog.py) or of the config's image_folders
+    model: str  # a model of dlbench/specs.py
+    device: str  # cpu or gpu
+    batch_size: int  # images per training step (and per evaluation batch)
+    optimizer: str  # sgd, adam or rmsprop
+    learning_rate: float  # the optimiser's step size
+    epochs: int  # training epochs, each followed by an evaluation on the test split
+    variant: str  # <mode>[-nhwc][-amp], one the stack declares (dlbench/variants.py)
+    data_placement: str  # device, host or stream: where the training data lives
+    framework: str  # the stack's framework, as the record calls it
+    backend: str  # the stack's execution backend (Keras: KERAS_BACKEND)
+    adapter: str  # the module under dlbench/adapters that trains it (a TrainingAdapter)
+    env: str  # the env its jobs run in: the stack's env file for the device, or existing-<stack>
+    environment: dict[str, str]  # the stack's variables, set before the framework is imported
+    momentum: float  # SGD's momentum (config `momentum`; other optimisers ignore it)
+    weight_decay: float  # coupled L2 weight decay (config `weight_decay`)
+    target_accuracy: float | None  # the test accuracy whose first crossing gives time_to_target_s; None: not timed
+    telemetry_hz: float  # the telemetry sampler's rate
+    measure_input_share: bool  # whether the run times fixed-batch epochs after training (input_share)
+    math_mode: dict  # {tf32, autotune}: the math-mode policy (dlbench/mathmode.py)
+    min_steady_seconds: float  # the shortest steady window; shorter steady epochs get extra passes
+    images_per_epoch: NotRequired[int]  # the cap on one epoch's images, where the config sets one
+    stream: NotRequired[dict]  # the config's `stream` options (workers, loader_batches), streamed rows only
+    experiment_id: str  # every axis in a fixed order (experiment_id): the key of the table and of the run's folder
+
+
 NOTHING_PLANNED = "config error: every experiment is excluded; loosen `exclude` or add axis values"
 
 
@@ -112,7 +147,7 @@ def prepared_train_size(meta):
 
 
 def experiment_table(config, stacks, train_sizes=None):
-    """({id: row}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
+    """({id: Experiment}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
     sorted set of ("variant", stack, variant, device, data placement, reason) left out because the stack cannot run
     them, and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
     with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
@@ -143,27 +178,36 @@ def experiment_table(config, stacks, train_sizes=None):
                 )
             )
             continue
-        row.update(
-            framework=stack["framework"],
-            backend=stack["backend"],
-            adapter=stack["adapter"],
-            env=stack_env(config, stacks, row["stack"], row["device"]),
-            environment=stack["environment"],
-            momentum=config["momentum"],
-            weight_decay=config["weight_decay"],
-            target_accuracy=config["target_accuracy"],
-            telemetry_hz=config["telemetry_hz"],
-            measure_input_share=config["measure_input_share"],
-            math_mode=config["math_mode"],
-            min_steady_seconds=config["min_steady_seconds"],
-        )
-        if config["images_per_epoch"]:
-            row["images_per_epoch"] = config["images_per_epoch"]
-        if row["data_placement"] == "stream":
-            row["stream"] = config["stream"]
-        row["experiment_id"] = experiment_id(row)
-        table[row["experiment_id"]] = row
+        experiment = experiment_row(row, config, stacks)
+        table[experiment["experiment_id"]] = experiment
     return table, sorted(skipped, key=str)
+
+
+def experiment_row(axes, config, stacks) -> Experiment:
+    """The experiment of one value of each axis ({axis: value}, AXES), with its stack's entry and the config's
+    settings."""
+    stack = stacks[axes["stack"]]
+    row = Experiment(
+        **axes,
+        framework=stack["framework"],
+        backend=stack["backend"],
+        adapter=stack["adapter"],
+        env=stack_env(config, stacks, axes["stack"], axes["device"]),
+        environment=stack["environment"],
+        momentum=config["momentum"],
+        weight_decay=config["weight_decay"],
+        target_accuracy=config["target_accuracy"],
+        telemetry_hz=config["telemetry_hz"],
+        measure_input_share=config["measure_input_share"],
+        math_mode=config["math_mode"],
+        min_steady_seconds=config["min_steady_seconds"],
+        experiment_id=experiment_id(axes),
+    )
+    if config["images_per_epoch"]:
+        row["images_per_epoch"] = config["images_per_epoch"]
+    if axes["data_placement"] == "stream":
+        row["stream"] = config["stream"]
+    return row
 
 
 def skipped_message(entry):

@@ -6,7 +6,7 @@ images are NHWC, conv kernels HWIO (kh, kw, in, out), dense kernels (in, out), a
 TensorFlow's "SAME" pads bottom/right only for stride 2 on even sizes, so the TF and Keras adapters pad
 explicitly). Batch norm: `momentum` is the decay of the running averages (Keras/MXNet; PyTorch's momentum is
 1 - this), running variance from the biased batch variance (PyTorch updates it with the unbiased one: a
-documented difference, tests/test_adapters.py). An LSTM reads an image row by row (h steps of w*c
+documented difference, tests/frameworks/test_adapters.py). An LSTM reads an image row by row (h steps of w*c
 features), gates in the order input, forget, cell, output, with one bias vector (frameworks with two keep the
 second frozen at zero). Weights are one list per leaf layer, in `leaves` order (depth first; a residual block's
 body before its shortcut). Pure Python + NumPy only: the driver imports it too.
@@ -14,6 +14,7 @@ body before its shortcut). Pure Python + NumPy only: the driver imports it too.
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 
@@ -141,26 +142,47 @@ def vgg16(classes, cifar):
     return layers + [Flatten()] + head + [Dense(classes)]
 
 
+# The images the adapters' equivalence tests build a model at, in every framework on CPU (tests/probe_adapter.py):
+# MNIST's (and the digits') and CIFAR-10's shapes.
+MNIST_SHAPE, CIFAR_SHAPE = (28, 28, 1), (32, 32, 3)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model of the registry: its layers for a number of classes, and the input shapes its equivalence tests build
+    it at in every framework on CPU (parameter counts, logits, one training step). By default CIFAR-10's 32x32x3,
+    at which every model here builds and steps in seconds: the ImageNet networks too (their counts at 224x224 are
+    checked against the published ones by tests/unit/test_specs.py). A model too large for a CPU at any small input
+    says so with test_shapes=() (tests/unit/test_specs.py holds every other to a CPU budget)."""
+
+    layers: Callable[[int], list]
+    test_shapes: tuple = (CIFAR_SHAPE,)
+
+
+SMALL_IMAGES = (MNIST_SHAPE, CIFAR_SHAPE)  # the small models: one channel and three
 MODELS = {
-    "mlp": lambda classes: [Flatten(), Dense(128, "relu"), Dense(classes)],
-    "cnn": lambda classes: [Conv(64, 3, "relu"), Conv(32, 3, "relu"), Flatten(), Dense(classes)],
-    "lenet": lambda classes: [
-        Conv(6, 5, "relu"),
-        Pool("avg", 2),
-        Conv(16, 3, "relu"),
-        Pool("avg", 2),
-        Flatten(),
-        Dense(120, "relu"),
-        Dense(84, "relu"),
-        Dense(classes),
-    ],
-    "resnet20": lambda classes: cifar_resnet(3, classes),
-    "resnet56": lambda classes: cifar_resnet(9, classes),
-    "resnet18": lambda classes: imagenet_resnet((2, 2, 2, 2), False, classes),
-    "resnet50": lambda classes: imagenet_resnet((3, 4, 6, 3), True, classes),
-    "vgg16": lambda classes: vgg16(classes, cifar=False),
-    "vgg16-cifar": lambda classes: vgg16(classes, cifar=True),
-    "lstm": lambda classes: [LSTM(128), Dense(classes)],
+    "mlp": Model(lambda classes: [Flatten(), Dense(128, "relu"), Dense(classes)], SMALL_IMAGES),
+    "cnn": Model(lambda classes: [Conv(64, 3, "relu"), Conv(32, 3, "relu"), Flatten(), Dense(classes)], SMALL_IMAGES),
+    "lenet": Model(
+        lambda classes: [
+            Conv(6, 5, "relu"),
+            Pool("avg", 2),
+            Conv(16, 3, "relu"),
+            Pool("avg", 2),
+            Flatten(),
+            Dense(120, "relu"),
+            Dense(84, "relu"),
+            Dense(classes),
+        ],
+        SMALL_IMAGES,
+    ),
+    "resnet20": Model(lambda classes: cifar_resnet(3, classes)),
+    "resnet56": Model(lambda classes: cifar_resnet(9, classes)),
+    "resnet18": Model(lambda classes: imagenet_resnet((2, 2, 2, 2), False, classes)),
+    "resnet50": Model(lambda classes: imagenet_resnet((3, 4, 6, 3), True, classes)),
+    "vgg16": Model(lambda classes: vgg16(classes, cifar=False)),
+    "vgg16-cifar": Model(lambda classes: vgg16(classes, cifar=True)),
+    "lstm": Model(lambda classes: [LSTM(128), Dense(classes)], SMALL_IMAGES),
 }
 LSTM_NAME = re.compile(r"lstm(\d+)")  # lstm<hidden units>, e.g. lstm256; plain `lstm` has 128
 
@@ -171,7 +193,7 @@ def known_model(name):
 
 def model_spec(name, num_classes):
     if name in MODELS:
-        return MODELS[name](num_classes)
+        return MODELS[name].layers(num_classes)
     if match := LSTM_NAME.fullmatch(name):
         return [LSTM(int(match.group(1))), Dense(num_classes)]
     raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}, lstm<hidden units>")

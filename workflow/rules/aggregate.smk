@@ -2,7 +2,7 @@ rule aggregate:
     input:
         env=env_description("tools"),
         script="scripts/aggregate.py",
-        library=library_files("scripts/aggregate.py"),
+        code=code_manifest("scripts/aggregate.py"),
         records=lambda wildcards: run_outputs("record.json"),
         epochs=lambda wildcards: run_outputs("epochs.csv"),
         telemetry=lambda wildcards: run_outputs("telemetry.csv"),

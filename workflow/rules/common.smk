@@ -8,9 +8,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-SCRIPTS = Path(workflow.basedir) / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-from build_env import check_existing, packages_sha256, venv_prefix  # noqa: E402
+# The workflow's library and scripts (scripts/) are on the path: the Snakefile put them there, first.
+from build_env import check_existing, packages_sha256, venv_prefix
 from dlbench import (
     catalog,
     cli,
@@ -19,7 +18,7 @@ from dlbench import (
     dependencies,
     plan,
     slurm,
-)  # noqa: E402
+)
 
 # The config Snakemake layered (config.yaml, --configfile, --config), checked and with its defaults, refused with
 # every problem at once: the same checks scripts/plan.py makes (dlbench/configuration.py).
@@ -67,30 +66,42 @@ def slurm_gres(device):
     return "gpu:1" if device == "gpu" and config["scheduler"] == "slurm" else ""
 
 
-def check_existing_envs():
-    """{stack: packages hash} of each existing environment, validated before any job: the interpreter runs,
-    imports the stack's framework at the stack's declared version (with the stack's variables set).
+def train_resource(value_of_device):
+    """A train job's resource, from its experiment's device: a constant where every planned experiment has the same
+    device, as Snakemake evaluates a function once per job (a large share of planning thousands of them).
     """
+    values = {value_of_device(row["device"]) for row in EXPERIMENTS.values()}
+    if len(values) == 1:
+        return values.pop()
+    return lambda wildcards: value_of_device(experiment_of(wildcards)["device"])
+
+
+def refuse_existing_envs_under_conda():
     if config["existing_envs"] and USE_CONDA:
         raise WorkflowError(
             "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
             "drop --sdm conda or the `existing_envs` entries"
         )
-    hashes = {}
-    for stack, python in config["existing_envs"].items():
-        entry = STACKS[stack]
-        problem, found = check_existing(
-            python, entry["framework"], entry["version"], entry["environment"]
-        )
-        if problem:
-            raise WorkflowError(f"config error in `existing_envs.{stack}`: {problem}")
-        hashes[stack] = packages_sha256(found["packages"])
-        print(
-            f"stack {stack} runs in the existing environment of {python} "
-            f"({entry['framework']} {found['version']})",
-            file=sys.stderr,
-        )
-    return hashes
+
+
+@functools.cache
+def existing_env_hash(stack):
+    """The packages hash of an existing environment, validated first: the interpreter runs and imports the stack's
+    framework at the stack's declared version (with the stack's variables set). Called when a job of that env is
+    planned (describe_existing_env's params), before any job runs; never on --lint or for jobs that do not use it.
+    """
+    python = config["existing_envs"][stack]
+    entry = STACKS[stack]
+    problem, found = check_existing(
+        python, entry["framework"], entry["version"], entry["environment"]
+    )
+    if problem:
+        raise WorkflowError(f"config error in `existing_envs.{stack}`: {problem}")
+    print(
+        f"stack {stack} runs in the existing environment of {python} ({entry['framework']} {found['version']})",
+        file=sys.stderr,
+    )
+    return packages_sha256(found["packages"])
 
 
 def stack_env(stack, device):
@@ -170,7 +181,7 @@ def report_failures():
 
 
 SLURM = slurm_submission()
-EXISTING_ENVS = check_existing_envs()
+refuse_existing_envs_under_conda()
 EXPERIMENTS = experiment_table()
 SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)
 OPS_JOBS = [
@@ -229,13 +240,20 @@ def env_build_arguments(wildcards):
     return f"--venv-root {config['venv_root']}"
 
 
-def library_files(*scripts, modules=()):
-    """What the scripts import from the repository, transitively, and the modules (a tuple of dotted names) they load
-    by name at run time, found from the code (dlbench/dependencies.py): as inputs, a library change reruns exactly
-    the jobs it touches. Without the scripts themselves, which rules name on their own.
+def code_manifest(script, adapter=None):
+    """The one input that stands for a job's code: a manifest (rule code_manifest) of the script, what it imports
+    from the repository transitively, the scripts it starts and the adapter it loads by name, found from the code
+    (dlbench/dependencies.py): a library change reruns exactly the jobs it touches.
     """
-    files = dependencies.library_files(*scripts, extra_modules=modules)
-    return [path for path in files if path not in scripts]
+    name = Path(script).stem + (f".{adapter}" if adapter else "")
+    return f"results/code/{name}.sha256"
+
+
+def code_files(wildcards):
+    """The files a code manifest covers, from its name: scripts/<script>.py[.<adapter>]."""
+    script, _, adapter = wildcards.code.partition(".")
+    modules = (f"dlbench.adapters.{adapter}",) if adapter else ()
+    return dependencies.library_files(f"scripts/{script}.py", extra_modules=modules)
 
 
 # Setup jobs (envs, data) run before any timed job, and round r's timed jobs before round r+1's: with every timed
@@ -274,13 +292,7 @@ def train_inputs(wildcards):
     return {
         "env": env_description(row["env"]),
         "meta": prepared_meta(row),
-        # run_experiment.py runs train.py in a child process, which loads the adapter by name
-        "scripts": ["scripts/run_experiment.py", "scripts/train.py"]
-        + library_files(
-            "scripts/run_experiment.py",
-            "scripts/train.py",
-            modules=(f"dlbench.adapters.{row['adapter']}",),
-        ),
+        "code": code_manifest("scripts/run_experiment.py", row["adapter"]),
     }
 
 
@@ -328,11 +340,7 @@ def max_batch_inputs(wildcards):
     return {
         "env": env_description(search["env"]),
         "meta": f"results/data/{search['dataset']}/meta.json",
-        "scripts": ["scripts/max_batch.py"]
-        + library_files(
-            "scripts/max_batch.py",
-            modules=(f"dlbench.adapters.{search['adapter']}",),
-        ),
+        "code": code_manifest("scripts/max_batch.py", search["adapter"]),
     }
 
 
@@ -352,8 +360,7 @@ def ops_inputs(wildcards):
     adapter = STACKS[wildcards.stack]["ops_adapter"]
     return {
         "env": env_description(ops_env(wildcards)),
-        "scripts": ["scripts/run_ops.py"]
-        + library_files("scripts/run_ops.py", modules=(f"dlbench.adapters.{adapter}",)),
+        "code": code_manifest("scripts/run_ops.py", adapter),
     }
 
 

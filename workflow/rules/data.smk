@@ -2,7 +2,7 @@ rule download_archive:
     input:
         env=env_description("tools"),
         script="scripts/fetch_archive.py",
-        library=library_files("scripts/fetch_archive.py"),
+        code=code_manifest("scripts/fetch_archive.py"),
     output:
         archive="resources/archives/{dataset}/{file}",
     log:
@@ -26,7 +26,7 @@ rule prepare_dataset:
     input:
         env=env_description("tools"),
         script="scripts/prepare_dataset.py",
-        library=library_files("scripts/prepare_dataset.py"),
+        code=code_manifest("scripts/prepare_dataset.py"),
         archives=archives,
     output:
         arrays="results/data/{dataset}/arrays.npz",
@@ -54,7 +54,7 @@ rule index_image_folder:
     input:
         env=env_description("tools"),
         script="scripts/index_image_folder.py",
-        library=library_files("scripts/index_image_folder.py"),
+        code=code_manifest("scripts/index_image_folder.py"),
     output:
         meta="results/stream/{dataset}/meta.json",
     log:

@@ -2,7 +2,7 @@ rule build_env:
     input:
         env_file="envs/{env}.yaml",
         builder="scripts/build_env.py",
-        library=library_files("scripts/build_env.py"),
+        code=code_manifest("scripts/build_env.py"),
     output:
         description="results/envs/{env}.json",
     log:
@@ -25,7 +25,7 @@ rule build_env:
 rule describe_existing_env:
     input:
         builder="scripts/build_env.py",
-        library=library_files("scripts/build_env.py"),
+        code=code_manifest("scripts/build_env.py"),
     output:
         description="results/envs/existing-{stack}.json",
     log:
@@ -37,6 +37,6 @@ rule describe_existing_env:
     params:
         python=lambda wildcards: config["existing_envs"][wildcards.stack],
         # a changed environment (an upgraded package) describes it anew and reruns its stack's jobs
-        packages_sha256=lambda wildcards: EXISTING_ENVS[wildcards.stack],
+        packages_sha256=lambda wildcards: existing_env_hash(wildcards.stack),
     shell:
         "{params.python} scripts/build_env.py --existing {params.python} --describe {output.description} > {log} 2>&1"

@@ -29,7 +29,7 @@ rule aggregate_ops:
     input:
         env=env_description("tools"),
         script="scripts/aggregate_ops.py",
-        library=library_files("scripts/aggregate_ops.py"),
+        code=code_manifest("scripts/aggregate_ops.py"),
         records=ops_outputs(),
     output:
         table="results/tables/ops.csv",

@@ -2,7 +2,7 @@ rule report:
     input:
         env=env_description("tools"),
         script="scripts/render_report.py",
-        library=library_files("scripts/render_report.py"),
+        code=code_manifest("scripts/render_report.py"),
         document="report/report.qmd",
         runs="results/tables/runs.parquet",
         summary="results/tables/summary.parquet",

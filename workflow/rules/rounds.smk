@@ -4,7 +4,7 @@ checkpoint plan_round:
     input:
         env=env_description("tools"),
         script="scripts/plan_round.py",
-        library=library_files("scripts/plan_round.py"),
+        code=code_manifest("scripts/plan_round.py"),
         records=round_records,
     output:
         decision=plan.ROUND_DECISION,

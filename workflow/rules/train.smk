@@ -15,12 +15,10 @@ rule train:
     # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
     threads: workflow.cores
     resources:
-        gpu=lambda wildcards: local_gpus(experiment_of(wildcards)["device"]),
-        gres=lambda wildcards: slurm_gres(experiment_of(wildcards)["device"]),
+        gpu=train_resource(local_gpus),
+        gres=train_resource(slurm_gres),
         slurm_account=SLURM["account"],
-        slurm_partition=lambda wildcards: slurm_partition(
-            experiment_of(wildcards)["device"]
-        ),
+        slurm_partition=train_resource(slurm_partition),
     params:
         python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
         experiment=run_parameters,

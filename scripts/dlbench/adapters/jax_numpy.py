@@ -13,12 +13,12 @@ def version():
     return jax.__version__
 
 
-def jax_device(device):
+def _jax_device(device):
     return jax.devices("gpu" if device == "gpu" else "cpu")[0]
 
 
 def operators(device, dtype):
-    target, kind = jax_device(device), jnp.dtype(dtype)
+    target, kind = _jax_device(device), jnp.dtype(dtype)
 
     def create(values):
         with jax.default_device(target):
@@ -41,7 +41,7 @@ def operators(device, dtype):
 
 
 def ops_input(array, device, dtype):
-    return jax.device_put(jnp.asarray(array, dtype=jnp.dtype(dtype)), jax_device(device))
+    return jax.device_put(jnp.asarray(array, dtype=jnp.dtype(dtype)), _jax_device(device))
 
 
 def ops_output(value):

@@ -32,7 +32,7 @@ def version():
     return keras.__version__
 
 
-def backend_version():
+def _backend_version():
     backend = keras.backend.backend()
     module = __import__({"jax": "jax", "tensorflow": "tensorflow", "torch": "torch"}[backend])
     return f"{backend} {module.__version__}"
@@ -42,14 +42,14 @@ def configure(device, threads, seed, math_mode):
     keras.utils.set_random_seed(seed)
     return {
         "backend": keras.backend.backend(),
-        "backend_version": backend_version(),
+        "backend_version": _backend_version(),
         "device_name": device,
-        **backend_threads(threads),
-        **configure_backend(math_mode),
+        **_backend_threads(threads),
+        **_configure_backend(math_mode),
     }
 
 
-def backend_threads(threads):
+def _backend_threads(threads):
     """The backend's thread counts through its own adapter, read back. XLA (JAX) cannot be pinned at run time and
     keeps its default, one thread per core, which is recorded as such."""
     if keras.backend.backend() == "jax":
@@ -63,7 +63,7 @@ def backend_threads(threads):
     return tensorflow_raw.apply_threads(threads)
 
 
-def configure_backend(math_mode):
+def _configure_backend(math_mode):
     """The backend's own math-mode switches (mathmode.py), read back: JAX's here, TensorFlow's and PyTorch's from
     their adapters; TensorFlow's GPU memory growth."""
     if keras.backend.backend() == "jax":
@@ -119,18 +119,18 @@ def stream(meta, experiment, workers):
     }
 
 
-def normalisation_layers(inputs):
+def _normalisation_layers(inputs):
     """Streamed uint8 images as normalised floats, by the model's first layers (so on the device)."""
     scaled = keras.layers.Rescaling(1 / 255)(inputs)
     variance = [std**2 for std in data.IMAGENET_STD]
     return keras.layers.Normalization(mean=list(data.IMAGENET_MEAN), variance=variance)(scaled)
 
 
-def zero_pad_channels(pad):
+def _zero_pad_channels(pad):
     return keras.layers.Lambda(lambda x: keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [pad, pad]]))
 
 
-def leaf_layers(layer, in_shape):
+def _leaf_layers(layer, in_shape):
     """The Keras layers of one spec leaf; the last one holds the leaf's weights."""
     activation = getattr(layer, "activation", None)
     if isinstance(layer, specs.Conv):
@@ -165,20 +165,20 @@ def leaf_layers(layer, in_shape):
     return [keras.layers.Dense(layer.units, activation=activation)]
 
 
-def apply(spec, input_shape, x, leaves):
+def _apply(spec, input_shape, x, leaves):
     """The spec applied to a functional-API tensor; each leaf's weight-holding layer is appended to `leaves`."""
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = apply(layer.body, in_shape, x, leaves)
+            body = _apply(layer.body, in_shape, x, leaves)
             if layer.shortcut == "zero_pad":
                 stride, pad = specs.zero_pad_geometry(in_shape, out_shape)
                 subsampled = keras.layers.MaxPooling2D(1, stride)(x)  # a 1x1 pool with a stride subsamples
-                shortcut = zero_pad_channels(pad)(subsampled)
+                shortcut = _zero_pad_channels(pad)(subsampled)
             else:
-                shortcut = apply(layer.shortcut, in_shape, x, leaves)
+                shortcut = _apply(layer.shortcut, in_shape, x, leaves)
             x = keras.layers.Add()([body, shortcut])
         else:
-            for keras_layer in leaf_layers(layer, in_shape):
+            for keras_layer in _leaf_layers(layer, in_shape):
                 x = keras_layer(x)
             leaves.append(keras_layer)
         if isinstance(layer, (specs.Residual, specs.BatchNorm)) and layer.activation == "relu":
@@ -186,7 +186,7 @@ def apply(spec, input_shape, x, leaves):
     return x
 
 
-def coupled_weight_decay(optimizer_class, decay):
+def _coupled_weight_decay(optimizer_class, decay):
     """The optimiser with weight decay added to the gradients (PyTorch's and MXNet's definition; Keras' own
     weight_decay is decoupled). `apply` is the one path: JAX's stateless_apply calls it inside a scope that maps the
     variables to their current values."""
@@ -199,7 +199,7 @@ def coupled_weight_decay(optimizer_class, decay):
     return Coupled if decay else optimizer_class
 
 
-def make_optimizer(experiment):
+def _make_optimizer(experiment):
     name, rate = experiment["optimizer"], experiment["learning_rate"]
     if name == "adam":
         optimizer, options = keras.optimizers.Adam, OPTIMIZER_DEFAULTS
@@ -207,7 +207,7 @@ def make_optimizer(experiment):
         optimizer, options = keras.optimizers.RMSprop, {"rho": RMSPROP_RHO, "epsilon": OPTIMIZER_DEFAULTS["epsilon"]}
     else:
         optimizer, options = keras.optimizers.SGD, {"momentum": experiment["momentum"]}
-    return coupled_weight_decay(optimizer, experiment["weight_decay"])(rate, **options)
+    return _coupled_weight_decay(optimizer, experiment["weight_decay"])(rate, **options)
 
 
 def build(spec, input_shape, weights, experiment):
@@ -220,13 +220,13 @@ def build(spec, input_shape, weights, experiment):
     keras.config.set_dtype_policy(f"mixed_{compute}" if variant.mixed_precision else "float32")
     streamed = experiment["data_placement"] == "stream"
     inputs, leaves = keras.Input(shape=input_shape, dtype="uint8" if streamed else None), []
-    x = normalisation_layers(inputs) if streamed else inputs
-    network = keras.Model(inputs, apply(spec, input_shape, x, leaves))
+    x = _normalisation_layers(inputs) if streamed else inputs
+    network = keras.Model(inputs, _apply(spec, input_shape, x, leaves))
     for keras_layer, params in zip(leaves, weights):
         if params:
             keras_layer.set_weights(params)
     network.compile(
-        optimizer=make_optimizer(experiment),
+        optimizer=_make_optimizer(experiment),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         run_eagerly=variant.mode == "eager",
         jit_compile=variant.mode == "xla",
@@ -259,17 +259,17 @@ def engaged(model):
     }
 
 
-def take(array, indices):
+def _take(array, indices):
     return array[indices] if isinstance(array, np.ndarray) else keras.ops.take(array, indices, axis=0)
 
 
-def feed(arrays, index_batches):
+def _feed(arrays, index_batches):
     """fit's (or predict's) input: per batch of indices, the batch of each array, through the backend's own path
     for in-memory data. JAX: a generator, gathering in NumPy (fit copies each batch to the device one batch ahead)
     or on the device (fit takes JAX arrays as they are). TensorFlow: tf.data gathering each batch in parallel
     with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
     if keras.backend.backend() != "tensorflow":
-        return (tuple(take(array, indices) for array in arrays) for indices in index_batches)
+        return (tuple(_take(array, indices) for array in arrays) for indices in index_batches)
     import tensorflow as tf
 
     indices = tf.data.Dataset.from_tensor_slices(np.asarray(index_batches))
@@ -280,55 +280,55 @@ def feed(arrays, index_batches):
     return gathered.prefetch(tf.data.AUTOTUNE)
 
 
-def index_batches(order, batch_size):
+def _index_batches(order, batch_size):
     return [order[batch] for batch in data.batch_slices(len(order), batch_size)]
 
 
-def fit_loss(model, batches):
+def _fit_loss(model, batches):
     return model.fit(batches, epochs=1, shuffle=False, verbose=0).history["loss"][-1]
 
 
-def train_batches(staged, order, batch_size):
+def _train_batches(staged, order, batch_size):
     """fit's input for the batches of `order`."""
     if staged.get("stream"):
         return staged["train"](order, batch_size)
-    return feed((staged["train_x"], staged["train_y"]), index_batches(order, batch_size))
+    return _feed((staged["train_x"], staged["train_y"]), _index_batches(order, batch_size))
 
 
 def train_epoch(model, staged, order, batch_size):
-    return fit_loss(model, train_batches(staged, order, batch_size))
+    return _fit_loss(model, _train_batches(staged, order, batch_size))
 
 
-def first_batch(staged, order, batch_size):
+def _first_batch(staged, order, batch_size):
     """The first batch of `order` as the backend's tensors (streamed: through the loader, read back)."""
     if staged.get("stream"):
-        return tuple(np.asarray(part) for part in next(iter(train_batches(staged, order[:batch_size], batch_size))))
-    return tuple(take(staged[key], order[:batch_size]) for key in ("train_x", "train_y"))
+        return tuple(np.asarray(part) for part in next(iter(_train_batches(staged, order[:batch_size], batch_size))))
+    return tuple(_take(staged[key], order[:batch_size]) for key in ("train_x", "train_y"))
 
 
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
-    for images, labels in staged["test"] if order is None else train_batches(staged, order, batch_size):
+    for images, labels in staged["test"] if order is None else _train_batches(staged, order, batch_size):
         yield np.asarray(images), np.asarray(labels)
 
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device as fit places them, the model removed (the loader's
     own throughput); the last one read back, so that every copy has finished."""
-    for images, labels in train_batches(staged, order, batch_size):
+    for images, labels in _train_batches(staged, order, batch_size):
         placed = keras.ops.convert_to_tensor(np.asarray(images)), keras.ops.convert_to_tensor(np.asarray(labels))
     keras.ops.convert_to_numpy(placed[0][:1, :1, :1])
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
     """fit over the first batch, gathered (and, on JAX, placed on the device) before any timing, `steps` times."""
-    images, labels = first_batch(staged, order, batch_size)
+    images, labels = _first_batch(staged, order, batch_size)
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        return lambda steps: fit_loss(model, tf.data.Dataset.from_tensors((images, labels)).repeat(steps))
+        return lambda steps: _fit_loss(model, tf.data.Dataset.from_tensors((images, labels)).repeat(steps))
     placed = keras.ops.convert_to_tensor(images), keras.ops.convert_to_tensor(labels)
-    return lambda steps: fit_loss(model, (placed for _ in range(steps)))
+    return lambda steps: _fit_loss(model, (placed for _ in range(steps)))
 
 
 def evaluate(model, staged, batch_size):
@@ -397,9 +397,9 @@ def allocator_peak_mb(device):
     return torch.cuda.max_memory_allocated() / 2**20
 
 
-OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory")
+_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory")
 
 
 def is_oom(error):
     # Each backend has its own exception type; all of them say so in the message.
-    return any(marker in str(error) for marker in OOM_MARKERS)
+    return any(marker in str(error) for marker in _OOM_MARKERS)

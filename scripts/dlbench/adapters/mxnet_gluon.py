@@ -26,7 +26,7 @@ def version():
     return mx.__version__
 
 
-def context(device):
+def _context(device):
     return mx.gpu(0) if device == "gpu" else mx.cpu()
 
 
@@ -38,24 +38,24 @@ def configure(device, threads, seed, math_mode):
     # from the environment, set by the runner before the import: what is read back here is what MXNet read. Its
     # OpenMP team size is read back in engaged(), once MXNet has set it.
     return {
-        "device_name": str(context(device)),
+        "device_name": str(_context(device)),
         "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
         "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1"),
     }
 
 
-def image_axes(channels_last):
+def _image_axes(channels_last):
     return (0, 1, 2, 3) if channels_last else (0, 3, 1, 2)
 
 
 def stage(arrays, experiment):
     """Device placement: the dataset as NDArrays on the training context. Host placement: NumPy arrays in the
-    network's layout, from which every step's batch is gathered and copied (see batches)."""
-    ctx, channels_last = context(experiment["device"]), variants.parse(experiment["variant"]).channels_last
+    network's layout, from which every step's batch is gathered and copied (see _batches)."""
+    ctx, channels_last = _context(experiment["device"]), variants.parse(experiment["variant"]).channels_last
     on_host = experiment["data_placement"] == "host"
 
     def images(key):
-        laid_out = np.ascontiguousarray(arrays[key].transpose(image_axes(channels_last)))
+        laid_out = np.ascontiguousarray(arrays[key].transpose(_image_axes(channels_last)))
         return laid_out if on_host else mx.nd.array(laid_out, ctx=ctx, dtype="float32")
 
     def labels(key):
@@ -72,7 +72,7 @@ def stage(arrays, experiment):
     }
 
 
-class ImageFolderStream(gluon.data.Dataset):
+class _ImageFolderStream(gluon.data.Dataset):
     """A streamed split, decoded and transformed in the DataLoader's workers with mx.image (OpenCV), as Gluon's
     ImageFolderDataset and transforms do. Items are rows of data.stream_order (training: crop box and flip) or
     data.eval_order (evaluation: resized size and crop corner)."""
@@ -100,7 +100,7 @@ class ImageFolderStream(gluon.data.Dataset):
         return image, int(self.labels[item[0]])
 
 
-class EpochBatches:
+class _EpochBatches:
     """The DataLoader's batch sampler: batches of an epoch's items, set before each epoch (the workers persist)."""
 
     def __init__(self, items, batch_size, whole_batches):
@@ -118,21 +118,21 @@ class EpochBatches:
 def stream(meta, experiment, workers):
     """Data placement stream: a Gluon DataLoader per split over the image folder, `workers` worker processes,
     pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the context."""
-    ctx, size, batch_size = context(experiment["device"]), meta["shape"][0], experiment["batch_size"]
+    ctx, size, batch_size = _context(experiment["device"]), meta["shape"][0], experiment["batch_size"]
 
     def loader(split, train, sampler):
         files, labels, _ = data.stream_files(meta, split)
         return gluon.data.DataLoader(
-            ImageFolderStream(files, labels, size, train),
+            _ImageFolderStream(files, labels, size, train),
             batch_sampler=sampler,
             num_workers=workers,
             pin_memory=experiment["device"] == "gpu",
             timeout=data.LOADER_TIMEOUT_S,
         )
 
-    train_batches = EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
+    train_batches = _EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
-    test = EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
+    test = _EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
     return {
         "stream": True,
         "ctx": ctx,
@@ -146,7 +146,7 @@ def stream(meta, experiment, workers):
     }
 
 
-def streamed_batches(staged, loader):
+def _streamed_batches(staged, loader):
     """A loader's uint8 NHWC batches on the context as normalised float32 in the network's layout."""
     for images, labels in loader:
         images = images.as_in_context(staged["ctx"]).astype("float32")
@@ -156,11 +156,11 @@ def streamed_batches(staged, loader):
         yield images, labels.as_in_context(staged["ctx"]).astype("float32")
 
 
-def batches(staged, order, batch_size):
+def _batches(staged, order, batch_size):
     """(images, labels) on the training context for each batch of `order`, gathered where the data lives."""
     if staged.get("stream"):
         staged["train_batches"].items = order
-        yield from streamed_batches(staged, staged["train"])
+        yield from _streamed_batches(staged, staged["train"])
         return
     ctx = staged["ctx"]
     if staged["on_host"]:
@@ -172,9 +172,9 @@ def batches(staged, order, batch_size):
         yield mx.nd.take(staged["train_x"], indices[batch]), mx.nd.take(staged["train_y"], indices[batch])
 
 
-def test_batches(staged, batch_size):
+def _test_batches(staged, batch_size):
     if staged.get("stream"):
-        yield from streamed_batches(staged, staged["test"])
+        yield from _streamed_batches(staged, staged["test"])
         return
     count = staged["test_y"].shape[0]
     for start in range(0, count, batch_size):
@@ -184,7 +184,7 @@ def test_batches(staged, batch_size):
         yield images, labels
 
 
-class ZeroPadShortcut(gluon.HybridBlock):
+class _ZeroPadShortcut(gluon.HybridBlock):
     """Option-A shortcut: subsample by the stride, zero-pad the added channels half on each side."""
 
     def __init__(self, stride, pad, channels_last):
@@ -198,7 +198,7 @@ class ZeroPadShortcut(gluon.HybridBlock):
         return F.concat(zeros, x, zeros, dim=self.axis)
 
 
-class Residual(gluon.HybridBlock):
+class _Residual(gluon.HybridBlock):
     def __init__(self, body, shortcut, activation):
         super().__init__()
         self.body, self.shortcut, self.activation = body, shortcut, activation
@@ -208,7 +208,7 @@ class Residual(gluon.HybridBlock):
         return F.relu(out) if self.activation == "relu" else out
 
 
-class RowLSTM(gluon.HybridBlock):
+class _RowLSTM(gluon.HybridBlock):
     """An LSTM reading the image row by row; the logits come from the last step's hidden state."""
 
     def __init__(self, features, units, channels_last):
@@ -221,7 +221,7 @@ class RowLSTM(gluon.HybridBlock):
         return F.squeeze(F.slice_axis(self.lstm(rows), axis=1, begin=-1, end=None), axis=1)
 
 
-def leaf_block(layer, in_shape, channels_last):
+def _leaf_block(layer, in_shape, channels_last):
     activation = getattr(layer, "activation", None)
     layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
@@ -250,17 +250,17 @@ def leaf_block(layer, in_shape, channels_last):
     if isinstance(layer, specs.Dropout):
         return gluon.nn.Dropout(layer.rate)
     if isinstance(layer, specs.LSTM):
-        return RowLSTM(in_shape[1] * in_shape[2], layer.units, channels_last)
+        return _RowLSTM(in_shape[1] * in_shape[2], layer.units, channels_last)
     return gluon.nn.Dense(layer.units, activation=activation, in_units=in_shape[0])
 
 
-def parameters_of(block):
-    """The block's parameters in the neutral order (see `transposed` for the ones stored transposed)."""
+def _parameters_of(block):
+    """The block's parameters in the neutral order (see `_transposed` for the ones stored transposed)."""
     if isinstance(block, gluon.nn.Dense):
         return [block.weight, block.bias]
     if isinstance(block, gluon.nn.BatchNorm):
         return [block.gamma, block.beta, block.running_mean, block.running_var]
-    if isinstance(block, RowLSTM):
+    if isinstance(block, _RowLSTM):
         lstm = block.lstm
         return [lstm.l0_i2h_weight, lstm.l0_h2h_weight, lstm.l0_i2h_bias]
     if isinstance(block, gluon.nn.Conv2D):
@@ -268,44 +268,44 @@ def parameters_of(block):
     return []
 
 
-def transposed(block, index):
+def _transposed(block, index):
     """Whether neutral array `index` of this block is stored transposed: dense and LSTM kernels are (out, in)."""
-    return index < 2 and isinstance(block, (gluon.nn.Dense, RowLSTM))
+    return index < 2 and isinstance(block, (gluon.nn.Dense, _RowLSTM))
 
 
-def sequential(spec, input_shape, channels_last, leaves):
+def _sequential(spec, input_shape, channels_last, leaves):
     network = gluon.nn.HybridSequential()
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = sequential(layer.body, in_shape, channels_last, leaves)
+            body = _sequential(layer.body, in_shape, channels_last, leaves)
             if layer.shortcut == "zero_pad":
-                shortcut = ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), channels_last)
+                shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), channels_last)
             else:
-                shortcut = sequential(layer.shortcut, in_shape, channels_last, leaves)
-            network.add(Residual(body, shortcut, layer.activation))
+                shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves)
+            network.add(_Residual(body, shortcut, layer.activation))
         else:
-            leaves.append(leaf_block(layer, in_shape, channels_last))
+            leaves.append(_leaf_block(layer, in_shape, channels_last))
             network.add(leaves[-1])
             if isinstance(layer, specs.BatchNorm) and layer.activation == "relu":
                 network.add(gluon.nn.Activation("relu"))
     return network
 
 
-def ohwi_kernels(spec, input_shape, weights, axes):
+def _ohwi_kernels(spec, input_shape, weights, axes):
     return [
         [params[0].transpose(axes)] + params[1:] if isinstance(layer, specs.Conv) else params
         for (layer, _, _), params in zip(specs.leaves(spec, input_shape), weights)
     ]
 
 
-def layout_weights(spec, input_shape, weights, channels_last):
+def _layout_weights(spec, input_shape, weights, channels_last):
     """Neutral weights in this network's layout: OIHW kernels for NCHW, OHWI for NHWC (the Flatten order stays)."""
     if channels_last:
-        return ohwi_kernels(spec, input_shape, weights, (3, 0, 1, 2))
+        return _ohwi_kernels(spec, input_shape, weights, (3, 0, 1, 2))
     return specs.channels_first_weights(spec, input_shape, weights)
 
 
-def make_trainer(params, experiment):
+def _make_trainer(params, experiment):
     name = experiment["optimizer"]
     if name == "adam":
         options = {
@@ -331,19 +331,19 @@ def build(spec, input_shape, weights, experiment):
         raise ValueError("MXNet 1.9's CPU (oneDNN) has no bfloat16 training kernels here: -amp runs on gpu")
     if variant.mixed_precision:
         amp.init(target_dtype="float16")  # before the network exists: it patches the operators it will call
-    ctx, leaves = context(experiment["device"]), []
-    network = sequential(spec, input_shape, variant.channels_last, leaves)
+    ctx, leaves = _context(experiment["device"]), []
+    network = _sequential(spec, input_shape, variant.channels_last, leaves)
     network.initialize(ctx=ctx)
-    for block, params in zip(leaves, layout_weights(spec, input_shape, weights, variant.channels_last)):
-        for index, (param, value) in enumerate(zip(parameters_of(block), params)):
-            param.set_data(mx.nd.array(value.T if transposed(block, index) else value, ctx=ctx))
-        if isinstance(block, RowLSTM):  # the spec has one bias vector: the second stays zero
+    for block, params in zip(leaves, _layout_weights(spec, input_shape, weights, variant.channels_last)):
+        for index, (param, value) in enumerate(zip(_parameters_of(block), params)):
+            param.set_data(mx.nd.array(value.T if _transposed(block, index) else value, ctx=ctx))
+        if isinstance(block, _RowLSTM):  # the spec has one bias vector: the second stays zero
             block.lstm.l0_h2h_bias.set_data(mx.nd.zeros(block.lstm.l0_h2h_bias.shape, ctx=ctx))
             block.lstm.l0_h2h_bias.grad_req = "null"
     if variant.mode == "graph":
         network.hybridize(static_alloc=True, static_shape=True)
     trainable = [param for param in network.collect_params().values() if param.grad_req != "null"]
-    trainer = make_trainer(trainable, experiment)
+    trainer = _make_trainer(trainable, experiment)
     if variant.mixed_precision:
         amp.init_trainer(trainer)  # dynamic loss scaling; the step skips updates whose gradients overflowed
     return {
@@ -365,10 +365,10 @@ def weights(model, spec, input_shape):
     """The current weights in the neutral layout (equivalence tests)."""
     variant, current = model["variant"], []
     for block in model["leaves"]:
-        arrays = [param.data().asnumpy() for param in parameters_of(block)]
-        current.append([array.T if transposed(block, index) else array for index, array in enumerate(arrays)])
+        arrays = [param.data().asnumpy() for param in _parameters_of(block)]
+        current.append([array.T if _transposed(block, index) else array for index, array in enumerate(arrays)])
     if variant.channels_last:
-        return ohwi_kernels(spec, input_shape, current, (1, 2, 3, 0))
+        return _ohwi_kernels(spec, input_shape, current, (1, 2, 3, 0))
     return specs.channels_first_weights(spec, input_shape, current, inverse=True)
 
 
@@ -388,11 +388,11 @@ def engaged(model):
         "matmul_dtype": np.dtype(matmul_dtype).name,
         "layout": "NHWC" if variant.channels_last else "NCHW",
         "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"),
-        "omp_threads": omp_threads(),
+        "omp_threads": _omp_threads(),
     }
 
 
-def omp_threads():
+def _omp_threads():
     """The OpenMP team size MXNet set: OMP_NUM_THREADS where pinned, else its own rule (half the logical CPUs on
     x86), read from the OpenMP runtime it loaded (None where it loaded none)."""
     with open("/proc/self/maps") as maps:
@@ -400,7 +400,7 @@ def omp_threads():
     return ctypes.CDLL(sorted(runtimes)[0]).omp_get_max_threads() if runtimes else None
 
 
-def train_steps(model, batches):
+def _train_steps(model, batches):
     """One training step per batch; the mean loss is read once, after the last step."""
     network, trainer, loss_fn = model["network"], model["trainer"], model["loss"]
     scaled = model["variant"].mixed_precision
@@ -420,12 +420,12 @@ def train_steps(model, batches):
 
 
 def train_epoch(model, staged, order, batch_size):
-    return train_steps(model, batches(staged, order, batch_size))
+    return _train_steps(model, _batches(staged, order, batch_size))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    first = next(batches(staged, order, batch_size))
-    return lambda steps: train_steps(model, itertools.repeat(first, steps))
+    first = next(_batches(staged, order, batch_size))
+    return lambda steps: _train_steps(model, itertools.repeat(first, steps))
 
 
 def loader_batches(staged, order, batch_size):
@@ -438,7 +438,7 @@ def loader_batches(staged, order, batch_size):
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the context, the model removed (the loader's own throughput)."""
-    for _ in batches(staged, order, batch_size):
+    for _ in _batches(staged, order, batch_size):
         pass
 
 
@@ -446,7 +446,7 @@ def evaluate(model, staged, batch_size):
     network, loss_fn = model["network"], model["loss"]
     loss_sum = mx.nd.zeros((1,), ctx=model["ctx"])
     correct = mx.nd.zeros((1,), ctx=model["ctx"])
-    for images, labels in test_batches(staged, batch_size):
+    for images, labels in _test_batches(staged, batch_size):
         logits = network(images)
         loss_sum += loss_fn(logits, labels).sum()
         correct += (logits.argmax(axis=1) == labels).sum()
@@ -455,7 +455,7 @@ def evaluate(model, staged, batch_size):
 
 
 def logits(model, images):
-    inputs = images.transpose(image_axes(model["variant"].channels_last))
+    inputs = images.transpose(_image_axes(model["variant"].channels_last))
     return model["network"](mx.nd.array(inputs, ctx=model["ctx"])).asnumpy()
 
 
@@ -478,7 +478,7 @@ def is_oom(error):
 
 # Operator microbenchmarks (dlbench/ops.py).
 def operators(device, dtype):
-    ctx = context(device)
+    ctx = _context(device)
     return {
         "from_numpy": lambda array: mx.nd.array(array, ctx=ctx, dtype=dtype),
         "from_list": lambda values: mx.nd.array(values, ctx=ctx, dtype=dtype),
@@ -496,7 +496,7 @@ def operators(device, dtype):
 
 
 def ops_input(array, device, dtype):
-    return mx.nd.array(array, ctx=context(device), dtype=dtype)
+    return mx.nd.array(array, ctx=_context(device), dtype=dtype)
 
 
 def ops_output(value):

@@ -21,7 +21,7 @@ def version():
     return torch.__version__
 
 
-def torch_device(device):
+def _torch_device(device):
     return torch.device("cuda:0" if device == "gpu" else "cpu")
 
 
@@ -29,32 +29,34 @@ def configure(device, threads, seed, math_mode):
     torch.manual_seed(seed)
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("device gpu requested but torch.cuda.is_available() is False in this env")
-    return {**apply_threads(threads), "device_name": str(torch_device(device)), **apply_math_mode(math_mode)}
+    return {**apply_threads(threads), "device_name": str(_torch_device(device)), **apply_math_mode(math_mode)}
 
 
 def apply_threads(threads):
-    """Pinned intra-op threads, or PyTorch's default (its physical cores); read back."""
+    """Pinned intra-op threads, or PyTorch's default (its physical cores); read back (also Keras on torch: shared,
+    contract.KerasBackend)."""
     if threads is not None:
         torch.set_num_threads(threads)
     return {"intra_op_threads": torch.get_num_threads()}
 
 
 def apply_math_mode(math_mode):
-    """PyTorch's TF32 (matmul and cuDNN) and cudnn.benchmark switches, set and read back (also Keras on torch)."""
+    """PyTorch's TF32 (matmul and cuDNN) and cudnn.benchmark switches, set and read back (also Keras on torch:
+    shared, contract.KerasBackend)."""
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = math_mode["tf32"]
     torch.backends.cudnn.benchmark = math_mode["autotune"]
     tf32 = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": torch.backends.cudnn.benchmark}
 
 
-def memory_format(variant):
+def _memory_format(variant):
     return torch.channels_last if variant.channels_last else torch.contiguous_format
 
 
 def stage(arrays, experiment):
     """Device placement: the dataset as tensors on the training device. Host placement: NumPy arrays, already
-    NCHW, from which every step's batch is gathered and copied (see batches)."""
-    target, variant = torch_device(experiment["device"]), variants.parse(experiment["variant"])
+    NCHW, from which every step's batch is gathered and copied (see _batches)."""
+    target, variant = _torch_device(experiment["device"]), variants.parse(experiment["variant"])
 
     def images(key):
         # A real copy: for one channel, ascontiguousarray keeps the transposed strides, (N, 1, H, W) with a
@@ -62,7 +64,7 @@ def stage(arrays, experiment):
         nchw = arrays[key].transpose(0, 3, 1, 2).copy()
         if experiment["data_placement"] == "host":
             return nchw
-        return torch.from_numpy(nchw).contiguous(memory_format=memory_format(variant)).to(target)
+        return torch.from_numpy(nchw).contiguous(memory_format=_memory_format(variant)).to(target)
 
     def labels(key):
         int64 = arrays[key].astype(np.int64)
@@ -78,7 +80,7 @@ def stage(arrays, experiment):
     }
 
 
-class ImageFolderStream(torch.utils.data.Dataset):
+class _ImageFolderStream(torch.utils.data.Dataset):
     """A streamed split, decoded and transformed in the DataLoader's workers with Pillow, as torchvision's
     ImageFolder and transforms do. Items are rows of data.stream_order (training: crop box and flip) or
     data.eval_order (evaluation: resized size and crop corner)."""
@@ -108,7 +110,7 @@ class ImageFolderStream(torch.utils.data.Dataset):
             return torch.from_numpy(np.asarray(image).copy()), int(self.labels[item[0]])
 
 
-class EpochSampler(torch.utils.data.Sampler):
+class _EpochSampler(torch.utils.data.Sampler):
     """Hands an epoch's items to the persistent workers: set before each epoch, as DistributedSampler.set_epoch is."""
 
     def __init__(self, items):
@@ -124,12 +126,12 @@ class EpochSampler(torch.utils.data.Sampler):
 def stream(meta, experiment, workers):
     """Data placement stream: a DataLoader per split over the image folder, `workers` persistent worker processes,
     pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the device."""
-    target, size = torch_device(experiment["device"]), meta["shape"][0]
+    target, size = _torch_device(experiment["device"]), meta["shape"][0]
 
     def loader(split, train, sampler, **options):
         files, labels, _ = data.stream_files(meta, split)
         return torch.utils.data.DataLoader(
-            ImageFolderStream(files, labels, size, train),
+            _ImageFolderStream(files, labels, size, train),
             experiment["batch_size"],
             sampler=sampler,
             num_workers=workers,
@@ -139,21 +141,21 @@ def stream(meta, experiment, workers):
             **options,
         )
 
-    train_sampler = EpochSampler(np.empty(0, dtype=data.TRAIN_ITEM))
+    train_sampler = _EpochSampler(np.empty(0, dtype=data.TRAIN_ITEM))
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     return {
         "stream": True,
         "device": target,
         "train_sampler": train_sampler,
         "train": loader("train", True, train_sampler, drop_last=True),
-        "test": loader("val", False, EpochSampler(data.eval_order(test_sizes, size))),
+        "test": loader("val", False, _EpochSampler(data.eval_order(test_sizes, size))),
         "test_y": test_labels,
         "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
         "std": torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255,
     }
 
 
-def streamed_batches(staged, loader, layout):
+def _streamed_batches(staged, loader, layout):
     """A loader's uint8 NHWC batches on the device as normalised float NCHW (the copy is a quarter of float's)."""
     for images, labels in loader:
         images = images.to(staged["device"], non_blocking=True).permute(0, 3, 1, 2).float()
@@ -161,7 +163,7 @@ def streamed_batches(staged, loader, layout):
         yield images, labels.to(staged["device"], non_blocking=True)
 
 
-def to_device(array, device):
+def _to_device(array, device):
     """A host batch on the training device as DataLoader(pin_memory=True) hands it over on a GPU: copied into
     page-locked memory, so the copy to the device is asynchronous (non_blocking) and overlaps the previous step.
     PyTorch's pinned-memory cache keeps the block until the copy has run."""
@@ -171,17 +173,17 @@ def to_device(array, device):
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-def batches(staged, order, batch_size, layout):
+def _batches(staged, order, batch_size, layout):
     """(images, labels) on the training device for each batch of `order`, gathered where the data lives."""
     if staged.get("stream"):
         staged["train_sampler"].items = order
-        yield from streamed_batches(staged, staged["train"], layout)
+        yield from _streamed_batches(staged, staged["train"], layout)
         return
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
             yield (
-                to_device(images, staged["device"]).contiguous(memory_format=layout),
-                to_device(labels, staged["device"]),
+                _to_device(images, staged["device"]).contiguous(memory_format=layout),
+                _to_device(labels, staged["device"]),
             )
         return
     indices = torch.from_numpy(order).to(staged["device"])
@@ -189,18 +191,18 @@ def batches(staged, order, batch_size, layout):
         yield staged["train_x"][indices[batch]].contiguous(memory_format=layout), staged["train_y"][indices[batch]]
 
 
-def test_batches(staged, batch_size, layout):
+def _test_batches(staged, batch_size, layout):
     if staged.get("stream"):
-        yield from streamed_batches(staged, staged["test"], layout)
+        yield from _streamed_batches(staged, staged["test"], layout)
         return
     for start in range(0, len(staged["test_y"]), batch_size):
         images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
         if staged["on_host"]:
-            images, labels = to_device(images, staged["device"]), to_device(labels, staged["device"])
+            images, labels = _to_device(images, staged["device"]), _to_device(labels, staged["device"])
         yield images.contiguous(memory_format=layout), labels
 
 
-class ZeroPadShortcut(torch.nn.Module):
+class _ZeroPadShortcut(torch.nn.Module):
     """Option-A shortcut: subsample by the stride, zero-pad the added channels half on each side."""
 
     def __init__(self, stride, pad):
@@ -211,7 +213,7 @@ class ZeroPadShortcut(torch.nn.Module):
         return F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad, self.pad))
 
 
-class Residual(torch.nn.Module):
+class _Residual(torch.nn.Module):
     def __init__(self, body, shortcut, activation):
         super().__init__()
         self.body, self.shortcut, self.activation = body, shortcut, activation
@@ -221,7 +223,7 @@ class Residual(torch.nn.Module):
         return F.relu(out) if self.activation == "relu" else out
 
 
-class RowLSTM(torch.nn.Module):
+class _RowLSTM(torch.nn.Module):
     """An LSTM reading the image row by row; the logits come from the last step's hidden state."""
 
     def __init__(self, features, units):
@@ -234,7 +236,7 @@ class RowLSTM(torch.nn.Module):
         return self.lstm(rows)[0][:, -1]
 
 
-def leaf_module(layer, in_shape):
+def _leaf_module(layer, in_shape):
     if isinstance(layer, specs.Conv):
         return torch.nn.Conv2d(
             in_shape[-1], layer.filters, layer.kernel, stride=layer.stride, padding=layer.padding, bias=layer.bias
@@ -253,17 +255,17 @@ def leaf_module(layer, in_shape):
     if isinstance(layer, specs.Dropout):
         return torch.nn.Dropout(layer.rate)
     if isinstance(layer, specs.LSTM):
-        return RowLSTM(in_shape[1] * in_shape[2], layer.units)
+        return _RowLSTM(in_shape[1] * in_shape[2], layer.units)
     return torch.nn.Linear(in_shape[0], layer.units)
 
 
-def parameters_of(module):
+def _parameters_of(module):
     """The module's weights in the neutral order (channels-first layout), as tensors."""
     if isinstance(module, torch.nn.Linear):
         return [module.weight.T, module.bias]
     if isinstance(module, torch.nn.BatchNorm2d):
         return [module.weight, module.bias, module.running_mean, module.running_var]
-    if isinstance(module, RowLSTM):
+    if isinstance(module, _RowLSTM):
         lstm = module.lstm
         return [lstm.weight_ih_l0.T, lstm.weight_hh_l0.T, lstm.bias_ih_l0 + lstm.bias_hh_l0]
     if isinstance(module, torch.nn.Conv2d):
@@ -271,9 +273,9 @@ def parameters_of(module):
     return []
 
 
-def load_weights(module, params):
-    targets = parameters_of(module)
-    if isinstance(module, RowLSTM):  # the neutral bias goes to bias_ih; bias_hh stays zero
+def _load_weights(module, params):
+    targets = _parameters_of(module)
+    if isinstance(module, _RowLSTM):  # the neutral bias goes to bias_ih; bias_hh stays zero
         module.lstm.bias_hh_l0.data.zero_()
         targets[-1] = module.lstm.bias_ih_l0
     with torch.no_grad():
@@ -281,20 +283,20 @@ def load_weights(module, params):
             target.copy_(torch.from_numpy(np.ascontiguousarray(value)))  # a transposed view writes through
 
 
-def sequential(spec, input_shape, weights, leaves):
+def _sequential(spec, input_shape, weights, leaves):
     """The spec as modules; weights (an iterator, depth first) are loaded and each leaf appended to `leaves`."""
     modules = []
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = sequential(layer.body, in_shape, weights, leaves)
+            body = _sequential(layer.body, in_shape, weights, leaves)
             if layer.shortcut == "zero_pad":
-                shortcut = ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape))
+                shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape))
             else:
-                shortcut = sequential(layer.shortcut, in_shape, weights, leaves)
-            modules.append(Residual(body, shortcut, layer.activation))
+                shortcut = _sequential(layer.shortcut, in_shape, weights, leaves)
+            modules.append(_Residual(body, shortcut, layer.activation))
             continue
-        module = leaf_module(layer, in_shape)
-        load_weights(module, next(weights))
+        module = _leaf_module(layer, in_shape)
+        _load_weights(module, next(weights))
         leaves.append(module)
         modules.append(module)
         if getattr(layer, "activation", None) == "relu":
@@ -302,13 +304,13 @@ def sequential(spec, input_shape, weights, leaves):
     return torch.nn.Sequential(*modules)
 
 
-def make_optimizer(parameters, experiment):
+def _make_optimizer(parameters, experiment):
     name, rate, decay = experiment["optimizer"], experiment["learning_rate"], experiment["weight_decay"]
     if name == "adam":
         betas = (OPTIMIZER_DEFAULTS["beta_1"], OPTIMIZER_DEFAULTS["beta_2"])
         return torch.optim.Adam(parameters, lr=rate, betas=betas, eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay)
     if name == "rmsprop":
-        # PyTorch adds epsilon outside the square root, the others inside (tests/test_adapters.py).
+        # PyTorch adds epsilon outside the square root, the others inside (tests/frameworks/test_adapters.py).
         return torch.optim.RMSprop(
             parameters, lr=rate, alpha=RMSPROP_RHO, eps=OPTIMIZER_DEFAULTS["epsilon"], weight_decay=decay
         )
@@ -319,26 +321,26 @@ def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
     if variant.mode not in ("eager", "compile"):
         raise ValueError(f"torch adapter runs modes eager and compile, not {variant.mode!r}")
-    target = torch_device(experiment["device"])
+    target = _torch_device(experiment["device"])
     leaves = []
     converted = iter(specs.channels_first_weights(spec, input_shape, weights))
-    network = sequential(spec, input_shape, converted, leaves).to(target, memory_format=memory_format(variant))
+    network = _sequential(spec, input_shape, converted, leaves).to(target, memory_format=_memory_format(variant))
     dtype = getattr(torch, variants.compute_dtype(variant, experiment["device"]))
     trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
     return {
         "network": network,
         "run": torch.compile(network) if variant.mode == "compile" else network,
         "leaves": leaves,
-        "optimizer": make_optimizer(trainable, experiment),
+        "optimizer": _make_optimizer(trainable, experiment),
         "device": target,
         "variant": variant,
-        "memory_format": memory_format(variant),
+        "memory_format": _memory_format(variant),
         "autocast_dtype": dtype,
         "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
     }
 
 
-def autocast(model):
+def _autocast(model):
     variant = model["variant"]
     return torch.autocast(model["device"].type, dtype=model["autocast_dtype"], enabled=variant.mixed_precision)
 
@@ -350,7 +352,7 @@ def parameter_count(model):
 def weights(model, spec, input_shape):
     """The current weights in the neutral layout (equivalence tests)."""
     current = [
-        [tensor.detach().float().cpu().numpy() for tensor in parameters_of(module)] for module in model["leaves"]
+        [tensor.detach().float().cpu().numpy() for tensor in _parameters_of(module)] for module in model["leaves"]
     ]
     return specs.channels_first_weights(spec, input_shape, current, inverse=True)
 
@@ -366,7 +368,7 @@ def engaged(model):
     )
     layout = "NHWC" if strictly_channels_last else "NCHW"
     dense = next(module for module in reversed(model["leaves"]) if isinstance(module, torch.nn.Linear))
-    with torch.no_grad(), autocast(model):
+    with torch.no_grad(), _autocast(model):
         matmul_dtype = dense(torch.zeros((1, dense.in_features), device=model["device"])).dtype
     result = {
         "variant": variant.name,
@@ -385,14 +387,14 @@ def engaged(model):
     return result
 
 
-def train_steps(model, batches):
+def _train_steps(model, batches):
     """One training step per batch; the mean loss stays on the device until the caller reads it."""
     run, optimizer, scaler = model["run"], model["optimizer"], model["scaler"]
     model["network"].train()
     total, steps = torch.zeros((), device=model["device"]), 0
     for images, labels in batches:
         optimizer.zero_grad(set_to_none=True)
-        with autocast(model):
+        with _autocast(model):
             loss = F.cross_entropy(run(images), labels)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -403,12 +405,12 @@ def train_steps(model, batches):
 
 
 def train_epoch(model, staged, order, batch_size):
-    return train_steps(model, batches(staged, order, batch_size, model["memory_format"]))
+    return _train_steps(model, _batches(staged, order, batch_size, model["memory_format"]))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    first = next(batches(staged, order, batch_size, model["memory_format"]))
-    return lambda steps: train_steps(model, itertools.repeat(first, steps))
+    first = next(_batches(staged, order, batch_size, model["memory_format"]))
+    return lambda steps: _train_steps(model, itertools.repeat(first, steps))
 
 
 def loader_batches(staged, order, batch_size):
@@ -421,7 +423,7 @@ def loader_batches(staged, order, batch_size):
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
-    for _ in batches(staged, order, batch_size, torch.contiguous_format):
+    for _ in _batches(staged, order, batch_size, torch.contiguous_format):
         pass
 
 
@@ -430,8 +432,8 @@ def evaluate(model, staged, batch_size):
     model["network"].eval()
     loss_sum = torch.zeros((), device=model["device"])
     correct = torch.zeros((), dtype=torch.int64, device=model["device"])
-    with torch.no_grad(), autocast(model):
-        for images, labels in test_batches(staged, batch_size, model["memory_format"]):
+    with torch.no_grad(), _autocast(model):
+        for images, labels in _test_batches(staged, batch_size, model["memory_format"]):
             logits = run(images).float()
             loss_sum += F.cross_entropy(logits, labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
@@ -441,7 +443,7 @@ def evaluate(model, staged, batch_size):
 
 def logits(model, images):
     model["network"].eval()
-    with torch.no_grad(), autocast(model):
+    with torch.no_grad(), _autocast(model):
         inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model["device"])
         return model["run"](inputs.contiguous(memory_format=model["memory_format"])).float().cpu().numpy()
 
@@ -467,7 +469,7 @@ def is_oom(error):
 
 # Operator microbenchmarks (dlbench/ops.py): creation copies the data, as the other frameworks do.
 def operators(device, dtype):
-    target, kind = torch_device(device), getattr(torch, dtype)
+    target, kind = _torch_device(device), getattr(torch, dtype)
     return {
         "from_numpy": lambda array: torch.tensor(array, dtype=kind, device=target),
         "from_list": lambda values: torch.tensor(values, dtype=kind, device=target),
@@ -485,7 +487,7 @@ def operators(device, dtype):
 
 
 def ops_input(array, device, dtype):
-    return torch.tensor(array, dtype=getattr(torch, dtype), device=torch_device(device))
+    return torch.tensor(array, dtype=getattr(torch, dtype), device=_torch_device(device))
 
 
 def ops_output(value):

@@ -3,7 +3,7 @@
 Variants: eager runs the step op by op; graph wraps the same step in tf.function; xla in tf.function with
 jit_compile=True; -amp computes in float16 (GPU) or bfloat16 (CPU) on float32 variables, as Keras' mixed
 policies do: each layer casts its weights to the compute dtype, batch-norm statistics and the loss stay float32,
-and float16 scales the loss dynamically (LossScale below, Keras' LossScaleOptimizer's rule). Layout NHWC, the
+and float16 scales the loss dynamically (_LossScale below, Keras' LossScaleOptimizer's rule). Layout NHWC, the
 neutral layout, so weights load unchanged; padding is explicit (TensorFlow's "SAME" would pad stride-2
 convolutions on even sizes bottom/right only, unlike the spec).
 """
@@ -24,7 +24,7 @@ def version():
     return tf.__version__
 
 
-def device_name(device):
+def _device_name(device):
     return "/GPU:0" if device == "gpu" else "/CPU:0"
 
 
@@ -34,12 +34,12 @@ def configure(device, threads, seed, math_mode):
         raise RuntimeError("device gpu requested but TensorFlow sees no GPU (is this the CUDA env?)")
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
-    return {**apply_threads(threads), "device_name": device_name(device), **apply_math_mode(math_mode)}
+    return {**apply_threads(threads), "device_name": _device_name(device), **apply_math_mode(math_mode)}
 
 
 def apply_threads(threads):
     """Pinned: intra-op N, inter-op 1. Otherwise TensorFlow's own choice, which it reports as 0 (one thread per
-    core); read back (also Keras on TensorFlow)."""
+    core); read back (also Keras on TensorFlow: shared, contract.KerasBackend)."""
     if threads is not None:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -51,7 +51,7 @@ def apply_threads(threads):
 
 def apply_math_mode(math_mode):
     """TensorFloat-32 set and read back as TensorFlow reports it; autotuning of cuDNN (graph, eager) and XLA (xla)
-    convolutions, from the variables set before the import (also Keras on TensorFlow)."""
+    convolutions, from the variables set before the import (also Keras on TensorFlow: shared, contract.KerasBackend)."""
     tf.config.experimental.enable_tensor_float_32_execution(math_mode["tf32"])
     return {
         "tf32": mathmode.tf32_engaged(tf.config.experimental.tensor_float_32_execution_enabled()),
@@ -63,10 +63,10 @@ def stage(arrays, experiment):
     """Device placement: the dataset as tensors on the training device, batches gathered inside the step. Host
     placement: the NumPy arrays, from which every step's batch is gathered and passed to the step (see train_epoch)."""
     if experiment["data_placement"] == "host":
-        return dict(arrays, device=device_name(experiment["device"]), on_host=True)
-    with tf.device(device_name(experiment["device"])):
+        return dict(arrays, device=_device_name(experiment["device"]), on_host=True)
+    with tf.device(_device_name(experiment["device"])):
         staged = {key: tf.identity(tf.constant(value)) for key, value in arrays.items()}
-    return dict(staged, device=device_name(experiment["device"]), on_host=False)
+    return dict(staged, device=_device_name(experiment["device"]), on_host=False)
 
 
 def image_pipeline(meta, split, workers):
@@ -74,7 +74,8 @@ def image_pipeline(meta, split, workers):
     item (a row of data.stream_order or data.eval_order) read the file, decode it (training: only the crop box,
     decode_and_crop_jpeg), resize bilinearly with antialiasing, flip; in `workers` parallel calls on a private pool
     of as many threads; uint8 NHWC batches with int32 labels, prefetched. The split's paths and labels become
-    tensors once, here, not in every epoch's timing. Also the loader of Keras on TensorFlow and on JAX."""
+    tensors once, here, not in every epoch's timing. Also the loader of Keras on TensorFlow and on JAX (shared,
+    contract.TensorFlowBackend)."""
     files, labels, _ = data.stream_files(meta, split)
     files, labels, size = tf.constant(files), tf.constant(labels), meta["shape"][0]
 
@@ -106,7 +107,7 @@ def image_pipeline(meta, split, workers):
     return dataset
 
 
-def host_iterator(dataset):
+def _host_iterator(dataset):
     """An iterator over a tf.data pipeline that runs on the host, even where the caller's scope is the GPU (the
     steps' tf.device): the loader's batches are then copied to the device by the step."""
     with tf.device("/CPU:0"):
@@ -115,7 +116,7 @@ def host_iterator(dataset):
 
 def stream(meta, experiment, workers):
     """Data placement stream: tf.data over the image folder (image_pipeline), made per epoch from its items; uint8
-    batches made float and normalised inside the compiled step, on the device (normalised)."""
+    batches made float and normalised inside the compiled step, on the device (_normalised)."""
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
     test = image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
@@ -124,11 +125,11 @@ def stream(meta, experiment, workers):
         "train": image_pipeline(meta, "train", workers),
         "test": test,
         "test_y": test_labels,
-        "device": device_name(experiment["device"]),
+        "device": _device_name(experiment["device"]),
     }
 
 
-def normalised(images):
+def _normalised(images):
     """Streamed uint8 batches as float32 normalised with the ImageNet statistics; other batches as they are."""
     if images.dtype != tf.uint8:
         return images
@@ -137,29 +138,29 @@ def normalised(images):
     ]
 
 
-def spatial_padding(padding):
+def _spatial_padding(padding):
     return [[0, 0], [padding, padding], [padding, padding], [0, 0]]
 
 
-def plan(spec, input_shape, leaf_indices):
+def _plan(spec, input_shape, leaf_indices):
     """The spec as steps with shapes resolved once, so that a call only runs ops (eager mode calls per training step).
     A leaf step is (layer, in_shape, index of its variables); a residual step (layer, body steps, shortcut), where
     the shortcut is steps or option A's (stride, pad)."""
     steps = []
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = plan(layer.body, in_shape, leaf_indices)
+            body = _plan(layer.body, in_shape, leaf_indices)
             if layer.shortcut == "zero_pad":
                 shortcut = specs.zero_pad_geometry(in_shape, out_shape)
             else:
-                shortcut = plan(layer.shortcut, in_shape, leaf_indices)
+                shortcut = _plan(layer.shortcut, in_shape, leaf_indices)
             steps.append((layer, body, shortcut))
         else:
             steps.append((layer, in_shape, next(leaf_indices)))
     return steps
 
 
-class Network(tf.Module):
+class _Network(tf.Module):
     """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf), computing
     in `compute_dtype` (float32 variables are cast per call under mixed precision)."""
 
@@ -170,7 +171,7 @@ class Network(tf.Module):
         for (layer, in_shape, _), arrays in zip(specs.leaves(spec, input_shape), weights):
             trainable = specs.parameter_shapes(layer, in_shape)[1]
             self.params.append([tf.Variable(array, trainable=index < trainable) for index, array in enumerate(arrays)])
-        self.steps = plan(spec, input_shape, iter(range(len(self.params))))
+        self.steps = _plan(spec, input_shape, iter(range(len(self.params))))
 
     def __call__(self, images, training):
         logits = self.apply(self.steps, tf.cast(images, self.compute_dtype), training)
@@ -193,14 +194,14 @@ class Network(tf.Module):
 
     def leaf(self, layer, in_shape, x, training, params):
         if isinstance(layer, specs.BatchNorm):
-            return batch_norm(layer, x, training, *params)
+            return _batch_norm(layer, x, training, *params)
         params = [tf.cast(param, self.compute_dtype) for param in params]
         if isinstance(layer, specs.Conv):
-            x = tf.nn.conv2d(x, params[0], [1, layer.stride, layer.stride, 1], spatial_padding(layer.padding))
+            x = tf.nn.conv2d(x, params[0], [1, layer.stride, layer.stride, 1], _spatial_padding(layer.padding))
             return x + params[1] if layer.bias else x
         if isinstance(layer, specs.Pool):
             if layer.padding:  # zeros: max pools follow a ReLU (specs.Pool)
-                x = tf.pad(x, spatial_padding(layer.padding))
+                x = tf.pad(x, _spatial_padding(layer.padding))
             pool = tf.nn.avg_pool2d if layer.kind == "avg" else tf.nn.max_pool2d
             return pool(x, layer.size, layer.step, "VALID")
         if isinstance(layer, specs.GlobalAvgPool):
@@ -210,11 +211,11 @@ class Network(tf.Module):
         if isinstance(layer, specs.Dropout):
             return tf.nn.dropout(x, layer.rate) if training else x
         if isinstance(layer, specs.LSTM):
-            return row_lstm(x, in_shape, *params)
+            return _row_lstm(x, in_shape, *params)
         return tf.matmul(x, params[0]) + params[1]
 
 
-def batch_norm(layer, x, training, gamma, beta, moving_mean, moving_variance):
+def _batch_norm(layer, x, training, gamma, beta, moving_mean, moving_variance):
     """Statistics and normalisation in float32 whatever the compute dtype (Keras' BatchNormalization does the same
     under mixed precision); the result in the input's dtype."""
     dtype, x = x.dtype, tf.cast(x, tf.float32)
@@ -227,7 +228,7 @@ def batch_norm(layer, x, training, gamma, beta, moving_mean, moving_variance):
     return tf.cast(tf.nn.batch_normalization(x, mean, variance, beta, gamma, layer.epsilon), dtype)
 
 
-def row_lstm(x, in_shape, kernel, recurrent, bias):
+def _row_lstm(x, in_shape, kernel, recurrent, bias):
     """An LSTM over the image rows (unrolled: the row count is static); returns the last hidden state."""
     rows = tf.reshape(x, [-1, in_shape[0], in_shape[1] * in_shape[2]])
     hidden = cell = tf.zeros([tf.shape(x)[0], recurrent.shape[0]], x.dtype)
@@ -239,7 +240,7 @@ def row_lstm(x, in_shape, kernel, recurrent, bias):
     return hidden
 
 
-class Optimizer:
+class _Optimizer:
     """Adam / SGD-momentum / RMSprop through TensorFlow's fused resource kernels (what tf.compat.v1 optimisers
     ran); weight decay is coupled (added to the gradient), as in PyTorch and MXNet."""
 
@@ -289,7 +290,7 @@ class Optimizer:
                 )
 
 
-class LossScale:
+class _LossScale:
     """Dynamic loss scaling for float16, Keras' LossScaleOptimizer rule: the loss is multiplied by the scale and the
     gradients divided by it; a step whose gradients are not finite is skipped and halves the scale, and each run of
     2,000 finite steps doubles it. The decision is a tf.cond on the device: no host read per step."""
@@ -327,16 +328,16 @@ def build(spec, input_shape, weights, experiment):
             "the loss scale's decision back to the host every step"
         )
     compute_dtype = tf.as_dtype(variants.compute_dtype(variant, experiment["device"]))
-    with tf.device(device_name(experiment["device"])):
-        network = Network(spec, input_shape, weights, compute_dtype)
+    with tf.device(_device_name(experiment["device"])):
+        network = _Network(spec, input_shape, weights, compute_dtype)
         variables = network.trainable_variables
-        optimizer = Optimizer(variables, experiment)
-        loss_scale = LossScale() if compute_dtype == tf.float16 else None
+        optimizer = _Optimizer(variables, experiment)
+        loss_scale = _LossScale() if compute_dtype == tf.float16 else None
         loss_sum = tf.Variable(0.0)  # accumulated inside the step: no extra eager op per step
 
     def train_on(images, labels):
         with tf.GradientTape() as tape:
-            logits = network(normalised(images), training=True)
+            logits = network(_normalised(images), training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
             scaled = loss * loss_scale.scale if loss_scale else loss
         gradients = tape.gradient(scaled, variables)
@@ -350,7 +351,7 @@ def build(spec, input_shape, weights, experiment):
         train_on(tf.gather(images, batch), tf.gather(labels, batch))
 
     def predict(images):
-        return network(normalised(images), training=False)
+        return network(_normalised(images), training=False)
 
     steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}
     if variant.mode != "eager":
@@ -363,7 +364,7 @@ def build(spec, input_shape, weights, experiment):
         loss_sum=loss_sum,
         example=None,
         loss_scale=loss_scale,
-        device=device_name(experiment["device"]),
+        device=_device_name(experiment["device"]),
     )
 
 
@@ -395,11 +396,11 @@ def engaged(model):
     return result
 
 
-def batch_calls(model, staged, order, batch_size):
+def _batch_calls(model, staged, order, batch_size):
     """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
     in NumPy before it for host data (the step's inputs are then copied to the device)."""
     if staged.get("stream"):
-        for images, labels in host_iterator(staged["train"](order, batch_size)):
+        for images, labels in _host_iterator(staged["train"](order, batch_size)):
             yield model["train_on"], (images, labels)
         return
     if staged["on_host"]:
@@ -411,7 +412,7 @@ def batch_calls(model, staged, order, batch_size):
         yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
 
 
-def train_steps(model, calls):
+def _train_steps(model, calls):
     with tf.device(model["device"]):
         model["loss_sum"].assign(0.0)
         steps = 0
@@ -423,7 +424,7 @@ def train_steps(model, calls):
 
 
 def train_epoch(model, staged, order, batch_size):
-    return train_steps(model, batch_calls(model, staged, order, batch_size))
+    return _train_steps(model, _batch_calls(model, staged, order, batch_size))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
@@ -436,7 +437,7 @@ def fixed_batch_steps(model, staged, order, batch_size):
         )
     with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
         images, labels = tf.identity(images), tf.identity(labels)
-    return lambda steps: train_steps(model, itertools.repeat((model["train_on"], (images, labels)), steps))
+    return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], (images, labels)), steps))
 
 
 def loader_batches(staged, order, batch_size):
@@ -451,15 +452,15 @@ def loader_batches(staged, order, batch_size):
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
-    for images, labels in host_iterator(staged["train"](order, batch_size)):
+    for images, labels in _host_iterator(staged["train"](order, batch_size)):
         with tf.device(staged["device"]):
             tf.identity(images), tf.identity(labels)
 
 
-def test_batches(staged, batch_size):
+def _test_batches(staged, batch_size):
     """(images, labels) of the test split in order, where the data lives (host batches are copied by the step)."""
     if staged.get("stream"):
-        yield from host_iterator(staged["test"])
+        yield from _host_iterator(staged["test"])
         return
     count = len(staged["test_y"])
     for start in range(0, count, batch_size):
@@ -471,7 +472,7 @@ def evaluate(model, staged, batch_size):
     with tf.device(staged["device"]):
         loss_sum, correct = tf.zeros(()), tf.zeros((), tf.int32)
         count = len(staged["test_y"])
-        for images, labels in test_batches(staged, batch_size):
+        for images, labels in _test_batches(staged, batch_size):
             logits = model["predict"](images)
             loss_sum += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
             correct += tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == labels, tf.int32))
@@ -519,7 +520,7 @@ def operators(device, dtype):
 
     def on_device(function):
         def run(*args):
-            with tf.device(device_name(device)):
+            with tf.device(_device_name(device)):
                 return function(*args)
 
         return run
@@ -528,7 +529,7 @@ def operators(device, dtype):
 
 
 def ops_input(array, device, dtype):
-    with tf.device(device_name(device)):
+    with tf.device(_device_name(device)):
         return tf.identity(tf.constant(array, dtype=getattr(tf, dtype)))
 
 

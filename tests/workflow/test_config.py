@@ -1,12 +1,16 @@
-"""Bad config is refused before any job runs, with one message naming the key and the allowed values."""
+"""Bad config is refused before any job runs, with one message naming the key and the allowed values, by the workflow
+and by the planning command (scripts/plan.py); the studies in config/ plan what they say."""
 
 import os
 import subprocess
+import sys
 
 import pytest
 import yaml
 from conftest import REPO, SNAKEMAKE, copy_repository
 from dlbench import configuration
+
+WORKFLOW_CONFIG = REPO / "config.yaml"
 
 
 def dry_run(*config):
@@ -29,7 +33,7 @@ def dry_run_with(tmp_path, overrides):
 
 
 def test_bad_config_is_refused_by_the_workflow_with_every_problem_named():
-    """The workflow refuses through dlbench/configuration.py (its cases: tests/test_configuration.py), before any job,
+    """The workflow refuses through dlbench/configuration.py (its cases: tests/unit/test_configuration.py), before any job,
     naming each key at once."""
     result = dry_run("stacks=[caffe-1.0]", "models=[alexnet]")
     assert result.returncode != 0
@@ -77,6 +81,41 @@ def test_unsupported_variant_is_skipped_with_a_reason():
         "skipping variant 'graph' with device data for torch-2.13 on cpu: PyTorch's graph mode is torch.compile"
         in result.stderr
     )
+
+
+def test_the_planning_command_layers_a_study_config_as_the_workflow_does():
+    """scripts/plan.py with a study config plans the experiments Snakemake plans (both layer it on config.yaml)."""
+    planned = subprocess.run(
+        [sys.executable, "scripts/plan.py", "experiments", "--configfile", "config/versions.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    experiments = planned.stdout.split()
+    dry_run = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    study = yaml.safe_load((REPO / "config/versions.yaml").read_text())
+    repeats = study.get("repeats", yaml.safe_load(WORKFLOW_CONFIG.read_text())["repeats"])
+    train_jobs = next(line for line in dry_run.stdout.splitlines() if line.startswith("train "))
+    assert len(experiments) > 1 and int(train_jobs.split()[1]) == len(experiments) * repeats
+    assert all(experiment in dry_run.stdout for experiment in experiments)
+
+
+def test_the_planning_command_refuses_what_the_workflow_refuses(tmp_path):
+    (tmp_path / "study.yaml").write_text("learning_rates: [.nan]\n")
+    result = subprocess.run(
+        [sys.executable, "scripts/plan.py", "experiments", "--configfile", str(tmp_path / "study.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0 and "config error in `learning_rates.0`: nan is not a finite number" in result.stderr
 
 
 def stand_in_gpu(tmp_path):

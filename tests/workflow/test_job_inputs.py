@@ -1,5 +1,6 @@
-"""The library files a script imports are found from the code (dlbench/dependencies.py), and every job that runs a
-repository script has exactly the files it imports as inputs, so a library change reruns exactly the jobs it touches."""
+"""Every job that runs a repository script has exactly the library files it imports as inputs (through its code
+manifest), as a forced dry run of the workflow plans them, so a library change reruns exactly the jobs it touches
+(how the files are found: tests/unit/test_dependencies.py)."""
 
 import functools
 import json
@@ -12,86 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import SNAKEMAKE, copy_repository
-from dlbench.dependencies import library_files
-
-FAKE_PACKAGE = {
-    "scripts/main.py": "import json\nimport pkg.sub.beta\nfrom pkg import alpha\nfrom helper import HELP\n\n\n"
-    "def later():\n    try:\n        from pkg import gamma\n    except ImportError:\n"
-    "        gamma = None\n",
-    "scripts/helper.py": "HELP = 1\n",
-    "scripts/pkg/__init__.py": "",
-    "scripts/pkg/alpha.py": "from . import delta, CONSTANT\n",
-    "scripts/pkg/delta.py": "from .alpha import CONSTANT\n",
-    "scripts/pkg/gamma.py": "",
-    "scripts/pkg/unused.py": "",
-    "scripts/pkg/sub/__init__.py": "",
-    "scripts/pkg/sub/beta.py": "from ..gamma import *\nfrom numpy import linalg\n",
-    "scripts/pkg/plugins/__init__.py": "",
-    "scripts/pkg/plugins/plug.py": "import pkg.unused\n",
-}
-
-
-@pytest.fixture
-def fake_repository(tmp_path):
-    for name, text in FAKE_PACKAGE.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    return tmp_path
-
-
-def test_imports_are_followed_wherever_they_stand(fake_repository):
-    """Absolute, relative, dotted and function-level imports, a top-level script, the packages' __init__.py files;
-    standard-library and third-party modules, attributes and unimported modules are not files of the script."""
-    assert library_files("scripts/main.py", repository=fake_repository) == (
-        "scripts/helper.py",
-        "scripts/main.py",
-        "scripts/pkg/__init__.py",
-        "scripts/pkg/alpha.py",
-        "scripts/pkg/delta.py",
-        "scripts/pkg/gamma.py",
-        "scripts/pkg/sub/__init__.py",
-        "scripts/pkg/sub/beta.py",
-    )
-
-
-def test_an_import_cycle_ends(fake_repository):
-    assert library_files("scripts/pkg/delta.py", repository=fake_repository) == (
-        "scripts/pkg/__init__.py",
-        "scripts/pkg/alpha.py",
-        "scripts/pkg/delta.py",
-    )
-
-
-def test_modules_loaded_by_name_are_followed_like_imports(fake_repository):
-    files = library_files("scripts/helper.py", extra_modules=("pkg.plugins.plug",), repository=fake_repository)
-    assert files == (
-        "scripts/helper.py",
-        "scripts/pkg/__init__.py",
-        "scripts/pkg/plugins/__init__.py",
-        "scripts/pkg/plugins/plug.py",
-        "scripts/pkg/unused.py",
-    )
-
-
-def test_a_module_named_for_loading_that_does_not_exist_is_refused(fake_repository):
-    with pytest.raises(ModuleNotFoundError, match="module pkg.plugins.missing is not under"):
-        library_files("scripts/main.py", extra_modules=("pkg.plugins.missing",), repository=fake_repository)
-
-
-def test_the_answer_is_cached_per_arguments(fake_repository):
-    first = library_files("scripts/main.py", repository=fake_repository)
-    assert library_files("scripts/main.py", repository=fake_repository) is first
-
-
-def test_an_adapter_brings_what_it_imports_in_turn():
-    """Keras 3 on TensorFlow runs tensorflow_raw's pipeline and math mode: editing those reruns its jobs."""
-    files = library_files("scripts/train.py", extra_modules=("dlbench.adapters.keras3",))
-    assert {
-        "scripts/dlbench/adapters/keras3.py",
-        "scripts/dlbench/adapters/tensorflow_raw.py",
-        "scripts/dlbench/mathmode.py",
-        "scripts/dlbench/peaks.py",
-    } <= set(files)
 
 
 # A script that runs another script in a child process: imports do not show it.
@@ -129,7 +50,8 @@ def study_config(root):
 
 
 def planned_jobs(root):
-    """{job: (rule, the files under scripts/ among its inputs, its shell command)} of a forced dry run in root."""
+    """{job: (rule, the files under scripts/ among its inputs, its shell command)} of a forced dry run in root; a
+    job's code manifest (results/code/*.sha256) stands for the files among the inputs of the job that writes it."""
     result = subprocess.run(
         [*SNAKEMAKE, "-n", "-F", "--printshellcmds", "--cores", "1"],
         cwd=root,
@@ -138,14 +60,21 @@ def planned_jobs(root):
         text=True,
     )
     assert result.returncode == 0, result.stdout[-4000:]
-    jobs = {}
+    jobs, manifests = {}, {}
     for block in re.split(r"^(?=(?:local)?rule \w+:$)", result.stdout, flags=re.M)[1:]:
         rule = re.match(r"(?:local)?rule (\w+):", block)[1]
         fields = dict(re.findall(r"^ {4}(\w+): (.*)$", block, flags=re.M))
         command = re.search(r"^Shell command: (.*)$", block, flags=re.M)
-        inputs = {name for name in fields.get("input", "").split(", ") if name.startswith("scripts/")}
-        jobs[f"{rule} {fields.get('output')}"] = (rule, inputs, command[1] if command else "")
-    return jobs
+        inputs = fields.get("input", "").split(", ")
+        if rule == "code_manifest":
+            manifests[fields["output"]] = inputs
+        else:
+            jobs[f"{rule} {fields.get('output')}"] = (rule, inputs, command[1] if command else "")
+
+    def files(inputs):
+        return {path for name in inputs for path in manifests.get(name, [name]) if path.startswith("scripts/")}
+
+    return {job: (rule, files(inputs), command) for job, (rule, inputs, command) in jobs.items()}
 
 
 def executed(command):
@@ -211,3 +140,27 @@ def test_a_module_an_adapter_starts_importing_becomes_an_input_of_the_jobs_that_
     reached = [job for job, (_, inputs, _) in jobs.items() if "scripts/dlbench/newly_added.py" in inputs]
     assert {job.split()[0] for job in reached} == {"train", "max_batch", "ops_benchmark"}
     assert any(job.startswith("train results/runs/keras-3-tensorflow") for job in reached)
+
+
+def test_an_edited_library_module_reruns_exactly_the_code_manifests_that_cover_it(repository):
+    """Each manifest written, then one library module edited: a dry run plans those manifests whose files include it
+    and no other (a manifest rewritten is newer than the outputs of the jobs it is an input of, which run again)."""
+    covered = {output: set() for output in re.findall(r"^ {4}output: (results/code/\S+)$", dry_run(repository), re.M)}
+    result = subprocess.run([*SNAKEMAKE, "--cores", "1", *covered], cwd=repository, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for manifest in covered:
+        covered[manifest] = {line.split()[1] for line in (repository / manifest).read_text().splitlines()}
+    assert "Nothing to be done" in dry_run(repository, *covered)
+    for module in ("scripts/dlbench/mathmode.py", "scripts/dlbench/peaks.py", "scripts/dlbench/adapters/pytorch.py"):
+        with open(repository / module, "a") as edited:
+            edited.write("# edited\n")
+        planned = set(re.findall(r"^ {4}output: (results/code/\S+)$", dry_run(repository, *covered), re.M))
+        assert planned == {manifest for manifest, files in covered.items() if module in files}, module
+        assert planned, f"no manifest covers {module}"
+        subprocess.run([*SNAKEMAKE, "--cores", "1", *covered], cwd=repository, capture_output=True, check=True)
+
+
+def dry_run(root, *targets):
+    result = subprocess.run([*SNAKEMAKE, "-n", *targets], cwd=root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout

@@ -1,31 +1,11 @@
-"""Operator microbenchmarks: every operator in every framework agrees with NumPy; the clock really syncs."""
+"""Operator microbenchmarks: the clock really syncs, a wrong result is refused, the costs (every operator in every
+framework against NumPy: tests/frameworks/test_operators.py)."""
 
-import json
-import os
-import subprocess
 import time
 
 import numpy as np
 import pytest
-from conftest import REPO, STACKS
 from dlbench import ops
-
-OPS_STACKS = sorted(name for name, entry in STACKS.items() if entry.get("ops_adapter"))
-
-
-@pytest.mark.parametrize("stack", OPS_STACKS)
-def test_every_operator_matches_numpy(env_python, stack):
-    entry = STACKS[stack]
-    result = subprocess.run(
-        [str(env_python(entry["env"]["cpu"])), str(REPO / "tests/probe_ops.py"), entry["ops_adapter"]],
-        env=dict(os.environ, **entry["environment"]),
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    probe = json.loads(result.stdout)
-    assert probe["failures"] == []
-    assert len(probe["checked"]) == 2 * len(ops.OPERATORS)
 
 
 class FakeDevice:

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import library_environment
 from dlbench.analysis.rounds import experiments_needing_a_round
 from dlbench.analysis.statistics import (
     INCONCLUSIVE,
@@ -205,7 +205,7 @@ def test_the_planner_takes_the_named_baseline_and_gives_failed_experiments_no_mo
 def test_the_planner_imports_no_scipy():
     """Snakemake's driver imports the planner, and SciPy is no dependency of Snakemake."""
     code = (
-        "import sys; sys.path.insert(0, 'scripts'); import dlbench.analysis.rounds; "
+        "import sys, dlbench.analysis.rounds; "
         "assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=library_environment())

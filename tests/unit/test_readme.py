@@ -1,5 +1,6 @@
-"""The README's first commands are the ones that work: CI runs exactly its test line, and they keep working once the
-checkout is moved."""
+"""The README's commands are the ones that work: its first two set up and run the workflow and the tests (CI runs
+exactly its test line), the third runs the unit tier, every tier it names is a folder of tests/, and they keep working
+once the checkout is moved."""
 
 import re
 import shutil
@@ -38,11 +39,23 @@ def test_the_test_line_runs_pytest_through_the_venvs_interpreter():
     assert readme_commands()[1] == SETUP + ".venv/bin/python -m pytest tests"
 
 
+def test_the_fast_line_runs_the_unit_tier():
+    assert readme_commands()[2] == ".venv/bin/python -m pytest tests/unit"
+
+
+def test_the_tiers_the_readme_names_are_the_test_folders():
+    named = set(re.findall(r"^\| `tests/(\w+)` \|", (REPO / "README.md").read_text(), re.MULTILINE))
+    folders = {path.parent.name for path in (REPO / "tests").glob("*/test_*.py")}
+    assert named == folders == {"unit", "frameworks", "workflow", "cluster"}
+
+
 def test_no_command_for_users_names_a_venv_console_script():
-    """Every place that tells a user what to type (README, config and profile comments, CI, the scripts' docstrings
-    and messages) runs Snakemake and pytest as `.venv/bin/python -m ...`."""
+    """Every place that tells a user what to type (README, the docs, config and profile comments, CI, the scripts'
+    docstrings and messages) runs Snakemake and pytest as `.venv/bin/python -m ...`."""
     places = [
         REPO / "README.md",
+        *(REPO / "docs").glob("*.md"),
+        REPO / "config" / "README.md",
         REPO / ".ci" / "run",
         REPO / "Snakefile",
         *(REPO / "config").glob("*.yaml"),

@@ -1,13 +1,11 @@
 """Configs that cannot run are refused before anything runs, every problem at once, each naming its key (or file) and
-what is allowed: dlbench/configuration.py, the checks the workflow and scripts/plan.py share, tested as functions.
-Layering matches Snakemake's: config.yaml, then each --configfile, then --config."""
-
-import subprocess
-import sys
+what is allowed: dlbench/configuration.py, the checks the workflow and scripts/plan.py share, tested as functions (the
+workflow's and scripts/plan.py's refusals: tests/workflow/test_config.py). Layering matches Snakemake's: config.yaml,
+then each --configfile, then --config."""
 
 import pytest
 import yaml
-from conftest import REPO, SNAKEMAKE
+from conftest import REPO
 from dlbench import configuration, plan
 
 MACHINE = configuration.Machine(has_gpu=False, memory_bytes=24 * 2**30)  # this project's 2-core, 24 GiB machine
@@ -154,41 +152,6 @@ def test_the_retry_hint_repeats_the_users_config_arguments(tmp_path, monkeypatch
     words = configuration.command_line_arguments([tmp_path / "config/seeds.yaml"], ["repeats=5", "exclude=[{a: b}]"])
     assert words == "--configfile config/seeds.yaml --config repeats=5 'exclude=[{a: b}]'"
     assert configuration.command_line_arguments([], None) == ""
-
-
-def test_the_planning_command_layers_a_study_config_as_the_workflow_does():
-    """scripts/plan.py with a study config plans the experiments Snakemake plans (both layer it on config.yaml)."""
-    planned = subprocess.run(
-        [sys.executable, "scripts/plan.py", "experiments", "--configfile", "config/versions.yaml"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    experiments = planned.stdout.split()
-    dry_run = subprocess.run(
-        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/versions.yaml"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    study = yaml.safe_load((REPO / "config/versions.yaml").read_text())
-    repeats = study.get("repeats", yaml.safe_load(WORKFLOW_CONFIG.read_text())["repeats"])
-    train_jobs = next(line for line in dry_run.stdout.splitlines() if line.startswith("train "))
-    assert len(experiments) > 1 and int(train_jobs.split()[1]) == len(experiments) * repeats
-    assert all(experiment in dry_run.stdout for experiment in experiments)
-
-
-def test_the_planning_command_refuses_what_the_workflow_refuses(tmp_path):
-    (tmp_path / "study.yaml").write_text("learning_rates: [.nan]\n")
-    result = subprocess.run(
-        [sys.executable, "scripts/plan.py", "experiments", "--configfile", str(tmp_path / "study.yaml")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode != 0 and "config error in `learning_rates.0`: nan is not a finite number" in result.stderr
 
 
 def test_a_top_level_list_every_grid_replaces_is_not_judged(tmp_path, monkeypatch):

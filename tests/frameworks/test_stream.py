@@ -1,6 +1,7 @@
 """Data placement `stream`: indexing an image folder, every stack's own loader on the same generated folder, a
-streamed run's record, the workflow end to end, and bad input (missing folder, no split, an empty class, a
-truncated JPEG, a file gone after indexing)."""
+streamed run's record, and bad input (missing folder, no split, an empty class, a truncated JPEG, a file gone after
+indexing). The epoch's items: tests/unit/test_stream_items.py; the workflow end to end:
+tests/workflow/test_stream_study.py."""
 
 import json
 import os
@@ -10,22 +11,14 @@ import subprocess
 import jsonschema
 import numpy as np
 import pytest
-import yaml
-from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository, read_csv
+from archives import make_image_folder
+from conftest import REPO, STACKS, library_environment, read_csv
 from dlbench import data
 from dlbench.variants import compiled_variant
-from test_runs import RECORD_SCHEMA, experiment, runner_command
+from runs import RECORD_SCHEMA, experiment, runner_command
 
 RESOLUTION, BATCH = 32, 8
 TRAIN, VAL, CLASSES = 8, 4, 3  # per class
-
-
-def make_folder(env_python, root, *arguments):
-    subprocess.run(
-        [str(env_python("tools")), str(REPO / "scripts" / "make_image_folder.py"), str(root), *arguments],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
 
 
 def index(env_python, root, out, name="tiny", max_per_class=None):
@@ -56,8 +49,8 @@ def folder(env_python, tmp_path_factory):
     """A generated image folder with a truncated JPEG, a PNG and a CMYK JPEG among its training images, and its
     index."""
     root = tmp_path_factory.mktemp("stream")
-    make_folder(
-        env_python,
+    make_image_folder(
+        env_python("tools"),
         root / "images",
         "--classes",
         str(CLASSES),
@@ -100,7 +93,7 @@ def test_indexing_names_and_skips_the_files_no_loader_could_read(folder):
 def test_a_bad_layout_is_refused_naming_what_is_wrong(env_python, tmp_path, layout, message):
     root = tmp_path / "images"
     if layout != "missing":
-        make_folder(env_python, root, "--classes", "3", "--train", "2", "--val", "1")
+        make_image_folder(env_python("tools"), root, "--classes", "3", "--train", "2", "--val", "1")
     if layout == "no-val":
         shutil.rmtree(root / "val")
     if layout == "empty-class":
@@ -111,24 +104,6 @@ def test_a_bad_layout_is_refused_naming_what_is_wrong(env_python, tmp_path, layo
     code, output = index(env_python, root, tmp_path / "index")
     assert code != 0 and message in output, output
     assert not (tmp_path / "index" / "meta.json").exists()
-
-
-def test_epoch_items_follow_the_seed_and_fit_their_images():
-    sizes = np.random.default_rng(0).integers(20, 500, size=(200, 2))
-    order = data.stream_order(sizes, 16, seed=3, epoch=1)
-    again, other = data.stream_order(sizes, 16, 3, 1), data.stream_order(sizes, 16, 3, 2)
-    assert (order == again).all() and not (order == other).all() and len(order) == 192
-    width, height = sizes[order["index"], 0], sizes[order["index"], 1]
-    assert (order["left"] >= 0).all() and (order["left"] + order["width"] <= width).all()
-    assert (order["top"] >= 0).all() and (order["top"] + order["height"] <= height).all()
-    share = order["width"] * order["height"] / (width * height)
-    assert share.max() <= 1 and np.median(share) > 0.3 and 0.3 < order["flip"].mean() < 0.7
-    assert len(data.stream_order(sizes, 16, 3, 1, cap=40)) == 32  # images_per_epoch: whole batches within the cap
-
-
-def test_evaluation_items_resize_the_shorter_side_and_centre_the_crop():
-    items = data.eval_order(np.array([[500, 375], [100, 300]]), 224)
-    assert items[["width", "height", "left", "top"]].tolist() == [(341, 256, 58, 16), (256, 768, 16, 272)]
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +122,7 @@ def loader_probes(env_python, folder, tmp_path_factory):
         ]
         log = open(out / "probe.log", "w")
         running[stack] = (
-            subprocess.Popen(command, env=dict(os.environ, **entry["environment"]), stdout=log, stderr=log),
+            subprocess.Popen(command, env=library_environment(entry["environment"]), stdout=log, stderr=log),
             out,
         )
     results = {}
@@ -233,37 +208,3 @@ def test_a_file_gone_after_indexing_ends_the_run_naming_it(env_python, folder, t
     record, output = run(env_python, stack, row, tmp_path / "index", tmp_path / "run")
     assert record["status"] == "error", output[-2000:]
     assert gone.name in record["error"], record["error"]
-
-
-def test_a_streamed_study_runs_through_the_workflow_to_its_report(env_python, tmp_path):
-    """Two stacks stream a generated folder (one of them also from arrays): the index is prepared once, the
-    digits dataset skips streaming, and the report has the input-pipeline table."""
-    copy_repository(tmp_path)
-    make_folder(env_python, tmp_path / "images", "--classes", "2", "--train", "8", "--val", "4", "--bad")
-    config = {
-        "stacks": ["torch-2.13", "tensorflow-2.21"],
-        "datasets": ["tiny", "digits"],
-        "models": ["mlp"],
-        "batch_sizes": [8],
-        "epochs": [2],
-        "variants": ["eager", "graph"],
-        "repeats": 1,
-        "data_placements": ["stream"],
-        "image_folders": {"tiny": {"path": str(tmp_path / "images"), "resolution": 16}},
-        "exclude": [{"stack": "tensorflow-2.21", "variant": "eager"}],
-        "stream": {"workers": 1},
-        "min_steady_seconds": 0,
-        "venv_root": str(VENV_ROOT),
-        "ops": {"stacks": []},
-        "contention": SHARED_MACHINE,
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([*SNAKEMAKE, "--cores", "2"], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert "skipping data placement 'stream' on digits: only image folders stream" in result.stderr
-    summary = read_csv(tmp_path / "results" / "tables" / "summary.csv")
-    assert sorted(row["experiment_id"].split("_")[0] for row in summary) == ["tensorflow-2.21", "torch-2.13"]
-    assert all(row["experiment_id"].endswith("_stream-data") and row["input_bound"] for row in summary)
-    assert not (tmp_path / "results" / "data" / "tiny").exists()  # streaming reads the folder, never arrays
-    html = (tmp_path / "results" / "report" / "report.html").read_text()
-    assert "loader alone img/s" in html and "tf.data" in html and "torch.utils.data.DataLoader" in html

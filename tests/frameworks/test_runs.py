@@ -1,4 +1,4 @@
-"""Run records from the runner and the aggregation over them, at unit level."""
+"""Run records from the runner (in the torch and MXNet venvs) and the aggregation over them (in the tools venv)."""
 
 import json
 import math
@@ -12,78 +12,10 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-import yaml
-from conftest import REPO, SHARED_MACHINE, read_csv
-from dlbench.io import write_json_atomic
+from conftest import REPO, library_environment, read_csv
 from dlbench.record import base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
-
-RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
-ENV_DESCRIPTION = {
-    "env_file": "envs/torch-2.13-cpu.yaml",
-    "env_file_sha256": "a" * 64,
-    "deployment": "venv",
-    "packages_sha256": "b" * 64,
-}
-
-
-def experiment(**changes):
-    row = {
-        "experiment_id": "torch-2.13_digits_mlp_cpu_b64_adam-lr0.001_e3_eager",
-        "stack": "torch-2.13",
-        "framework": "torch",
-        "backend": "eager",
-        "adapter": "pytorch",
-        "dataset": "digits",
-        "model": "mlp",
-        "device": "cpu",
-        "batch_size": 64,
-        "optimizer": "adam",
-        "learning_rate": 0.001,
-        "momentum": 0.9,
-        "weight_decay": 0.0,
-        "epochs": 3,
-        "variant": "eager",
-        "data_placement": "device",
-        "rep": 1,
-        "seed": 1,
-        "target_accuracy": 0.9,
-        "telemetry_hz": 10,
-        "measure_input_share": True,
-        "math_mode": {"tf32": True, "autotune": True},
-        "min_steady_seconds": 0.0,
-        "environment": {},
-    }
-    return row | changes
-
-
-CONFIG_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
-LENIENT = dict(CONFIG_SCHEMA["properties"]["contention"]["default"], **SHARED_MACHINE)
-
-
-def runner_command(python, row, dataset_dir, folder, contention=LENIENT):
-    env_json = folder / "env.json"
-    env_json.write_text(json.dumps(ENV_DESCRIPTION))
-    return [
-        str(python),
-        str(REPO / "scripts" / "run_experiment.py"),
-        "--experiment",
-        json.dumps(row),
-        "--dataset-dir",
-        str(dataset_dir),
-        "--env-description",
-        str(env_json),
-        "--threads",
-        "1",
-        "--record",
-        str(folder / "record.json"),
-        "--epochs-csv",
-        str(folder / "epochs.csv"),
-        "--telemetry-csv",
-        str(folder / "telemetry.csv"),
-        "--contention",
-        json.dumps(contention),
-    ]
+from runs import ENV_DESCRIPTION, RECORD_SCHEMA, experiment, runner_command, strict_json
 
 
 def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
@@ -186,7 +118,7 @@ def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
     )
     command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)[:-2]
     command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself (no launcher options), with a scripted OOM
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, capture_output=True, text=True, env=library_environment())
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "record.json").read_text())
     jsonschema.validate(record, RECORD_SCHEMA)
@@ -195,64 +127,6 @@ def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
     assert "OUT OF MEMORY" in result.stdout
     trace = (tmp_path / "telemetry.csv").read_text().splitlines()
     assert trace[0].startswith("t_s,phase,gpu_util_pct") and any(",epoch 1," in line for line in trace)
-
-
-def strict_json(text):
-    """json.loads that refuses NaN and Infinity, as every parser outside Python does."""
-
-    def refuse(constant):
-        raise ValueError(f"{constant} is not JSON")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-def test_json_results_hold_null_where_a_number_is_not_finite(tmp_path):
-    payload = {
-        "loss": float("nan"),
-        "curve": [1.5, float("inf"), (float("-inf"), 2)],
-        "ok": 3,
-        "flag": True,
-        "nested": {"deep": [{"value": np.float32("nan"), "fine": np.float32(0.5), "count": np.int64(7)}]},
-        "path": tmp_path,
-    }
-    write_json_atomic(tmp_path / "record.json", payload)
-    written = strict_json((tmp_path / "record.json").read_text())
-    assert written == {
-        "loss": None,
-        "curve": [1.5, None, [None, 2]],
-        "ok": 3,
-        "flag": True,
-        "nested": {"deep": [{"value": None, "fine": 0.5, "count": 7}]},
-        "path": str(tmp_path),
-    }
-    assert payload["loss"] != payload["loss"]  # the caller's data is left as it was
-    write_epochs_csv(
-        tmp_path / "epochs.csv",
-        [
-            dict(
-                epoch=1,
-                train_s=0.5,
-                eval_s=0.1,
-                train_loss=float("nan"),
-                test_loss=np.float32("inf"),
-                test_accuracy=0.1,
-                images=64,
-                images_per_s=128.0,
-            )
-        ],
-    )
-    assert read_csv(tmp_path / "epochs.csv") == [
-        {
-            "epoch": "1",
-            "train_s": "0.5",
-            "eval_s": "0.1",
-            "train_loss": "",
-            "test_loss": "",
-            "test_accuracy": "0.1",
-            "images": "64",
-            "images_per_s": "128.0",
-        }
-    ]
 
 
 def test_a_loss_that_is_not_finite_ends_the_run_as_diverged(tmp_path, env_python):

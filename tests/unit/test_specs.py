@@ -102,3 +102,27 @@ def test_same_padding_equals_the_specs_only_where_symmetric():
     assert not specs.same_padding_is_symmetric(specs.Conv(16, 3, stride=2, padding=1), (32, 32, 3))
     assert specs.same_padding_is_symmetric(specs.Conv(16, 3, stride=2, padding=1), (33, 33, 3))
     assert not specs.same_padding_is_symmetric(specs.Conv(64, 7, stride=2, padding=3), (224, 224, 3))
+
+
+# What the adapters' equivalence tests (tests/probe_adapter.py, every stack's venv) may build per model and input on a
+# CPU: VGG-16 at 32x32x3, the largest here, has 34 M parameters and 0.7 GFLOPs per image.
+CPU_TEST_BUDGET = {"parameters": 50e6, "flops_per_image": 1e9}
+
+
+@pytest.mark.parametrize("name", sorted(specs.MODELS))
+def test_every_model_is_tested_at_inputs_a_cpu_affords_or_the_registry_says_it_is_not(name):
+    """The registry names each model's test inputs (default CIFAR-10's); a model too large for them says so there
+    (test_shapes=()), not in a list of the tests."""
+    model = specs.MODELS[name]
+    for shape in model.test_shapes:
+        spec = model.layers(10)
+        specs.layer_shapes(spec, shape)  # raises where the input is too small for the model
+        assert specs.parameter_count(spec, shape) <= CPU_TEST_BUDGET["parameters"], (name, shape)
+        assert specs.flops_per_image(spec, shape) <= CPU_TEST_BUDGET["flops_per_image"], (name, shape)
+
+
+def test_the_adapter_probe_builds_every_model_of_the_registry_at_its_test_inputs():
+    from probe_adapter import CASES
+
+    registry = [(name, shape) for name, model in specs.MODELS.items() for shape in model.test_shapes]
+    assert [case for case in CASES if case[0] in specs.MODELS] == registry

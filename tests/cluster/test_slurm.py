@@ -1,7 +1,7 @@
 """`--profile profiles/slurm` on a real Slurm: the one-node cluster of scripts/slurm_cluster.sh (munge, MariaDB +
 slurmdbd, slurmctld, slurmd with a GPU GRES). The tiny workflow runs with every training job a Slurm job, then GPU
 jobs are checked for what they ask Slurm for, then bad settings are refused before any submission. The account
-and partition rules themselves (dlbench/slurm.py) are tested first on recorded outputs of the Slurm commands."""
+and partition rules themselves (dlbench/slurm.py): tests/unit/test_slurm_settings.py."""
 
 import json
 import os
@@ -11,79 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository, planned_rules
-from dlbench import slurm
-
-# --- the account and partition rules, on recorded outputs of sinfo, sacctmgr and scontrol ---
-
-SINFO = "cpu*|(null)\ngpu|gpu:h100:4\ngpu|gpu:h100:8\n"
-
-
-def recorded(sinfo=SINFO, associations="proj-a\nproj-b\n", default_account="proj-a\n", enforce="associations,limits"):
-    """A `run` that answers the Slurm client commands as a cluster would; None answers fail like a missing tool."""
-    answers = {"sinfo": sinfo, "scontrol": f"AccountingStorageEnforce = {enforce}\nClusterName = c\n"}
-
-    def run(argv):
-        if argv[0] == "sacctmgr":
-            answer = associations if "associations" in argv else default_account
-        else:
-            answer = answers[argv[0]]
-        if answer is None:
-            raise subprocess.CalledProcessError(1, argv, stderr="Slurm accounting storage is disabled")
-        return answer
-
-    return run
-
-
-def test_account_and_partition_default_to_the_cluster_s_own():
-    assert slurm.resolve({}, {}, needs_gpu=False, run=recorded(), user="u") == {
-        "account": "proj-a",
-        "partition": "cpu",
-        "gpu_partition": "cpu",
-    }
-
-
-def test_config_beats_the_environment_which_beats_the_defaults():
-    settings = {"account": "proj-b", "partition": None, "gpu_partition": "gpu"}
-    resolved = slurm.resolve(settings, {"SBATCH_ACCOUNT": "proj-a", "SBATCH_PARTITION": "gpu"}, True, recorded(), "u")
-    assert resolved == {"account": "proj-b", "partition": "gpu", "gpu_partition": "gpu"}
-
-
-def test_an_account_the_user_does_not_have_is_refused_naming_the_setting():
-    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.account`.*'nosuch' is not an account of user u"):
-        slurm.resolve({"account": "nosuch"}, {}, False, recorded(), "u")
-
-
-def test_no_account_is_refused_only_where_the_cluster_requires_one():
-    without_default = recorded(associations="", default_account="")
-    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.account`: this cluster requires an account"):
-        slurm.resolve({}, {}, False, without_default, "u")
-    no_accounting = recorded(associations=None, default_account=None, enforce="none")
-    assert slurm.resolve({}, {}, False, no_accounting, "u")["account"] == ""
-
-
-def test_a_missing_or_unknown_partition_is_refused_listing_the_cluster_s():
-    with pytest.raises(slurm.SlurmSettingError, match=r"`slurm.partition`: this cluster has no default.*cpu, gpu"):
-        slurm.resolve({}, {}, False, recorded(sinfo="cpu|(null)\ngpu|gpu:2\n"), "u")
-    with pytest.raises(slurm.SlurmSettingError, match=r"no partition 'big'; this cluster has: cpu, gpu"):
-        slurm.resolve({"partition": "big"}, {}, False, recorded(), "u")
-
-
-def test_gpu_jobs_on_a_partition_without_gpus_are_refused_naming_the_gpu_partition():
-    with pytest.raises(
-        slurm.SlurmSettingError,
-        match=r"`slurm.gpu_partition`.*'cpu' has no node with a `gpu` GRES"
-        r".*partitions with GPUs: gpu",
-    ):
-        slurm.resolve({}, {}, needs_gpu=True, run=recorded(), user="u")
-    assert slurm.resolve({"gpu_partition": "gpu"}, {}, True, recorded(), "u")["gpu_partition"] == "gpu"
-
-
-def test_an_unreachable_controller_says_so():
-    with pytest.raises(slurm.SlurmSettingError, match="cannot reach a controller"):
-        slurm.resolve({}, {}, False, recorded(sinfo=None), "u")
-
-
-# --- the real cluster ---
 
 TORCH = "torch-2.13"
 SLURM_OPTIONS = [
@@ -98,12 +25,18 @@ SLURM_OPTIONS = [
 
 @pytest.fixture(scope="module")
 def cluster():
-    """The one-node cluster, up (idempotent: reused when already running)."""
+    """The one-node cluster, up (reused when already running), and down again after the tests where they started it:
+    a configured cluster whose controller is gone makes every Slurm client call, and so every later Snakemake start
+    (the Slurm executor plugin asks `scontrol` at import), wait seconds for it."""
     if os.geteuid() != 0:
         pytest.skip("starting the Slurm daemons needs root (scripts/slurm_cluster.sh up)")
-    result = subprocess.run([str(REPO / "scripts" / "slurm_cluster.sh"), "up"], capture_output=True, text=True)
+    script = str(REPO / "scripts" / "slurm_cluster.sh")
+    was_running = "slurmctld: running" in subprocess.run([script, "status"], capture_output=True, text=True).stdout
+    result = subprocess.run([script, "up"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stderr
+    yield result.stderr
+    if not was_running:
+        subprocess.run([script, "down"], capture_output=True, check=True)
 
 
 def sacct(*job_ids):

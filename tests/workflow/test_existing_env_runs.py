@@ -1,59 +1,14 @@
-"""A stack runs in an environment that already exists (config `existing_envs`): checked before any job, described
-in every record like a built env. The existing environment here is a venv the test makes without pip, whose
-packages are those of the built torch venv (a .pth file), so it stands for a preinstalled interpreter."""
+"""A stack runs in an environment that already exists (config `existing_envs`, conftest's existing_python): checked
+before any job, described in every record like a built env; a bad one is refused before any job (the check itself:
+tests/frameworks/test_existing_env.py)."""
 
 import json
 import subprocess
 
-import pytest
 import yaml
-from build_env import check_existing, describe
-from conftest import SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository
+from conftest import SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository
 
 TORCH = "torch-2.13"
-
-
-@pytest.fixture(scope="module")
-def existing_python(env_python, tmp_path_factory):
-    built = env_python(STACKS[TORCH]["env"]["cpu"])
-    site = subprocess.run(
-        [str(built), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    base = subprocess.run(
-        [str(built), "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    prefix = tmp_path_factory.mktemp("preinstalled") / "venv"
-    subprocess.run([base, "-m", "venv", "--without-pip", str(prefix)], check=True)
-    python = prefix / "bin" / "python"
-    own_site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (prefix / own_site / "preinstalled.pth").write_text(site + "\n")
-    return python
-
-
-def test_an_existing_env_is_checked_for_its_framework_and_version(existing_python, tmp_path):
-    problem, found = check_existing(existing_python, "torch", "2.13")
-    assert problem is None and found["version"].startswith("2.13")
-    problem, _ = check_existing(existing_python, "torch", "2.1")
-    assert "imports torch 2.13" in problem and "declares version 2.1" in problem
-    problem, _ = check_existing(existing_python, "tensorflow", "2.21")
-    assert str(existing_python) in problem and "cannot import tensorflow" in problem
-    problem, _ = check_existing(tmp_path / "no" / "python", "torch", "2.13")
-    assert "does not exist" in problem
-
-
-def test_an_existing_env_without_pip_is_described_like_a_built_one(existing_python):
-    description = describe(None, str(existing_python), "existing")
-    assert description["env_file"] is None and description["deployment"] == "existing"
-    assert any(package.startswith("torch==2.13") for package in description["packages"])
-    assert len(description["packages_sha256"]) == 64
 
 
 def run_snakemake(root, *arguments):

@@ -1,0 +1,140 @@
+"""The adapter contract, as code: what every module in this package defines, one Protocol per role.
+
+A stack in envs/stacks.yaml names its `adapter` (a TrainingAdapter) and its `ops_adapter` (an OpsAdapter, which may be
+the same module or one of its own, such as jax_numpy). An adapter module implements its roles' members as module-level
+functions and constants (the `self` below is the module); everything else in it is private (a leading underscore).
+tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.yaml against these classes.
+
+Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
+those frameworks' adapters for their thread and math-mode switches, pipeline and CUDA versions rather than copying
+them: the small shared surface below (KerasBackend, TensorFlowBackend), which those adapters keep public.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Adapter(Protocol):
+    """What every adapter defines."""
+
+    FRAMEWORK: str
+    """The framework's name as the records call it (the module that imports it)."""
+
+    def version(self) -> str:
+        """The framework version, read inside the env."""
+
+
+class TrainingAdapter(Adapter, Protocol):
+    """A stack's `adapter`: trains the neutral models (dlbench/specs.py) in the stack's framework (scripts/train.py).
+    Importing the module imports the framework (train.py's `imports` phase)."""
+
+    INPUT_WORK: str
+    """What fixed_batch_steps leaves out of an epoch, in words (the record's input_share_covers)."""
+    LOADER: str
+    """The framework's own loader of streamed image folders, in words (the record's stream.loader)."""
+
+    def configure(self, device, threads, seed, math_mode) -> dict:
+        """What took effect, read back, of setting threads, seeds, device and math mode (dlbench/mathmode.py)."""
+
+    # Data placement `device`: framework tensors on the training device, batches gathered there; `host`: NumPy arrays,
+    # each batch gathered in NumPy and handed over per step. In the layout the experiment's variant runs in.
+    def stage(self, arrays, experiment):
+        """The dataset placed as the experiment's data_placement says: what train_epoch and evaluate take."""
+
+    # Data placement `stream`, instead of stage: train_epoch, fixed_batch_steps and evaluate take the loader as staged
+    # data, the `order` of train_epoch then being data.stream_order's items.
+    def stream(self, meta, experiment, workers):
+        """The framework's own loader over a streamed image folder (dlbench/data.py), with `workers` workers."""
+
+    def loader_pass(self, staged, order, batch_size) -> None:
+        """Nothing: the streamed batches of `order` placed on the device, no model (the loader's own throughput)."""
+
+    def loader_batches(self, staged, order, batch_size):
+        """The loader's host batches (uint8 NHWC, labels) of `order`, or of the evaluation split for None (tests)."""
+
+    # A variant the adapter does not implement (dlbench/variants.py) raises ValueError.
+    def build(self, spec, input_shape, weights, experiment):
+        """The model, optimiser and loss of the spec with the neutral weights, in the experiment's variant."""
+
+    def parameter_count(self, model) -> int:
+        """The model's trainable parameters."""
+
+    def weights(self, model, spec, input_shape) -> list:
+        """The current weights, one list of arrays per spec leaf, in the neutral layout."""
+
+    def engaged(self, model) -> dict:
+        """What ran, read back: variant state (graph, XLA, graph breaks), dtypes, layout, loss scaling."""
+
+    def train_epoch(self, model, staged, order, batch_size):
+        """The mean loss (float-like, read after sync) of one epoch over `order`; no blocking host read inside."""
+
+    # The epoch without its input work, for train.py's input share: the first batch is assembled and on the device
+    # before any timing.
+    def fixed_batch_steps(self, model, staged, order, batch_size):
+        """run(steps), which trains `steps` steps on the first batch of `order` and returns the mean loss."""
+
+    def evaluate(self, model, staged, batch_size) -> tuple[float, float]:
+        """(loss, accuracy) on the test split, host floats."""
+
+    def logits(self, model, images):
+        """The logits (np.ndarray) of inference on host NHWC float32 images (equivalence tests)."""
+
+    def sync(self, device) -> None:
+        """Nothing, once all queued device work has finished."""
+
+    def allocator_peak_mb(self, device) -> float | None:
+        """The framework allocator's peak in MiB (None on CPU or where unavailable)."""
+
+    def cuda_versions(self) -> tuple[str | None, str | None]:
+        """(CUDA, cuDNN) as the framework reports them (None where it reports none, e.g. a CPU build)."""
+
+    def is_oom(self, error) -> bool:
+        """Whether an exception is this framework's out-of-memory error."""
+
+
+class OpsAdapter(Adapter, Protocol):
+    """A stack's `ops_adapter`: the operator microbenchmarks (dlbench/ops.py, scripts/run_ops.py)."""
+
+    def operators(self, device, dtype) -> dict:
+        """{name: callable}: the operators of ops.OPERATORS, plus "copy"."""
+
+    def ops_input(self, array, device, dtype):
+        """A host array as a device tensor."""
+
+    def ops_output(self, value):
+        """A result on the host, as a float32 np.ndarray."""
+
+    def ops_sync(self, device, value) -> None:
+        """Nothing, once queued work has finished (JAX: the work of `value`)."""
+
+
+class KerasBackend(Protocol):
+    """What keras3 calls in the adapter of the backend it runs on (pytorch, tensorflow_raw), besides cuda_versions."""
+
+    def apply_threads(self, threads) -> dict:
+        """The intra-op (TensorFlow: and inter-op) thread counts, pinned where `threads` is a number, read back."""
+
+    def apply_math_mode(self, math_mode) -> dict:
+        """{tf32, conv_autotune}: the framework's math-mode switches set, read back."""
+
+
+class TensorFlowBackend(KerasBackend, Protocol):
+    """KerasBackend, and the tf.data pipeline Keras streams image folders through on either backend."""
+
+    def image_pipeline(self, meta, split, workers):
+        """dataset(items, batch_size): a streamed split as a tf.data pipeline of uint8 NHWC batches."""
+
+
+# The shared surface: the adapters other adapters call beyond the contract, and what they call.
+SHARED = {"pytorch": KerasBackend, "tensorflow_raw": TensorFlowBackend}
+
+
+def members(protocol):
+    """The names a Protocol declares, its bases' included: functions and annotated constants."""
+    names = set()
+    for cls in protocol.__mro__:
+        if cls.__module__ == __name__:
+            names |= set(vars(cls).get("__annotations__", {}))
+            names |= {name for name, value in vars(cls).items() if callable(value) and not name.startswith("_")}
+    return names

@@ -1,0 +1,184 @@
+"""The adapter contract (scripts/dlbench/adapters/contract.py) holds for every adapter envs/stacks.yaml names, read
+from the adapters' source, so no framework is imported: each member of its roles defined with the Protocol's
+parameters, no other public name than those (and its imports), and calls into another adapter only to its contract
+or its shared surface. Also the one loader, dlbench.adapters.load."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+from dlbench import adapters
+from dlbench.adapters import contract
+from dlbench.configuration import load_stacks
+
+FOLDER = Path(adapters.__file__).parent
+KINDS = (
+    ("posonlyargs", inspect.Parameter.POSITIONAL_ONLY),
+    ("args", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    ("vararg", inspect.Parameter.VAR_POSITIONAL),
+    ("kwonlyargs", inspect.Parameter.KEYWORD_ONLY),
+    ("kwarg", inspect.Parameter.VAR_KEYWORD),
+)
+
+
+def stack_roles():
+    """{adapter: {Protocol}}: a stack's `adapter` is a TrainingAdapter, its `ops_adapter` an OpsAdapter; an adapter
+    other adapters call beyond the contract also has its shared surface (contract.SHARED)."""
+    roles = {}
+    for entry in load_stacks().values():
+        roles.setdefault(entry["adapter"], set()).add(contract.TrainingAdapter)
+        if entry["ops_adapter"]:
+            roles.setdefault(entry["ops_adapter"], set()).add(contract.OpsAdapter)
+    for name, surface in contract.SHARED.items():
+        roles.setdefault(name, set()).add(surface)
+    return roles
+
+
+ROLES = stack_roles()
+
+
+def parameters(function):
+    """`a, b, *c`: a function's parameters (inspect's for a Protocol method, without self; ast's for a def)."""
+    if isinstance(function, ast.AST):
+        found = []
+        for field, kind in KINDS:
+            arguments = getattr(function.args, field)
+            for argument in arguments if isinstance(arguments, list) else [arguments] if arguments else []:
+                found.append(inspect.Parameter(argument.arg, kind))
+    else:
+        found = list(inspect.signature(function).parameters.values())[1:]
+    return ", ".join(str(parameter) for parameter in found)
+
+
+def definitions(source):
+    """({name: its def, or None for a constant or class} at a module's top level, whether or not under an if or
+    try; {names bound by its imports}). Names a function binds inside are its own."""
+    defined, imported = {}, set()
+
+    def visit(statements):
+        for statement in statements:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined[statement.name] = statement
+            elif isinstance(statement, ast.ClassDef):
+                defined[statement.name] = None
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                names = [node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)]
+                defined.update(dict.fromkeys(names))
+            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+                imported.update((alias.asname or alias.name).split(".")[0] for alias in statement.names)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    visit(getattr(statement, field, ()))
+
+    visit(ast.parse(source).body)
+    return defined, imported
+
+
+def role_names(roles):
+    return ", ".join(sorted(protocol.__name__ for protocol in roles))
+
+
+def contract_problems(name, source, roles):
+    """What in an adapter's source breaks the contract of its roles, one line each naming adapter and member."""
+    defined, imported = definitions(source)
+    problems, expected = [], set()
+    for protocol in sorted(roles, key=lambda protocol: protocol.__name__):
+        for member in sorted(contract.members(protocol)):
+            expected.add(member)
+            declared = getattr(protocol, member, None)
+            where = f"{name} ({protocol.__name__}): {member}"
+            if member not in defined:
+                problems.append(f"{where} is missing")
+            elif callable(declared) and defined[member] is None:
+                problems.append(f"{where} must be a function ({parameters(declared)})")
+            elif callable(declared) and parameters(defined[member]) != parameters(declared):
+                problems.append(f"{where} takes ({parameters(defined[member])}), the contract ({parameters(declared)})")
+            elif not callable(declared) and defined[member] is not None:
+                problems.append(f"{where} must be a constant, not a function")
+    for extra in sorted(set(defined) - expected - imported):
+        if not extra.startswith("_"):
+            problems.append(
+                f"{name}: {extra} is public but no member of {role_names(roles)}: make it private (_{extra})"
+            )
+    return problems
+
+
+def source_of(name):
+    return (FOLDER / f"{name}.py").read_text()
+
+
+def test_the_adapters_are_exactly_those_the_stacks_name():
+    assert sorted(ROLES) == adapters.names()
+    assert adapters.names() == sorted(
+        path.stem for path in FOLDER.glob("*.py") if path.stem not in ("__init__", "contract")
+    )
+
+
+@pytest.mark.parametrize("name", sorted(ROLES))
+def test_an_adapter_defines_its_contract_and_nothing_else_public(name):
+    problems = contract_problems(name, source_of(name), ROLES[name])
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", sorted(ROLES))
+def test_an_adapter_calls_another_only_through_its_contract_or_shared_surface(name):
+    """keras3 runs on pytorch's and tensorflow_raw's switches: those calls are the contract or contract.SHARED."""
+    tree = ast.parse(source_of(name))
+    siblings = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and not node.module
+        for alias in node.names
+        if alias.name in adapters.names()
+    }
+    calls = {
+        (node.value.id, node.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in siblings
+    }
+    outside = sorted(
+        f"{name} calls {module}.{attribute}, which is no member of {role_names(ROLES[module])}"
+        for module, attribute in calls
+        if attribute not in set().union(*map(contract.members, ROLES[module]))
+    )
+    assert not outside, "\n".join(outside)
+
+
+def test_the_check_names_the_adapter_and_the_member():
+    """A module that misses a member, takes other parameters, and leaves a helper public fails on each, by name."""
+    source = "\n".join(
+        [
+            "import numpy as np",
+            "FRAMEWORK = 'x'",
+            "def version(): pass",
+            "def operators(device): pass",
+            "def ops_input(array, device, dtype): pass",
+            "def ops_output(value): pass",
+            "def helper(): pass",
+            "def _private(): pass",
+        ]
+    )
+    assert contract_problems("fake", source, {contract.OpsAdapter}) == [
+        "fake (OpsAdapter): operators takes (device), the contract (device, dtype)",
+        "fake (OpsAdapter): ops_sync is missing",
+        "fake: helper is public but no member of OpsAdapter: make it private (_helper)",
+    ]
+
+
+def test_the_contract_documents_every_member():
+    for protocol in (contract.TrainingAdapter, contract.OpsAdapter, contract.KerasBackend, contract.TensorFlowBackend):
+        for member in contract.members(protocol):
+            declared = getattr(protocol, member, None)
+            if callable(declared):
+                assert declared.__doc__, f"{protocol.__name__}.{member} has no docstring"
+    source = (FOLDER / "contract.py").read_text()
+    for constant in ("FRAMEWORK", "INPUT_WORK", "LOADER"):
+        assert f'    {constant}: str\n    """' in source, f"{constant} has no docstring"
+
+
+def test_the_loader_refuses_an_unknown_adapter_naming_the_known_ones():
+    for name in ("torch", "contract", "__init__"):
+        with pytest.raises(ValueError, match=f"unknown adapter '{name}': .* has jax_numpy, keras3, mxnet_gluon"):
+            adapters.load(name)

@@ -1,0 +1,56 @@
+"""A record's files are strict JSON and plain CSV: a number that is not finite is written as null (an empty cell)."""
+
+import numpy as np
+from conftest import read_csv
+from dlbench.io import write_json_atomic
+from dlbench.record import write_epochs_csv
+from runs import strict_json
+
+
+def test_json_results_hold_null_where_a_number_is_not_finite(tmp_path):
+    payload = {
+        "loss": float("nan"),
+        "curve": [1.5, float("inf"), (float("-inf"), 2)],
+        "ok": 3,
+        "flag": True,
+        "nested": {"deep": [{"value": np.float32("nan"), "fine": np.float32(0.5), "count": np.int64(7)}]},
+        "path": tmp_path,
+    }
+    write_json_atomic(tmp_path / "record.json", payload)
+    written = strict_json((tmp_path / "record.json").read_text())
+    assert written == {
+        "loss": None,
+        "curve": [1.5, None, [None, 2]],
+        "ok": 3,
+        "flag": True,
+        "nested": {"deep": [{"value": None, "fine": 0.5, "count": 7}]},
+        "path": str(tmp_path),
+    }
+    assert payload["loss"] != payload["loss"]  # the caller's data is left as it was
+    write_epochs_csv(
+        tmp_path / "epochs.csv",
+        [
+            dict(
+                epoch=1,
+                train_s=0.5,
+                eval_s=0.1,
+                train_loss=float("nan"),
+                test_loss=np.float32("inf"),
+                test_accuracy=0.1,
+                images=64,
+                images_per_s=128.0,
+            )
+        ],
+    )
+    assert read_csv(tmp_path / "epochs.csv") == [
+        {
+            "epoch": "1",
+            "train_s": "0.5",
+            "eval_s": "0.1",
+            "train_loss": "",
+            "test_loss": "",
+            "test_accuracy": "0.1",
+            "images": "64",
+            "images_per_s": "128.0",
+        }
+    ]
