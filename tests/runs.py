@@ -2,6 +2,7 @@
 schema and the contention limits of a shared machine."""
 
 import json
+import subprocess
 
 import yaml
 from conftest import REPO, SHARED_MACHINE
@@ -81,3 +82,12 @@ def strict_json(text):
         raise ValueError(f"{constant} is not JSON")
 
     return json.loads(text, parse_constant=refuse)
+
+
+def prepare_synthetic(tools_python, folder, classes, train_size, test_size):
+    """A synthetic-8x8x1 dataset prepared into folder by scripts/prepare_dataset.py in the tools env, as the workflow's
+    prepare rule does."""
+    options = {"synthetic": {"classes": classes, "train_size": train_size, "test_size": test_size, "seed": 0}}
+    command = [str(tools_python), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1", str(folder)]
+    subprocess.run([*command, "--options", json.dumps(options)], check=True)
+    return folder

@@ -7,8 +7,7 @@ import sys
 import threading
 
 import jsonschema
-from conftest import REPO
-from runs import LENIENT, RECORD_SCHEMA, experiment, runner_command
+from runs import LENIENT, RECORD_SCHEMA, experiment, prepare_synthetic, runner_command
 
 LIMITS = dict(LENIENT, max_foreign_cpu_cores=0.1, max_steal_share=0.05, retries=2, settle_seconds=0)
 
@@ -16,19 +15,7 @@ LIMITS = dict(LENIENT, max_foreign_cpu_cores=0.1, max_steal_share=0.05, retries=
 def test_a_training_job_beside_a_busy_loop_ends_contended_and_is_redone_clean(tmp_path, env_python):
     """A real run (torch, one thread) while a busy loop holds a core: its first try is contended, the busy loop is
     stopped as soon as the runner says so, and the next try is clean. The record keeps the contended try."""
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 10, "train_size": 1024, "test_size": 64, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 1024, 64)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     limits = dict(LIMITS, max_foreign_cpu_cores=0.7, retries=5, settle_seconds=1)
     row = experiment(min_steady_seconds=1.0, measure_input_share=False)
@@ -68,19 +55,7 @@ def test_a_training_job_beside_a_busy_loop_ends_contended_and_is_redone_clean(tm
 def test_a_kill_during_a_retry_leaves_no_record_and_the_next_run_starts_clean(tmp_path, env_python):
     """Killed while it waits to run a contended run again, the runner leaves no record (nothing claims a clean
     measurement); run again, it discards the unfinished tries and writes one record."""
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 10, "train_size": 256, "test_size": 64, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 256, 64)
     row = experiment(min_steady_seconds=0.2, measure_input_share=False)
     always = dict(LIMITS, max_foreign_cpu_cores=0.0, retries=1, settle_seconds=60)  # every try is contended
     command = runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path, always)

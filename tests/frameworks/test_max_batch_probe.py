@@ -5,23 +5,12 @@ import json
 import subprocess
 
 from conftest import REPO, library_environment
+from runs import prepare_synthetic
 
 
 def test_a_framework_out_of_memory_error_is_an_oom_probe(tmp_path, env_python):
     """A probe in the torch env whose training raises CUDA's out-of-memory error above batch 24 (tests/oom_probe.py)."""
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 4, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 4, 64, 16)
     search = {
         "stack": "torch-2.13",
         "adapter": "pytorch",

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, library_environment, read_csv
 from dlbench.record import base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
-from runs import ENV_DESCRIPTION, RECORD_SCHEMA, experiment, runner_command, strict_json
+from runs import ENV_DESCRIPTION, RECORD_SCHEMA, experiment, prepare_synthetic, runner_command, strict_json
 
 
 def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
@@ -49,19 +49,7 @@ def test_a_killed_training_process_still_leaves_a_record(tmp_path, env_python):
 def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_python):
     """A batch larger than the training set fails inside train.py, which records the error and exits 0."""
     row = experiment(batch_size=100_000)
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 64, 16)
     result = subprocess.run(
         runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True, text=True
     )
@@ -75,19 +63,7 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
 
 
 def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python):
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 10, "train_size": 256, "test_size": 16, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 256, 16)
     row = experiment(batch_size=32, min_steady_seconds=0.3)
     result = subprocess.run(
         runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True, text=True
@@ -103,19 +79,7 @@ def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python
 
 
 def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 64, 16)
     command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)[:-2]
     command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself (no launcher options), with a scripted OOM
     result = subprocess.run(command, capture_output=True, text=True, env=library_environment())
@@ -132,19 +96,7 @@ def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
 def test_a_loss_that_is_not_finite_ends_the_run_as_diverged(tmp_path, env_python):
     """Plain SGD at learning rate 1000 on a small synthetic set: the loss overflows to NaN within a few epochs. The
     run stops after that epoch, keeps the epochs that finished and writes strict JSON (no NaN in any file)."""
-    dataset = tmp_path / "dataset"
-    options = {"synthetic": {"classes": 10, "train_size": 64, "test_size": 16, "seed": 0}}
-    subprocess.run(
-        [
-            str(env_python("tools")),
-            str(REPO / "scripts" / "prepare_dataset.py"),
-            "synthetic-8x8x1",
-            str(dataset),
-            "--options",
-            json.dumps(options),
-        ],
-        check=True,
-    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 64, 16)
     row = experiment(
         experiment_id="mxnet-1.9_synthetic-8x8x1_mlp_cpu_b16_sgd-lr1000_e4_eager",
         stack="mxnet-1.9",
