@@ -28,9 +28,8 @@ from dlbench.telemetry import TRACE_COLUMNS, load_nvml
 SCRIPTS = Path(__file__).resolve().parent
 
 OUTPUTS = ("--record", "--epochs-csv", "--telemetry-csv")
-CONSOLE_FD = (
-    3  # the workflow's shell opens fd 3 on its own stderr, so a retry is said on the console, not only in the log
-)
+# The workflow's shell opens fd 3 on its own stderr, so a retry is said on the console, not only in the log.
+CONSOLE_FD = 3
 
 
 def log(message):
