@@ -3,11 +3,12 @@
 Each matrix is one stack, dataset and model with N batch sizes (N experiments) x --repeats repeats, so the train
 jobs are N x repeats plus the few env, code, data, aggregate and report jobs. Beside each figure, Snakemake's own floor
 for as many jobs (a one-rule workflow with one input per job, dry-run the same way) and their ratio, the figure to hold
-at most 1.5; and Snakemake's startup (the floor for one job), paid by both: on a machine with Slurm's client tools but
-no reachable controller the Slurm executor plugin waits seconds for `scontrol` at every start, which shrinks the ratio.
+at most 1.5; each time is the best of --tries dry runs, as a busy moment only ever adds time. Last, Snakemake's startup
+(the floor for one job), paid by both: on a machine with Slurm's client tools but no reachable controller the Slurm
+executor plugin waits seconds for `scontrol` at every start, which shrinks the ratio.
 Run from the repository root, alone on the machine:
 
-    .venv/bin/python benchmarks/planning.py [--experiments 1000 10000] [--repeats 3]
+    .venv/bin/python benchmarks/planning.py [--experiments 1000 10000] [--repeats 3] [--tries 3]
 """
 
 import argparse
@@ -42,27 +43,30 @@ rule one:
 """
 
 
-def timed_dry_run(root):
+def timed_dry_run(root, tries):
+    """The best of `tries` dry runs' wall times."""
     snakemake = [sys.executable, "-m", "snakemake"]  # the venv's bin/snakemake names the path it was installed at
-    start = time.perf_counter()
-    result = subprocess.run(
-        [*snakemake, "-n", "--cores", "2", "--quiet", "rules"], cwd=root, capture_output=True, text=True
-    )
-    elapsed = time.perf_counter() - start
-    if result.returncode != 0:
-        raise RuntimeError(result.stderr[-3000:])
-    return elapsed
+    times = []
+    for _ in range(tries):
+        start = time.perf_counter()
+        result = subprocess.run(
+            [*snakemake, "-n", "--cores", "2", "--quiet", "rules"], cwd=root, capture_output=True, text=True
+        )
+        times.append(time.perf_counter() - start)
+        if result.returncode != 0:
+            raise RuntimeError(result.stderr[-3000:])
+    return min(times)
 
 
-def floor_seconds(jobs):
+def floor_seconds(jobs, tries):
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "Snakefile").write_text(FLOOR.format(jobs=jobs))
         (root / "in.txt").touch()
-        return timed_dry_run(root)
+        return timed_dry_run(root, tries)
 
 
-def dry_run_seconds(experiments, repeats):
+def dry_run_seconds(experiments, repeats, tries):
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         copy_workflow(root)
@@ -80,20 +84,21 @@ def dry_run_seconds(experiments, repeats):
             "max_batch": {"enabled": False},
         }
         (root / "config.yaml").write_text(yaml.safe_dump(config))
-        return timed_dry_run(root)
+        return timed_dry_run(root, tries)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiments", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tries", type=int, default=3, help="dry runs per figure, the best kept")
     args = parser.parse_args()
     print(f"{'experiments':>11} {'train jobs':>10} {'snakemake -n (s)':>17} {'floor (s)':>10} {'ratio':>6}", end="")
     print(f" {'ms per job':>11} {'startup (s)':>12}")
-    startup = floor_seconds(1)
+    startup = floor_seconds(1, args.tries)
     for experiments in args.experiments:
         jobs = experiments * args.repeats
-        seconds, floor = dry_run_seconds(experiments, args.repeats), floor_seconds(jobs)
+        seconds, floor = dry_run_seconds(experiments, args.repeats, args.tries), floor_seconds(jobs, args.tries)
         print(
             f"{experiments:>11,} {jobs:>10,} {seconds:>17.2f} {floor:>10.2f} {seconds / floor:>6.2f}"
             f" {seconds / jobs * 1000:>11.2f} {startup:>12.2f}",

@@ -3,9 +3,8 @@ rule aggregate:
         env=env_description("tools"),
         script="scripts/aggregate.py",
         code=code_manifest("scripts/aggregate.py"),
+        # Each run's epochs.csv and telemetry.csv are beside its record, written before it (rule train).
         records=lambda wildcards: run_outputs("record.json"),
-        epochs=lambda wildcards: run_outputs("epochs.csv"),
-        telemetry=lambda wildcards: run_outputs("telemetry.csv"),
         max_batch=max_batch_outputs(),
     output:
         runs="results/tables/runs.csv",

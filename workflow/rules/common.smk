@@ -51,6 +51,18 @@ def slurm_submission():
         raise WorkflowError(str(error))
 
 
+def device_resources(device):
+    """A timed job's resources on its device, only those in effect, as Snakemake evaluates each once per job: the GPU
+    of this machine (local_gpus), or what Slurm is asked for."""
+    if config["scheduler"] == "slurm":
+        return {
+            "gres": slurm_gres(device),
+            "slurm_account": SLURM["account"],
+            "slurm_partition": slurm_partition(device),
+        }
+    return {"gpu": local_gpus(device)}
+
+
 def slurm_partition(device):
     return SLURM["gpu_partition" if device == "gpu" else "partition"]
 
@@ -66,14 +78,14 @@ def slurm_gres(device):
     return "gpu:1" if device == "gpu" and config["scheduler"] == "slurm" else ""
 
 
-def train_resource(value_of_device):
-    """A train job's resource, from its experiment's device: a constant where every planned experiment has the same
-    device, as Snakemake evaluates a function once per job (a large share of planning thousands of them).
+def per_experiment(value_of_row):
+    """A train job's directive, from its experiment row: a constant where every planned experiment gives the same
+    value, as Snakemake evaluates a function once per job (a large share of planning thousands of them).
     """
-    values = {value_of_device(row["device"]) for row in EXPERIMENTS.values()}
+    values = {value_of_row(row) for row in EXPERIMENTS.values()}
     if len(values) == 1:
         return values.pop()
-    return lambda wildcards: value_of_device(experiment_of(wildcards)["device"])
+    return lambda wildcards: value_of_row(experiment_of(wildcards))
 
 
 def refuse_existing_envs_under_conda():
@@ -213,14 +225,11 @@ def conda_env_file(env):
     )
 
 
-def job_conda_env(wildcards):
-    return conda_env_file(experiment_of(wildcards)["env"])
-
-
 def env_description(env):
     return f"results/envs/{env}.json"
 
 
+@functools.cache
 def env_python(env):
     """The interpreter a job of this env runs: an existing env's, the env's venv, or the active conda env's."""
     existing = {

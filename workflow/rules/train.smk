@@ -2,25 +2,27 @@
 rule train:
     input:
         unpack(train_inputs),
+    # The record alone is declared (each declared file costs Snakemake's planning of thousands of jobs a share):
+    # run_experiment.py writes the run's epochs.csv and telemetry.csv beside it first, the record last.
     output:
         record="results/runs/{experiment}/rep{rep}/record.json",
-        epochs="results/runs/{experiment}/rep{rep}/epochs.csv",
-        telemetry="results/runs/{experiment}/rep{rep}/telemetry.csv",
     log:
         "logs/train/{experiment}/rep{rep}.log",
     # Interleaved rounds: round r (repeat r of every experiment) before any repeat r+1.
     priority: round_priority
     conda:
-        job_conda_env
+        per_experiment(lambda row: conda_env_file(row["env"]))
     # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
     threads: workflow.cores
     resources:
-        gpu=train_resource(local_gpus),
-        gres=train_resource(slurm_gres),
-        slurm_account=SLURM["account"],
-        slurm_partition=train_resource(slurm_partition),
+        **{
+            name: per_experiment(
+                lambda row, name=name: device_resources(row["device"])[name]
+            )
+            for name in device_resources("cpu")
+        },
     params:
-        python=lambda wildcards: env_python(experiment_of(wildcards)["env"]),
+        python=per_experiment(lambda row: env_python(row["env"])),
         experiment=run_parameters,
         framework_threads=config["cpu_threads"],
         contention=json.dumps(config["contention"], sort_keys=True),
@@ -28,5 +30,5 @@ rule train:
     shell:
         "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
         " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"
-        " --threads {params.framework_threads} --record {output.record} --epochs-csv {output.epochs}"
-        " --telemetry-csv {output.telemetry} --contention {params.contention:q} 3>&2 > {log} 2>&1"
+        " --threads {params.framework_threads} --record {output.record} --epochs-csv $(dirname {output.record})/epochs.csv"
+        " --telemetry-csv $(dirname {output.record})/telemetry.csv --contention {params.contention:q} 3>&2 > {log} 2>&1"
