@@ -23,13 +23,7 @@ wildcard_constraints:
     search=r"[^/]+",
     env=regex_alternatives(ENVS),
     dataset=regex_alternatives(axis_values("dataset")),
-    file=regex_alternatives(
-        {
-            spec["name"]
-            for entry in REGISTRY.values()
-            for spec in entry["files"].values()
-        }
-    ),
+    file=regex_alternatives({spec["name"] for entry in REGISTRY.values() for spec in entry["files"].values()}),
     rep=r"\d+",
     round=r"\d+",
     stack=regex_alternatives(STACKS),
@@ -77,9 +71,7 @@ rule list_failures:
         "logs/list_failures.log",
     run:
         Path(output[0]).touch()
-        Path(log[0]).write_text(
-            "the runs not ok are listed at the end of the invocation\n"
-        )
+        Path(log[0]).write_text("the runs not ok are listed at the end of the invocation\n")
 
 
 rule all:

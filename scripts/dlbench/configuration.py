@@ -43,11 +43,11 @@ class ConfigError(WorkflowError):
 
 
 class Machine:
-    """What planning needs to know of the machine it plans for. Asked lazily: nvidia-smi runs only where a config
-    asks for a GPU."""
+    """What planning needs to know of the machine it plans for: its GPU (asked lazily: nvidia-smi runs only where a
+    config asks for a GPU), its memory, and whether software is deployed there with conda (Snakemake's --sdm conda)."""
 
-    def __init__(self, has_gpu=None, memory_bytes=None):
-        self._has_gpu, self.memory_bytes = has_gpu, memory_bytes
+    def __init__(self, has_gpu=None, memory_bytes=None, conda=False):
+        self._has_gpu, self.memory_bytes, self.conda = has_gpu, memory_bytes, conda
 
     @property
     def has_gpu(self):
@@ -56,8 +56,8 @@ class Machine:
         return self._has_gpu
 
 
-def this_machine():
-    return Machine(memory_bytes=memory_bytes())
+def this_machine(conda=False):
+    return Machine(memory_bytes=memory_bytes(), conda=conda)
 
 
 def gpu_present():
@@ -191,6 +191,7 @@ def refusals(config, stacks, registry, machine):
         named_stacks,
         max_batch_range,
         existing_env_files,
+        existing_envs_under_conda,
         dataset_memory,
         gpu_on_this_machine,
     )
@@ -326,6 +327,14 @@ def named_stacks(config, stacks, registry, machine):
     for stack in config["existing_envs"]:
         if stack not in stacks:
             yield not_allowed("existing_envs", stack, stacks)
+
+
+def existing_envs_under_conda(config, stacks, registry, machine):
+    if config["existing_envs"] and machine.conda:
+        yield (
+            "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
+            "drop --sdm conda or the `existing_envs` entries"
+        )
 
 
 def max_batch_range(config, stacks, registry, machine):

@@ -371,6 +371,26 @@ def redone_runs(config, experiments):
     )
 
 
+def end_of_invocation(config, experiments, logs_since, arguments):
+    """What a workflow invocation says at its end, and whether it succeeded: the runs run again because the machine
+    was busy; the failed runs by status with their logs and the command that retries them (Snakemake with the
+    invocation's config `arguments`). It did not succeed when a failed run's status is not in `expected_failures`."""
+    lines = [line for line in [redone_runs(config, experiments)] if line]
+    failed = list(failed_runs(config, experiments, logs_since=logs_since))
+    if not failed:
+        return lines, True
+    unexpected = {run["status"] for run in failed} - set(config["expected_failures"])
+    failed_records = f".venv/bin/python scripts/plan.py failed {arguments}".strip()
+    profile = "--profile profiles/slurm" if config["scheduler"] == "slurm" else ""
+    snakemake = " ".join(filter(None, [".venv/bin/python -m snakemake", profile, arguments]))
+    retry = f"Retry them with: {snakemake} --forcerun $({failed_records})"
+    return [
+        *lines,
+        *failure_summary(failed),
+        retry + ("" if unexpected else " (expected_failures: these do not fail the run)"),
+    ], not unexpected
+
+
 def failure_summary(failed):
     """The lines printed at the end of a workflow run about its failed runs, grouped by status."""
     lines = []

@@ -16,6 +16,23 @@ import getpass
 import subprocess
 
 
+NOT_SUBMITTED = {"account": "", "partition": "", "gpu_partition": ""}  # resolve's answer where nothing is submitted
+
+
+def device_resources(device, scheduler, submission):
+    """A timed job's Snakemake resources on its device, only those in effect, as each costs planning work per job.
+    Here: `gpu`, which `--resources gpu=1` (profiles/default) holds GPU jobs to one at a time with. On Slurm none of
+    that, as a workflow-wide gpu=1 would hold the whole cluster to one GPU job at a time: each job asks sbatch for
+    its own GPU, with the account and partition of `submission` (resolve)."""
+    if scheduler == "slurm":
+        return {
+            "gres": "gpu:1" if device == "gpu" else "",
+            "slurm_account": submission["account"],
+            "slurm_partition": submission["gpu_partition" if device == "gpu" else "partition"],
+        }
+    return {"gpu": int(device == "gpu")}
+
+
 class SlurmSettingError(ValueError):
     pass
 

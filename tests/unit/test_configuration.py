@@ -196,3 +196,16 @@ def test_several_config_files_follow_one_flag_in_the_retry_hint(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     words = configuration.command_line_arguments([tmp_path / "a.yaml", tmp_path / "b c.yaml"], None)
     assert words == "--configfile a.yaml 'b c.yaml'"
+
+
+def test_existing_environments_are_refused_only_where_software_is_deployed_with_conda(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"existing_envs": {"torch-2.13": "/usr/bin/python3"}}))
+    config = configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
+    stacks, registry = configuration.load_stacks(), configuration.load_registry(config)
+    conda = configuration.Machine(has_gpu=False, memory_bytes=24 * 2**30, conda=True)
+    assert configuration.refusals(config, stacks, registry, MACHINE) == []
+    assert configuration.refusals(config, stacks, registry, conda) == [
+        "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
+        "drop --sdm conda or the `existing_envs` entries"
+    ]

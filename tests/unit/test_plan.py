@@ -118,6 +118,28 @@ def test_failed_runs_are_found_by_status_and_summarised_with_their_logs(tmp_path
     ]
 
 
+def test_an_invocation_ends_with_its_failed_runs_a_retry_command_and_fails_unless_they_were_expected(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    table, _ = plan.experiment_table(CONFIG, STACKS, {})
+    config = dict(CONFIG, scheduler="local", expected_failures=[])
+    assert plan.end_of_invocation(config, table, None, "") == ([], True)  # nothing ran: no run failed
+    experiment = next(iter(table))
+    folder = tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=1)
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text(json.dumps({"status": "oom", "error": "out of memory"}))
+    lines, succeeded = plan.end_of_invocation(config, table, None, "--config repeats=1")
+    assert not succeeded and lines[0] == "1 run(s) with status oom:"
+    assert lines[-1] == (
+        "Retry them with: .venv/bin/python -m snakemake --config repeats=1 --forcerun "
+        "$(.venv/bin/python scripts/plan.py failed --config repeats=1)"
+    )
+    slurm = dict(config, scheduler="slurm", expected_failures=["oom"])
+    lines, succeeded = plan.end_of_invocation(slurm, table, None, "")
+    assert succeeded and "--profile profiles/slurm --forcerun" in lines[-1] and lines[-1].endswith("fail the run)")
+
+
 @pytest.fixture
 def prepared(tmp_path):
     np.savez(tmp_path / data.ARRAYS, train_x=np.zeros((4, 2, 2, 1), np.uint8))

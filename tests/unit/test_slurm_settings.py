@@ -72,3 +72,19 @@ def test_gpu_jobs_on_a_partition_without_gpus_are_refused_naming_the_gpu_partiti
 def test_an_unreachable_controller_says_so():
     with pytest.raises(slurm.SlurmSettingError, match="cannot reach a controller"):
         slurm.resolve({}, {}, False, recorded(sinfo=None), "u")
+
+
+def test_a_timed_job_asks_for_the_resources_in_effect_where_it_runs():
+    submission = {"account": "lab", "partition": "cpu", "gpu_partition": "gpu"}
+    assert slurm.device_resources("gpu", "local", slurm.NOT_SUBMITTED) == {"gpu": 1}
+    assert slurm.device_resources("cpu", "local", slurm.NOT_SUBMITTED) == {"gpu": 0}
+    assert slurm.device_resources("gpu", "slurm", submission) == {
+        "gres": "gpu:1",
+        "slurm_account": "lab",
+        "slurm_partition": "gpu",
+    }
+    assert slurm.device_resources("cpu", "slurm", submission) == {
+        "gres": "",
+        "slurm_account": "lab",
+        "slurm_partition": "cpu",
+    }

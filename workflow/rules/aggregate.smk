@@ -27,11 +27,7 @@ rule aggregate:
         "../../envs/tools.yaml"
     params:
         python=env_python("tools"),
-        baseline=(
-            f"--baseline {config['comparison_baseline']}"
-            if config["comparison_baseline"]
-            else ""
-        ),
+        baseline=(f"--baseline {config['comparison_baseline']}" if config["comparison_baseline"] else ""),
         margin=config["equivalence_margin"],
     shell:
         "{params.python} {input.script} --records {input.records} --max-batch {input.max_batch}"

@@ -25,10 +25,10 @@ from dlbench import (
 configuration.with_defaults(config, workflow.config_settings.config)
 STACKS = configuration.load_stacks()
 REGISTRY = configuration.load_registry(config)
-configuration.check(config, STACKS, REGISTRY, configuration.this_machine())
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+configuration.check(config, STACKS, REGISTRY, configuration.this_machine(conda=USE_CONDA))
 for warning in configuration.warnings(config):
     print(warning, file=sys.stderr)
-USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 
 
 def axis_values(axis):
@@ -44,7 +44,7 @@ def slurm_submission():
     empty where jobs are not submitted to Slurm."""
     # Remote execution: this is a job running inside Slurm, which submits nothing.
     if config["scheduler"] != "slurm" or workflow.remote_exec:
-        return {"account": "", "partition": "", "gpu_partition": ""}
+        return slurm.NOT_SUBMITTED
     try:
         return slurm.resolve(config["slurm"], os.environ, needs_gpu())
     except slurm.SlurmSettingError as error:
@@ -52,30 +52,23 @@ def slurm_submission():
 
 
 def device_resources(device):
-    """A timed job's resources on its device, only those in effect, as Snakemake evaluates each once per job: the GPU
-    of this machine (local_gpus), or what Slurm is asked for."""
-    if config["scheduler"] == "slurm":
-        return {
-            "gres": slurm_gres(device),
-            "slurm_account": SLURM["account"],
-            "slurm_partition": slurm_partition(device),
-        }
-    return {"gpu": local_gpus(device)}
+    return slurm.device_resources(device, config["scheduler"], SLURM)
 
 
-def slurm_partition(device):
-    return SLURM["gpu_partition" if device == "gpu" else "partition"]
+def job_resources(device_of_job):
+    """The resources (device_resources) of a max-batch or ops job, each a function of its wildcards."""
+    return {
+        name: lambda wildcards, name=name: device_resources(device_of_job(wildcards))[name]
+        for name in device_resources("cpu")
+    }
 
 
-def local_gpus(device):
-    """Snakemake's `gpu` resource: under --resources gpu=1 (profiles/default) GPU jobs run one at a time here. On
-    Slurm none: each job asks Slurm for its GPU itself (slurm_gres), as a workflow-wide gpu=1 would hold the whole
-    cluster to one GPU job at a time."""
-    return int(device == "gpu" and config["scheduler"] == "local")
-
-
-def slurm_gres(device):
-    return "gpu:1" if device == "gpu" and config["scheduler"] == "slurm" else ""
+def train_resources():
+    """The resources (device_resources) of a train job: per_experiment, constants where the devices agree."""
+    return {
+        name: per_experiment(lambda row, name=name: device_resources(row["device"])[name])
+        for name in device_resources("cpu")
+    }
 
 
 def per_experiment(value_of_row):
@@ -88,14 +81,6 @@ def per_experiment(value_of_row):
     return lambda wildcards: value_of_row(experiment_of(wildcards))
 
 
-def refuse_existing_envs_under_conda():
-    if config["existing_envs"] and USE_CONDA:
-        raise WorkflowError(
-            "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
-            "drop --sdm conda or the `existing_envs` entries"
-        )
-
-
 @functools.cache
 def existing_env_hash(stack):
     """The packages hash of an existing environment, validated first: the interpreter runs and imports the stack's
@@ -104,9 +89,7 @@ def existing_env_hash(stack):
     """
     python = config["existing_envs"][stack]
     entry = STACKS[stack]
-    problem, found = check_existing(
-        python, entry["framework"], entry["version"], entry["environment"]
-    )
+    problem, found = check_existing(python, entry["framework"], entry["version"], entry["environment"])
     if problem:
         raise WorkflowError(f"config error in `existing_envs.{stack}`: {problem}")
     print(
@@ -122,9 +105,7 @@ def stack_env(stack, device):
 
 def experiment_table():
     """{id: row} of the experiment matrix (dlbench/plan.py), each left-out group printed once."""
-    table, skipped = plan.experiment_table(
-        config, STACKS, plan.train_sizes(config, REGISTRY)
-    )
+    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, REGISTRY))
     for entry in skipped:
         print(plan.skipped_message(entry), file=sys.stderr)
     if not table:
@@ -144,9 +125,7 @@ def jobs_to_run():
 def unwritable_output():
     """One line naming the first output or log of this invocation's jobs in a folder that cannot be written (None
     when all can): dlbench/cli.py's check."""
-    return cli.unwritable_output(
-        path for job in jobs_to_run() for path in [*job.output, *job.log]
-    )
+    return cli.unwritable_output(path for job in jobs_to_run() for path in [*job.output, *job.log])
 
 
 def set_aside_changed_data():
@@ -164,36 +143,19 @@ FAILURES_LISTED = "results/.failures_listed"  # the output of rule list_failures
 
 
 def report_failures():
-    """At the end of every run: the failed runs by status with their logs, and False when any status is not in
-    `expected_failures` (the exit code is then non-zero). Removes rule list_failures' output, so that the next
-    invocation runs it, and so this, again."""
+    """At the end of every invocation: what plan.end_of_invocation says, and False when the exit code must be
+    non-zero. Removes rule list_failures' output, so that the next invocation runs it, and so this, again."""
     Path(FAILURES_LISTED).unlink(missing_ok=True)
-    redone = plan.redone_runs(config, EXPERIMENTS)
-    if redone:
-        print(redone, file=sys.stderr)
-    failed = list(plan.failed_runs(config, EXPERIMENTS, logs_since=INVOCATION_START))
-    if not failed:
-        return True
-    print("\n".join(plan.failure_summary(failed)), file=sys.stderr)
-    unexpected = {run["status"] for run in failed} - set(config["expected_failures"])
     arguments = configuration.command_line_arguments(
         workflow.config_settings.configfiles, workflow.config_settings.config_args
     )
-    failed_records = f".venv/bin/python scripts/plan.py failed {arguments}".strip()
-    profile = "--profile profiles/slurm" if config["scheduler"] == "slurm" else ""
-    snakemake = " ".join(
-        filter(None, [".venv/bin/python -m snakemake", profile, arguments])
-    )
-    print(
-        f"Retry them with: {snakemake} --forcerun $({failed_records})"
-        + ("" if unexpected else " (expected_failures: these do not fail the run)"),
-        file=sys.stderr,
-    )
-    return not unexpected
+    lines, succeeded = plan.end_of_invocation(config, EXPERIMENTS, INVOCATION_START, arguments)
+    for line in lines:
+        print(line, file=sys.stderr)
+    return succeeded
 
 
 SLURM = slurm_submission()
-refuse_existing_envs_under_conda()
 EXPERIMENTS = experiment_table()
 SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)
 OPS_JOBS = [
@@ -220,9 +182,7 @@ def env_file(env):
 
 def conda_env_file(env):
     """An env's file relative to workflow/rules/ as `conda:` expects; None for an existing env, which has none."""
-    return (
-        None if env.startswith(plan.EXISTING_ENV_PREFIX) else f"../../{env_file(env)}"
-    )
+    return None if env.startswith(plan.EXISTING_ENV_PREFIX) else f"../../{env_file(env)}"
 
 
 def env_description(env):
@@ -232,10 +192,7 @@ def env_description(env):
 @functools.cache
 def env_python(env):
     """The interpreter a job of this env runs: an existing env's, the env's venv, or the active conda env's."""
-    existing = {
-        plan.existing_env_name(stack): python
-        for stack, python in config["existing_envs"].items()
-    }
+    existing = {plan.existing_env_name(stack): python for stack, python in config["existing_envs"].items()}
     if env in existing:
         return existing[env]
     if USE_CONDA:
@@ -398,10 +355,7 @@ def ops_options(wildcards):
 
 
 def ops_outputs():
-    return [
-        f"results/ops/{stack}/{device}/{operator}.json"
-        for stack, device, operator in OPS_JOBS
-    ]
+    return [f"results/ops/{stack}/{device}/{operator}.json" for stack, device, operator in OPS_JOBS]
 
 
 def data_generation(wildcards):
@@ -423,10 +377,7 @@ def dataset_generation(dataset):
 
 def dataset_options(wildcards):
     """The config sections prepare_dataset.py reads, plus the registry entry of a downloadable dataset."""
-    options = {
-        key: config[key]
-        for key in ("synthetic", "synthetic_imagenet", "imagenet", "image_folders")
-    }
+    options = {key: config[key] for key in ("synthetic", "synthetic_imagenet", "imagenet", "image_folders")}
     options["entry"] = REGISTRY.get(wildcards.dataset)
     return json.dumps(options, sort_keys=True)
 
@@ -446,18 +397,11 @@ def archives(wildcards):
     """The verified downloads a dataset is prepared from (ancient: fetching again must not retrain)."""
     entry = REGISTRY.get(wildcards.dataset)
     files = entry["files"].values() if entry else []
-    return [
-        ancient(f"resources/archives/{wildcards.dataset}/{spec['name']}")
-        for spec in files
-    ]
+    return [ancient(f"resources/archives/{wildcards.dataset}/{spec['name']}") for spec in files]
 
 
 def download_spec(wildcards):
-    (spec,) = [
-        s
-        for s in REGISTRY[wildcards.dataset]["files"].values()
-        if s["name"] == wildcards.file
-    ]
+    (spec,) = [s for s in REGISTRY[wildcards.dataset]["files"].values() if s["name"] == wildcards.file]
     return spec
 
 

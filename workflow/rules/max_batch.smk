@@ -10,12 +10,7 @@ rule max_batch:
     # Timed-job rules: all cores, and the GPU for GPU searches, so probes never share memory with another job.
     threads: workflow.cores
     resources:
-        gpu=lambda wildcards: local_gpus(search_of(wildcards)["device"]),
-        gres=lambda wildcards: slurm_gres(search_of(wildcards)["device"]),
-        slurm_account=SLURM["account"],
-        slurm_partition=lambda wildcards: slurm_partition(
-            search_of(wildcards)["device"]
-        ),
+        **job_resources(lambda wildcards: search_of(wildcards)["device"]),
     params:
         python=lambda wildcards: env_python(search_of(wildcards)["env"]),
         search=lambda wildcards: json.dumps(search_of(wildcards), sort_keys=True),

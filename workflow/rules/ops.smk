@@ -10,10 +10,7 @@ rule ops_benchmark:
     # Timed like training: all cores, and the GPU for GPU jobs.
     threads: workflow.cores
     resources:
-        gpu=lambda wildcards: local_gpus(wildcards.device),
-        gres=lambda wildcards: slurm_gres(wildcards.device),
-        slurm_account=SLURM["account"],
-        slurm_partition=lambda wildcards: slurm_partition(wildcards.device),
+        **job_resources(lambda wildcards: wildcards.device),
     params:
         python=lambda wildcards: env_python(ops_env(wildcards)),
         options=ops_options,

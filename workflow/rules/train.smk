@@ -15,12 +15,7 @@ rule train:
     # All cores: two timed jobs never share the CPU. GPU jobs also take the one GPU.
     threads: workflow.cores
     resources:
-        **{
-            name: per_experiment(
-                lambda row, name=name: device_resources(row["device"])[name]
-            )
-            for name in device_resources("cpu")
-        },
+        **train_resources(),
     params:
         python=per_experiment(lambda row: env_python(row["env"])),
         experiment=run_parameters,
