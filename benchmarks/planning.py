@@ -93,6 +93,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tries", type=int, default=3, help="dry runs per figure, the best kept")
     args = parser.parse_args()
+    if args.tries < 1:
+        parser.error(f"--tries {args.tries}: at least 1 dry run per figure")
     print(f"{'experiments':>11} {'train jobs':>10} {'snakemake -n (s)':>17} {'floor (s)':>10} {'ratio':>6}", end="")
     print(f" {'ms per job':>11} {'startup (s)':>12}")
     startup = floor_seconds(1, args.tries)

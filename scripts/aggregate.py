@@ -434,6 +434,22 @@ def telemetry_table(records, machines):
     return pd.concat([trace for trace in traces if len(trace)] or [pd.DataFrame(columns=columns)], ignore_index=True)
 
 
+RUN_TABLES = ("epochs.csv", "telemetry.csv")  # beside each record, written before it (run_experiment.py)
+
+
+def missing_run_tables(paths):
+    """The message for records whose epochs.csv or telemetry.csv is gone (Snakemake tracks a run by its record
+    alone, so a table deleted by hand is not remade by itself): which, and the command that runs them again; None
+    when every table is there."""
+    missing = [path for path in paths if not all(Path(path).with_name(name).exists() for name in RUN_TABLES)]
+    if not missing:
+        return None
+    return (
+        f"error: {len(missing)} run(s) lack their {' or '.join(RUN_TABLES)} beside the record, first "
+        f"{Path(missing[0]).parent}; run them again: .venv/bin/python -m snakemake --forcerun {' '.join(missing)}"
+    )
+
+
 def read_records(paths):
     """(path, record) of every record. An unreadable one is named on stderr and counts as an `error` run of its
     experiment (dlbench.record.stand_in), with the identity and machine of a readable repeat where there is one."""
@@ -530,6 +546,10 @@ def main():
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    problem = missing_run_tables(args.records)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     records = read_records(args.records)
     runs = pd.DataFrame([flatten(record) for _, record in records])
     runs.insert(1, "machine", machines(runs))

@@ -5,8 +5,9 @@ A Python exception inside training is recorded by train.py itself; this wrapper 
 in native code, a kill by the out-of-memory killer, an import that aborts. It is also the root of the job's process
 tree, whose CPU time is the job's own (dlbench/contention.py): a run during which other processes used the machine
 beyond the config's `contention` limits is `contended`, kept inside the final record, and run again in a fresh
-process after a settle wait, up to `retries` times. Each try writes to a scratch folder; the declared outputs are
-written once, at the end, so an interrupted job never leaves a record that claims more than it measured.
+process after a settle wait, up to `retries` times. Each try writes to a scratch folder; the outputs are moved into
+place once, at the end, the record (the workflow's one declared output) last, so an interrupted job never leaves a
+record that claims more than it measured, nor one beside tables of another run.
 
 Its argv is train.py's argv plus --contention JSON (the config's `contention` section). Standard library only.
 """
@@ -140,6 +141,7 @@ def main():
         """A contended try's trace stays beside the record; its record goes inside the final one."""
         os.replace(scratch / "telemetry.csv", run_dir / f"telemetry.attempt{attempt}.csv")
         (scratch / "record.json").unlink()
+        (scratch / "epochs.csv").unlink(missing_ok=True)  # a next try that dies before its first epoch has none
 
     record = contention.until_clean(
         try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}", tell_console, set_aside

@@ -25,5 +25,6 @@ rule train:
     shell:
         "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
         " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"
-        " --threads {params.framework_threads} --record {output.record} --epochs-csv $(dirname {output.record})/epochs.csv"
-        " --telemetry-csv $(dirname {output.record})/telemetry.csv --contention {params.contention:q} 3>&2 > {log} 2>&1"
+        " --threads {params.framework_threads} --record {output.record}"
+        " --epochs-csv $(dirname {output.record})/epochs.csv --telemetry-csv $(dirname {output.record})/telemetry.csv"
+        " --contention {params.contention:q} 3>&2 > {log} 2>&1"
