@@ -43,27 +43,8 @@ from dlbench import record as run_record
 from dlbench.cli import run_main
 from dlbench.contention import describe_gpu_processes
 from dlbench.io import replacing, write_text_atomic
-from dlbench.plan import COMPARISON_GROUP
+from dlbench.analysis.tables import GROUP, IDENTITY, TABLES
 
-# An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
-# CPUs) are never pooled, and only experiments on the same machine are compared.
-IDENTITY = [
-    "experiment_id",
-    "machine",
-    "stack",
-    "framework",
-    "backend",
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "variant",
-    "data_placement",
-]
-GROUP = ["machine", *COMPARISON_GROUP]  # the planner's comparison groups, per machine
 STATISTICS = {
     "train_images_per_s": "steady-epoch training throughput (images/s)",
     "steady_epoch_s": "mean training time of a steady epoch (s)",
@@ -568,19 +549,20 @@ def main():
     summary = runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_table(runs, out, "runs")
-    write_table(summary, out, "summary")
-    write_table(epochs, out, "epochs")
-    write_table(comparisons(runs, summary, args.baseline, args.equivalence_margin), out, "comparisons")
-    versions = version_pairs(runs, summary, args.equivalence_margin)
-    write_table(versions, out, "versions")
-    write_table(telemetry, out, "telemetry")
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
-    write_table(
-        pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype({"max_batch": "Int64", "first_failure": "Int64"}),
-        out,
-        "max_batch",
-    )
+    tables = {
+        "runs": runs,
+        "summary": summary,
+        "epochs": epochs,
+        "max_batch": pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype(
+            {"max_batch": "Int64", "first_failure": "Int64"}
+        ),
+        "comparisons": comparisons(runs, summary, args.baseline, args.equivalence_margin),
+        "versions": version_pairs(runs, summary, args.equivalence_margin),
+        "telemetry": telemetry,
+    }
+    for name in TABLES:
+        write_table(tables[name], out, name)
     final = runs[runs["final_try"]]
     print(f"{len(final)} runs ({int((final['status'] != 'ok').sum())} not ok) in {len(summary)} experiments -> {out}")
     redone = runs[~runs["final_try"]]
@@ -598,6 +580,7 @@ def main():
             f"({worst['experiment_id']}); {int((spread['train_images_per_s_cv'] >= 0.05).sum())} of {len(spread)} "
             "experiments at 5% or more"
         )
+    versions = tables["versions"]
     for _, pair in versions[versions["regression"]].iterrows():
         print(
             f"REGRESSION: {pair['framework']} {pair['newer_version']} trains at {pair['ratio']:.2f}x of "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import matplotlib
 
+from dlbench.analysis.tables import GROUP, OPS_TABLE, PANEL, TABLES
 from dlbench.cli import run_main
 
 matplotlib.use("Agg")
@@ -38,21 +39,6 @@ def variant_labels(frame):
 
 def label(frame):
     return frame["stack"] + " · " + variant_labels(frame)
-
-
-# The machine is part of every panel and group: runs on different cluster nodes are never drawn or compared as one.
-PANEL = ["dataset", "model", "batch_size", "device", "machine"]
-GROUP = [
-    "machine",
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "data_placement",
-]
 
 
 def panel_titles(summary):
@@ -1106,10 +1092,7 @@ def main():
     parser.add_argument("--html", required=True)
     parser.add_argument("--pdf", required=True)
     args = parser.parse_args()
-    tables = {
-        name: pd.read_parquet(Path(args.tables) / f"{name}.parquet")
-        for name in ("runs", "summary", "epochs", "ops", "max_batch", "comparisons", "versions", "telemetry")
-    }
+    tables = {name: pd.read_parquet(Path(args.tables) / f"{name}.parquet") for name in (*TABLES, OPS_TABLE)}
     tries, summary, epochs = tables["runs"], tables["summary"], tables["epochs"]
     runs = tries[tries["final_try"]]  # contended tries before a run's final one are listed apart
     build = Path(args.html).parent / "build"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from . import record
+from .analysis.tables import COMPARISON_GROUP
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
 from .variants import unsupported_reason
@@ -254,23 +255,11 @@ def max_batch_searches(config, experiments):
     return searches
 
 
-RUN_DIRECTORY = "results/runs/{experiment}/rep{rep}"  # the train rule's outputs, and its log:
+RUN_DIRECTORY = "results/runs/{experiment}/rep{rep}"  # the train rule's record and the tables beside it; its log:
 RUN_LOG = "logs/train/{experiment}/rep{rep}.log"
 
 
 ROUND_DECISION = "results/rounds/round{round}.json"  # the adaptive-repeats checkpoint's output after a round
-# Experiments equal in these are compared (the aggregation adds the machine they ran on); a round of adaptive repeats
-# is planned per group, so that comparisons stay paired round by round.
-COMPARISON_GROUP = (
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "data_placement",
-)
 
 
 def comparison_group(row):

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from archives import mnist_like, registry_entry, serve
 from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, planned_rules, read_csv
+from dlbench.analysis import tables
 
 FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]
 TINY_CONFIG = {
@@ -170,8 +171,8 @@ def test_tables_have_one_row_per_run_and_per_experiment(workdir):
     assert "train_images_per_s_ci95_low" in summary[0]
     overlaps = {run["overlapping_runs"] for run in read_csv(workdir / "results/tables/runs.csv")}
     assert overlaps == {"0"}, "timed jobs ran at the same time"
-    for table in ("runs", "summary", "epochs", "max_batch", "comparisons"):
-        assert (workdir / f"results/tables/{table}.parquet").exists()
+    for path in [*tables.paths(tables.TABLES, "csv").values(), *tables.paths(tables.TABLES, "parquet").values()]:
+        assert (workdir / path).exists()
 
 
 def test_repeats_run_in_interleaved_rounds(workdir):

@@ -7,20 +7,8 @@ rule aggregate:
         records=lambda wildcards: run_outputs("record.json"),
         max_batch=max_batch_outputs(),
     output:
-        runs="results/tables/runs.csv",
-        runs_parquet="results/tables/runs.parquet",
-        summary="results/tables/summary.csv",
-        summary_parquet="results/tables/summary.parquet",
-        epochs="results/tables/epochs.csv",
-        epochs_parquet="results/tables/epochs.parquet",
-        max_batch="results/tables/max_batch.csv",
-        max_batch_parquet="results/tables/max_batch.parquet",
-        comparisons="results/tables/comparisons.csv",
-        comparisons_parquet="results/tables/comparisons.parquet",
-        versions="results/tables/versions.csv",
-        versions_parquet="results/tables/versions.parquet",
-        telemetry="results/tables/telemetry.csv",
-        telemetry_parquet="results/tables/telemetry.parquet",
+        **tables.paths(tables.TABLES, "csv"),
+        **tables.paths(tables.TABLES, "parquet", key_suffix="_parquet"),
     log:
         "logs/aggregate.log",
     conda:

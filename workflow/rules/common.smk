@@ -19,6 +19,7 @@ from dlbench import (
     plan,
     slurm,
 )
+from dlbench.analysis import tables
 
 # The config Snakemake layered (config.yaml, --configfile, --config), checked and with its defaults, refused with
 # every problem at once: the same checks scripts/plan.py makes (dlbench/configuration.py).

@@ -29,8 +29,8 @@ rule aggregate_ops:
         code=code_manifest("scripts/aggregate_ops.py"),
         records=ops_outputs(),
     output:
-        table="results/tables/ops.csv",
-        parquet="results/tables/ops.parquet",
+        table=tables.paths([tables.OPS_TABLE], "csv")[tables.OPS_TABLE],
+        parquet=tables.paths([tables.OPS_TABLE], "parquet")[tables.OPS_TABLE],
     log:
         "logs/aggregate_ops.log",
     conda:

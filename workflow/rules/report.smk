@@ -1,17 +1,10 @@
 rule report:
     input:
+        **tables.paths([*tables.TABLES, tables.OPS_TABLE], "parquet"),
         env=env_description("tools"),
         script="scripts/render_report.py",
         code=code_manifest("scripts/render_report.py"),
         document="report/report.qmd",
-        runs="results/tables/runs.parquet",
-        summary="results/tables/summary.parquet",
-        epochs="results/tables/epochs.parquet",
-        ops="results/tables/ops.parquet",
-        max_batch="results/tables/max_batch.parquet",
-        comparisons="results/tables/comparisons.parquet",
-        versions="results/tables/versions.parquet",
-        telemetry="results/tables/telemetry.parquet",
         style="report/report.css",
     output:
         html="results/report/report.html",
