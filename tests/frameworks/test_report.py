@@ -100,6 +100,11 @@ def document_markdown(report):
     )
 
 
+def section_markdown(report, title):
+    """One section of the document as rendered, from its heading to the next."""
+    return document_markdown(report).split(f"\n## {title}\n")[1].split("\n## ")[0]
+
+
 def count(token, text):
     return len(re.findall(rf"(?<![\w,.]){re.escape(token)}(?![\w,])", text))
 
@@ -113,6 +118,18 @@ def test_every_figure_is_drawn_as_a_vector_image_and_embedded(report):
     assert html.count("data:image/svg+xml") == len(FIGURES) and "data:image/png" not in html
 
 
+def test_the_math_mode_is_said_once_and_sections_with_nothing_to_show_are_one_list(report):
+    """The fixture has no largest-batch search and no operator sweep: both are named, with why, under one heading
+    after the results, and have no section of their own; the math mode is one line of the summary."""
+    document = document_markdown(report)
+    assert document.count("Math mode of every figure") == 1
+    assert document.index("Math mode of every figure") < document.index("## Training throughput")
+    folded = section_markdown(report, "Not part of this study")
+    assert "**Largest batch**: no largest-batch search" in folded and "**Operator microbenchmarks**" in folded
+    assert "## Largest batch" not in document and "## Operator microbenchmarks" not in document
+    assert "## Version regression" in document and "**Version regression**" not in folded
+
+
 def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report):
     versions = read_csv(report / "tables/versions.csv")
     assert {row["framework"] for row in versions} == {"torch"}  # the two keras stacks: one release, two backends
@@ -123,7 +140,7 @@ def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report)
     others = {(row["device"], row["verdict"]) for row in versions if row is not flagged}
     assert others == {("cpu", "faster"), ("gpu", "equivalent within 5 %")}  # the GPU panels' releases: 1 % apart
     assert all(row["older_packages_sha256"].startswith("t") for row in versions)
-    overview = (report / "build/overview.md").read_text()
+    overview = section_markdown(report, "Summary")
     assert overview.count("**Regression**") == 1 and "torch 2.13.0 trains at 0.80x" in overview
 
 
@@ -140,13 +157,14 @@ def test_comparisons_are_paired_by_round_and_decide_or_say_what_would(report):
     assert (unsure["stack"], unsure["data_placement"]) == ("keras-3-jax", "stream")
     needed = int(unsure["repeats_to_decide"])
     assert needed > REPEATS and float(unsure["ratio_ci95_low"]) < 1 < float(unsure["ratio_ci95_high"])
-    overview = (report / "build/overview.md").read_text()
+    overview = section_markdown(report, "Summary")
     (sentence,) = [line for line in overview.splitlines() if line.startswith("- resnet50 on imagenet")]
     assert "paired by round, Holm within the group" in sentence
     assert "equivalent within 5 %: torch-2.13 (eager)" in sentence
     assert f"inconclusive: keras-3-jax (eager) {float(unsure['ratio']):.2f}x [" in sentence
     assert sentence.endswith(f"about {needed} repeats would decide.")
-    (line,) = [line for line in (report / "build/comparisons.md").read_text().splitlines() if "inconclusive" in line]
+    rows = section_markdown(report, "Comparisons").splitlines()
+    (line,) = [line for line in rows if line.startswith("|") and "inconclusive" in line]
     assert line.endswith(f"| inconclusive (about {needed} repeats would decide) | {REPEATS} rounds, paired |"), line
     speedup = (report / "build/figures/speedup.svg").read_text()
     assert all(colour in speedup for colour in ("#4c72b0", "#55a868", "#9a9a9a"))  # decided, equivalent, undecided
@@ -167,7 +185,7 @@ def test_a_contended_try_is_listed_with_its_figures_and_never_averaged(report):
         row for row in read_csv(report / "tables/summary.csv") if row["experiment_id"] == busy["experiment_id"]
     ]
     assert summary["runs"] == str(REPEATS) and summary["tries_contended"] == "1" and not summary["measurement_note"]
-    section = document_markdown(report).split("## Contended runs")[1].split("\n## ")[0]
+    section = section_markdown(report, "Contended runs")
     assert "1 tries were contended and run again; 0 runs never measured clean" in section
     assert f"| {busy['experiment_id']} | 2 | 1 |" in section and CONTENDED_REASON in section
 
@@ -179,7 +197,7 @@ def test_streamed_runs_get_their_input_pipeline_verdict_in_the_table_and_the_rep
         if row["data_placement"] == "stream"
     }
     assert verdicts == {"torch-2.11": "input-bound", "torch-2.13": "compute-bound", "keras-3-jax": "partly input-bound"}
-    table = (report / "build/input_pipeline.md").read_text()
+    table = section_markdown(report, "Input pipelines")
     assert "### resnet50 on imagenet, batch 128, gpu on NVIDIA H100 80GB HBM3 / " in table, table[:300]
     for stack, verdict in verdicts.items():
         (line,) = [line for line in table.splitlines() if line.startswith(f"| {stack} |")]

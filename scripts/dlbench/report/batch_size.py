@@ -1,0 +1,77 @@
+"""Throughput versus batch size: where `batch_sizes` sweeps an experiment, its steady throughput at each size."""
+
+from matplotlib.ticker import NullFormatter
+
+from dlbench.report.common import figure_grid, label, panel_rows, save
+
+TITLE = "Throughput versus batch size"
+ABSENT = "each experiment ran at one batch size (`batch_sizes` in the config sweeps it)."
+
+SWEEP = [
+    "machine",
+    "dataset",
+    "model",
+    "device",
+    "optimizer",
+    "learning_rate",
+    "epochs",
+    "stack",
+    "variant",
+    "data_placement",
+]
+
+
+def batch_sweeps(summary):
+    """The measured experiments whose otherwise identical siblings ran at other batch sizes."""
+    measured = summary[summary["train_images_per_s_gmean"].notna()]
+    sizes = measured.groupby(SWEEP, dropna=False)["batch_size"].transform("nunique")
+    return measured[sizes > 1]
+
+
+def batch_size_figure(sweeps, path):
+    """Steady throughput against batch size (log-log, 95% intervals), a line per stack, variant and optimiser, a
+    panel per dataset, model, device and machine."""
+    where = ["dataset", "model", "device", "machine"]
+    panels = sorted(set(zip(*(sweeps[key] for key in where))))
+    figure, axes = figure_grid(len(panels))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(sweeps, panel, where)
+        dataset, model, device, machine = panel
+        training = (
+            part["optimizer"]
+            + " lr "
+            + part["learning_rate"].map("{:g}".format)
+            + ", "
+            + part["epochs"].astype(str)
+            + " epochs"
+        )
+        names = label(part) + ("" if training.nunique() == 1 else " · " + training)
+        for name, line in part.groupby(names):
+            line = line.sort_values("batch_size")
+            centre = line["train_images_per_s_gmean"]
+            spread = [
+                (centre - line["train_images_per_s_ci95_low"]).fillna(0),
+                (line["train_images_per_s_ci95_high"] - centre).fillna(0),
+            ]
+            axis.errorbar(line["batch_size"], centre, yerr=spread, marker="o", capsize=3, label=name)
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        sizes = sorted(part["batch_size"].unique())
+        axis.set_xticks(sizes, [str(size) for size in sizes])
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.set_title(f"{model} on {dataset}, {device} on {machine}", fontsize=10)
+        axis.set_xlabel("batch size")
+        axis.set_ylabel("training images/s (steady)")
+        axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def markdown(study, figures):
+    sweeps = batch_sweeps(study.summary)
+    if sweeps.empty:
+        return None
+    batch_size_figure(sweeps, figures / "batch_size.svg")
+    return (
+        "Steady-epoch throughput against batch size (geometric mean and 95% interval over repeats):\n\n"
+        "![Training throughput against batch size](figures/batch_size.svg)\n"
+    )

@@ -1,0 +1,172 @@
+"""What the report's sections share: labels and panels, the figure grid and its saving, cells and tables, the texts
+of a ratio and a verdict. The sections print the aggregation's tables; nothing here computes a statistic."""
+
+import matplotlib
+
+from dlbench.analysis.tables import GROUP, PANEL
+
+matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "dlbench"  # the same figure gives the same ids: no spurious diffs
+import matplotlib.pyplot as plt  # after the backend is chosen
+import pandas as pd
+from matplotlib.ticker import FuncFormatter
+
+STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY", "diverged": "DIVERGED"}
+
+
+def variant_label(variant, placement):
+    """The variant, and the data placement where it is not the default (the dataset staged on the device)."""
+    return variant if placement == "device" else f"{variant}, {placement} data"
+
+
+def variant_labels(frame):
+    return pd.Series(map(variant_label, frame["variant"], frame["data_placement"]), index=frame.index, dtype=object)
+
+
+def label(frame):
+    return frame["stack"] + " · " + variant_labels(frame)
+
+
+def panel_titles(summary):
+    return sorted(set(zip(*(summary[key] for key in PANEL))))
+
+
+def panel_title(panel):
+    dataset, model, batch, device, machine = panel
+    return f"{model} on {dataset}, batch {batch}, {device} on {machine}"
+
+
+def panel_rows(frame, panel, keys=PANEL):
+    """The rows of frame that belong to one panel: by default (dataset, model, batch size, device, machine)."""
+    return frame[(frame[keys] == pd.Series(panel, index=keys)).all(axis=1)]
+
+
+def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
+    """A figure with `count` visible panels, at most max_columns a row; with none (no run finished anything to
+    draw), one that says so, so that a study of failed runs still gets its report."""
+    columns = max(1, min(count, max_columns))
+    rows = max(1, (count + columns - 1) // columns)
+    width, height = panel_size
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.5 + height * rows), squeeze=False)
+    for extra in axes.flat[count:]:
+        extra.set_visible(False)
+    if count == 0:
+        axes.flat[0].set_visible(True)
+        axes.flat[0].set_axis_off()
+        axes.flat[0].text(0.5, 0.5, "no finished run to draw", ha="center", va="center")
+    return figure, axes.flat
+
+
+def save(figure, path):
+    """SVG (glyphs drawn as paths): vector in the PDF, sharp in the HTML, no font needed where it is read."""
+    figure.tight_layout()
+    figure.savefig(path, format="svg", metadata={"Date": None})  # no timestamp: a redrawn figure is the same file
+    plt.close(figure)
+
+
+def group_title(row):
+    """An experiment group: what its members share (comparisons are made within one)."""
+    placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
+    return (
+        f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {row['device']}, {row['optimizer']} "
+        f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}"
+    )
+
+
+def comparison_groups(comparisons):
+    return comparisons.groupby(GROUP, sort=True, dropna=False)
+
+
+DECIDED, EQUIVALENT, UNDECIDED = "#4C72B0", "#55A868", "#9A9A9A"  # blue, green, grey
+
+
+def verdict_colour(verdict):
+    """Blue for a proven difference, green for a proven equivalence, grey for inconclusive or not tested."""
+    if verdict in ("faster", "slower"):
+        return DECIDED
+    return EQUIVALENT if verdict.startswith("equivalent") else UNDECIDED
+
+
+def ratio_axis(axis, part, labels, title, xlabel):
+    """Ratios with their 95% intervals on a log axis around 1, coloured by verdict (verdict_colour)."""
+    for y, (ratio, low, high, verdict) in enumerate(
+        zip(part["ratio"], part["ratio_ci95_low"], part["ratio_ci95_high"], part["verdict"])
+    ):
+        colour = verdict_colour(verdict)
+        below, above = (0, 0) if pd.isna(low) else (ratio - low, high - ratio)
+        axis.errorbar(ratio, y, xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
+    axis.set_yticks(range(len(part)), labels)
+    axis.axvline(1.0, color="black", linewidth=0.8)
+    axis.set_xscale("log")
+    for ticks in (axis.xaxis.set_major_formatter, axis.xaxis.set_minor_formatter):
+        ticks(FuncFormatter(lambda value, _: f"{value:g}x"))
+    axis.set_title(title, fontsize=9)
+    axis.set_xlabel(xlabel)
+
+
+def ratio_figure(groups, labeller, titler, xlabel, empty, path):
+    """One ratio panel per group (a list of (key, rows)), rows sorted by ratio."""
+    rows = max((len(part) for _, part in groups), default=1)
+    figure, axes = figure_grid(max(len(groups), 1), max_columns=1, panel_size=(9, 0.9 + 0.3 * rows))
+    for axis, (_, part) in zip(axes, groups):
+        part = part.sort_values("ratio")
+        ratio_axis(axis, part, labeller(part), titler(part.iloc[0]), xlabel)
+    if not groups:
+        axes[0].text(0.5, 0.5, empty, ha="center", va="center")
+        axes[0].set_axis_off()
+    save(figure, path)
+
+
+def number(value, digits=0):
+    return "–" if pd.isna(value) else f"{value:,.{digits}f}"
+
+
+def percent(value, digits=0):
+    return "–" if pd.isna(value) else f"{value:.{digits}%}"
+
+
+def cell(row, column, digits=0, formatter=number):
+    """A figure, or the failure it stands for (OOM, ERROR) when no run of the experiment succeeded."""
+    if row["runs_ok"] == 0:
+        return STATUS_LABEL.get(row["statuses"].split(",")[0], "failed")
+    return formatter(row[column], digits)
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(value).replace("|", "/") for value in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def ratio_text(row):
+    interval = "" if pd.isna(row["ratio_ci95_low"]) else f" [{row['ratio_ci95_low']:.2f}, {row['ratio_ci95_high']:.2f}]"
+    return f"{row['ratio']:.2f}x{interval}"
+
+
+def p_text(value):
+    return "–" if pd.isna(value) else f"{value:.3g}"
+
+
+def margin_text(table):
+    """The equivalence margin the table was tested with, as the verdicts print it ("5 %")."""
+    return f"{table['equivalence_margin'].iloc[0] * 100:g} %"
+
+
+def deciding_text(row):
+    """What would decide an inconclusive comparison."""
+    if pd.isna(row["repeats_to_decide"]):
+        return "no practical number of repeats would decide"
+    return f"about {row['repeats_to_decide']} repeats would decide"
+
+
+def verdict_text(row):
+    """The verdict, and for an inconclusive one the repeats that would decide it."""
+    return f"inconclusive ({deciding_text(row)})" if row["verdict"] == "inconclusive" else row["verdict"]
+
+
+METHOD_WORD = {"paired by round": "paired", "unpaired (Welch)": "unpaired"}  # none: not tested
+
+
+def method_word(row):
+    """ ", paired" or ", unpaired": how a comparison's repeats were compared (nothing where it was not tested)."""
+    return f", {METHOD_WORD[row['method']]}" if row["method"] in METHOD_WORD else ""

@@ -1,0 +1,100 @@
+"""Comparisons: within each group, every experiment against the group's baseline, with the tests' verdicts."""
+
+from dlbench.report.common import (
+    METHOD_WORD,
+    comparison_groups,
+    group_title,
+    label,
+    margin_text,
+    markdown_table,
+    method_word,
+    p_text,
+    ratio_figure,
+    ratio_text,
+    variant_label,
+    verdict_text,
+)
+
+TITLE = "Comparisons"
+
+METHOD = (
+    "Within each group of experiments that differ only in stack and variant, every experiment against the group's "
+    "baseline (`comparison_baseline` in the config where the group has that stack, else the slowest): the ratio of "
+    "geometric-mean throughputs with its 95% interval. Repeats run in rounds (round r runs repeat r of every "
+    "experiment of a group before any r + 1), so where both sides have ok runs in at least 3 common rounds the "
+    "comparison is paired by round: Student's t on the per-round log ratios, which leaves drift between rounds out; "
+    "otherwise it is unpaired, Welch's t on log throughput. Two tests per comparison, each Holm-adjusted within its "
+    "group: the test of no difference, and the equivalence test (two one-sided tests) of a ratio within "
+    '[1 / (1 + margin), 1 + margin]. "faster" or "slower" means an adjusted difference p below 0.05 and an interval '
+    'that excludes 1; "equivalent within" the margin an adjusted equivalence p below 0.05; "inconclusive" neither, '
+    "with the number of repeats that would decide it with 80% probability if the ratio and its spread across rounds "
+    "stay as observed. Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also "
+    "`results/tables/comparisons.csv` (and `.parquet`)."
+)
+
+
+def speedup_figure(comparisons, path):
+    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; blue:
+    faster or slower, green: equivalent, grey: inconclusive or not tested."""
+    ratio_figure(
+        list(comparison_groups(comparisons)),
+        label,
+        lambda first: f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
+        "throughput / baseline throughput (log scale)",
+        "no group has two experiments that finished",
+        path,
+    )
+
+
+def repeats_text(row):
+    """The repeats a comparison rests on, and how they were compared."""
+    if row["method"] == "paired by round":
+        return f"{row['pairs']} rounds, {METHOD_WORD[row['method']]}"
+    return f"{row['runs_ok']} vs {row['baseline_runs_ok']}{method_word(row)}"
+
+
+def comparisons_table(comparisons):
+    """Per group, every experiment against the baseline: ratio, interval, Holm-adjusted p's of the difference and
+    equivalence tests, verdict, and the repeats it rests on with the method."""
+    if comparisons.empty:
+        return "No group has two experiments with a finished run, so nothing is compared.\n"
+    header = [
+        "stack",
+        "variant",
+        "ratio [95% interval]",
+        "p difference (Holm)",
+        "p equivalence (Holm)",
+        "verdict",
+        "repeats",
+    ]
+    sections = []
+    for _, part in comparison_groups(comparisons):
+        first = part.iloc[0]
+        rows = [
+            [
+                row["stack"],
+                variant_label(row["variant"], row["data_placement"]),
+                ratio_text(row),
+                p_text(row["p_holm"]),
+                p_text(row["p_equivalence_holm"]),
+                verdict_text(row),
+                repeats_text(row),
+            ]
+            for _, row in part.sort_values("ratio").iterrows()
+        ]
+        sections.append(
+            f"### {group_title(first)}\n\nBaseline: {first['baseline_stack']} ({first['baseline_variant']}), "
+            f"{first['baseline_rule']}.\n\n" + markdown_table(header, rows)
+        )
+    return (
+        f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
+        "`equivalence_margin` in the config).\n\n" + "\n".join(sections)
+    )
+
+
+def markdown(study, figures):
+    speedup_figure(study.comparisons, figures / "speedup.svg")
+    return (
+        METHOD + "\n\n![Throughput relative to each group's baseline; blue: faster or slower, green: equivalent, "
+        "grey: inconclusive or not tested](figures/speedup.svg)\n\n" + comparisons_table(study.comparisons)
+    )

@@ -1,0 +1,38 @@
+"""Time per epoch: each epoch's training time, the first (compilation, warm-up) beside the steady ones."""
+
+from matplotlib.ticker import MaxNLocator
+
+from dlbench.analysis.tables import PANEL
+from dlbench.report.common import figure_grid, label, panel_rows, panel_title, panel_titles, save
+
+TITLE = "Time per epoch"
+
+
+def epoch_time_figure(summary, epochs, path):
+    shown = ["stack", "variant", "data_placement", *PANEL]
+    merged = epochs.merge(summary[["experiment_id", *shown]])
+    per_epoch = merged.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
+        train_s=("train_s", "median"), **{column: (column, "first") for column in shown if column != "machine"}
+    )
+    finished = summary[summary["runs_ok"] > 0]
+    panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
+    figure, axes = figure_grid(len(panels))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(per_epoch, panel)
+        for name, line in part.groupby(label(part)):
+            axis.plot(line["epoch"], line["train_s"], marker="o", label=name)
+        axis.set_yscale("log")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 1.25, 1.5 ticks
+        axis.set_title(panel_title(panel), fontsize=10)
+        axis.set_xlabel("epoch")
+        axis.set_ylabel("training seconds (median of repeats)")
+        axis.legend(fontsize=7)
+    save(figure, path)
+
+
+def markdown(study, figures):
+    epoch_time_figure(study.summary, study.epochs, figures / "epoch_time.svg")
+    return (
+        "Training time of each epoch (median over repeats; the first epoch includes tracing, hybridisation and "
+        "compilation), evaluation excluded.\n\n![Training time per epoch](figures/epoch_time.svg)\n"
+    )

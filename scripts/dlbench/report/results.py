@@ -1,0 +1,60 @@
+"""Results per experiment: the summary table, one per dataset x model x batch x device so each fits a PDF page."""
+
+import pandas as pd
+
+from dlbench.analysis.tables import PANEL
+from dlbench.report.common import cell, markdown_table, panel_title, percent, variant_labels
+
+TITLE = "Results per experiment"
+
+
+def interval_cell(row, low, high):
+    if row["runs_ok"] == 0:
+        return "–"
+    if pd.isna(row[low]):
+        return f"none ({row['runs_ok']} ok repeat{'s' * (row['runs_ok'] != 1)})"
+    return f"{row[low]:,.0f} – {row[high]:,.0f}"
+
+
+def summary_table(summary):
+    header = [
+        "stack",
+        "variant",
+        "images/s",
+        "95% interval",
+        "CV",
+        "steady epoch s",
+        "first epoch s",
+        "inference images/s",
+        "accuracy",
+        "runs ok",
+    ]
+    sections = []
+    for panel, part in summary.groupby(PANEL):
+        rows = []
+        part = part.assign(variant_label=variant_labels(part))
+        for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
+            throughput = row["measurement_note"] or cell(row, "train_images_per_s_gmean")
+            rows.append(
+                [
+                    row["stack"],
+                    row["variant_label"],
+                    throughput,
+                    interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
+                    cell(row, "train_images_per_s_cv", 1, percent),
+                    cell(row, "steady_epoch_s_median", 3),
+                    cell(row, "first_epoch_s_median", 3),
+                    cell(row, "inference_images_per_s_gmean"),
+                    cell(row, "final_test_accuracy_mean", 3),
+                    f"{row['runs_ok']}/{row['runs']}",
+                ]
+            )
+        sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(header, rows))
+    return "\n".join(sections)
+
+
+def markdown(study, figures):
+    return (
+        "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); CV is "
+        "the coefficient of variation across repeats.\n\n" + summary_table(study.summary)
+    )

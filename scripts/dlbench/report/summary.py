@@ -1,0 +1,116 @@
+"""Summary: what ran, and per comparison group the conclusion the tests support, from the comparisons and versions
+tables only; the math mode that ran, once for the whole report."""
+
+import json
+
+from dlbench.report.common import comparison_groups, deciding_text, group_title, ratio_text
+
+TITLE = "Summary"
+
+CLOSING = (
+    "The conclusions above come from the comparisons table only (Comparisons): a stack is called faster or slower "
+    "than its group's baseline only where a test proves the difference, equivalent only where a test proves the ratio "
+    "within the margin, and inconclusive otherwise, with the repeats that would decide it; each names how its repeats "
+    "were compared (paired by round or unpaired), and the machine and versions are under Environments and provenance."
+)
+
+
+def decided_clause(members, verdict):
+    """One verdict's members, fastest first, each with its ratio and interval."""
+    listed = ", ".join(
+        f"{row['stack']} ({row['variant']}) {ratio_text(row)}"
+        for _, row in members.sort_values("ratio", ascending=False).iterrows()
+    )
+    return f"{verdict}: {listed}"
+
+
+def undecided_clause(members):
+    """The inconclusive members, fastest first, each with the repeats that would decide it."""
+    listed = [
+        f"{row['stack']} ({row['variant']}) {ratio_text(row)}, {deciding_text(row)}"
+        for _, row in members.sort_values("ratio", ascending=False).iterrows()
+    ]
+    return "inconclusive: " + "; ".join(listed)
+
+
+def methods_text(part):
+    """How a group's comparisons were tested: paired by round, unpaired, or some of each."""
+    methods = sorted(set(part["method"].dropna()))
+    return " and ".join(methods) + ", Holm within the group" if methods else "none tested"
+
+
+def conclusion(part):
+    """The sentence for one comparison group, from the comparisons table only: who is proven faster, slower or
+    equivalent, who is inconclusive (and what would decide it), who was not tested. It never names a winner the
+    tests did not prove."""
+    first = part.iloc[0]
+    clauses = []
+    equivalences = sorted(verdict for verdict in set(part["verdict"]) if verdict.startswith("equivalent"))
+    for verdict in ("faster", "slower", *equivalences):
+        members = part[part["verdict"] == verdict]
+        if len(members):
+            clauses.append(decided_clause(members, verdict))
+    undecided = part[part["verdict"] == "inconclusive"]
+    if len(undecided):
+        clauses.append(undecided_clause(undecided))
+    untested = part[part["verdict"].str.startswith("not tested")]
+    if len(untested):
+        clauses.append(
+            f"not tested (fewer than 3 ok repeats): {', '.join(untested['stack'] + ' (' + untested['variant'] + ')')}"
+        )
+    return (
+        f"- {group_title(first)}; against {first['baseline_stack']} ({first['baseline_variant']}, "
+        f"{first['baseline_rule']}; {methods_text(part)}): " + "; ".join(clauses) + "."
+    )
+
+
+def regression_lines(versions):
+    """The summary's sentences on releases, from the versions table only."""
+    flagged = versions[versions["regression"]]
+    return [
+        f"- **Regression**: {row['framework']} {row['newer_version']} trains at {ratio_text(row)} of "
+        f"{row['older_version']}, {group_title(row)} ({row['variant']})."
+        for _, row in flagged.iterrows()
+    ]
+
+
+def math_mode_line(runs):
+    """The math mode that ran, read back per run (engaged tf32 and conv_autotune): it holds for every figure."""
+    modes = {}
+    for _, row in runs[runs["status"] == "ok"].iterrows():
+        engaged = json.loads(row["engaged"])
+        mode = (
+            f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
+            f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}"
+        )
+        modes.setdefault(mode, set()).add(f"{row['stack']} on {row['device']}")
+    parts = [f"{mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
+    return (
+        f"*Math mode of every figure and table, as each framework applied it: {'; '.join(parts) or 'no finished run'}."
+        " On CPU neither exists: float32 runs in float32.*"
+    )
+
+
+def markdown(study, figures):
+    runs, summary = study.runs, study.summary
+    lines = [
+        (
+            f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
+            f"({', '.join(sorted(summary['stack'].unique()))}); "
+            f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok."
+        ),
+        "",
+    ]
+    overlapping = int((runs["overlapping_runs"] > 0).sum())
+    if overlapping:
+        lines += [
+            (
+                f"**Warning: {overlapping} runs overlapped another run on the same host; their timings are "
+                "not trustworthy.**"
+            ),
+            "",
+        ]
+    lines += [conclusion(part) for _, part in comparison_groups(study.comparisons)]
+    lines += regression_lines(study.versions)
+    lines += ["", CLOSING, "", math_mode_line(runs)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,38 @@
+"""Training throughput: steady-epoch images/s per stack and variant with its 95% interval."""
+
+import pandas as pd
+
+from dlbench.report.common import STATUS_LABEL, figure_grid, label, panel_rows, panel_title, panel_titles, save
+
+TITLE = "Training throughput"
+
+
+def throughput_figure(summary, path):
+    """Geometric-mean steady throughput per stack and variant, with its 95% interval (none below 3 repeats)."""
+    panels = panel_titles(summary)
+    figure, axes = figure_grid(len(panels))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(summary, panel)
+        part = part.sort_values("train_images_per_s_gmean")
+        centre = part["train_images_per_s_gmean"].fillna(0)
+        low = (centre - part["train_images_per_s_ci95_low"]).fillna(0)
+        high = (part["train_images_per_s_ci95_high"] - centre).fillna(0)
+        axis.barh(label(part), centre, xerr=[low, high], color="#4C72B0", capsize=3)
+        for y, (value, status) in enumerate(zip(part["train_images_per_s_gmean"], part["statuses"])):
+            if pd.isna(value):
+                axis.text(0, y, " " + STATUS_LABEL.get(status.split(",")[0], "failed"), va="center", color="#C44E52")
+        axis.set_xlim(left=0)
+        axis.set_title(panel_title(panel), fontsize=10)
+        axis.set_xlabel("training images/s (steady epochs)")
+    save(figure, path)
+
+
+def markdown(study, figures):
+    throughput_figure(study.summary, figures / "throughput.svg")
+    return (
+        "Steady-epoch training throughput (epochs 2..N; the first epoch carries compilation and is reported apart): "
+        "the geometric mean over repeats, with its 95% interval from Student's t on log throughput, back-transformed "
+        "(so it is never zero or negative, and is asymmetric). Experiments with fewer than 3 ok repeats have no "
+        "interval.\n\n"
+        "![Training throughput per stack and optimisation variant](figures/throughput.svg)\n"
+    )
