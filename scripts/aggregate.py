@@ -13,7 +13,7 @@ computed here, once; the report only prints them:
   their 95% interval Student's t on the logarithms, back-transformed: never a zero or negative bound. Fewer than
   3 ok repeats give no interval (`interval_note` says why); `_cv` is the coefficient of variation (std / mean).
 - A comparison is the ratio of geometric-mean training throughputs against the group's baseline (the config's
-  `comparison_baseline` stack where the group has it, else the slowest). Its method: paired by round where both
+  `comparison_baseline` stack where the group has it, else the fastest). Its method: paired by round where both
   sides have ok runs in at least 3 common rounds (`rep`: runs of one round ran side by side in time), else Welch's
   unpaired t on log throughput. Two tests, each Holm-adjusted within the comparison group (the family: the
   experiments that differ only in stack and variant), differences and equivalences apart: the t-test of no
@@ -202,11 +202,14 @@ def summarise(group):
 
 
 def baseline_of(part, named):
-    """The group's baseline experiment and why: the named stack's slowest variant where the group has it, else the
-    slowest experiment."""
+    """The group's baseline experiment and why: the named stack's fastest variant where the group has it, else the
+    fastest experiment, so that each ratio says how far an experiment is from the group's best. Among experiments
+    with enough ok repeats to be tested where there are any: a baseline that cannot be tested decides nothing."""
     candidates = part[part["stack"] == named] if named in set(part["stack"]) else part
-    rule = f"{named} (config comparison_baseline)" if named in set(part["stack"]) else "the slowest"
-    return candidates.loc[candidates["train_images_per_s_gmean"].idxmin()], rule
+    testable = candidates[candidates["runs_ok"] >= MIN_REPEATS]
+    candidates = testable if len(testable) else candidates
+    rule = f"{named} (config comparison_baseline)" if named in set(part["stack"]) else "the fastest"
+    return candidates.loc[candidates["train_images_per_s_gmean"].idxmax()], rule
 
 
 TEST_COLUMNS = ["method", "pairs", "ratio", "ratio_ci95_low", "ratio_ci95_high"]
@@ -518,7 +521,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", nargs="+", required=True)
     parser.add_argument("--max-batch", nargs="*", default=[], help="results of scripts/max_batch.py")
-    parser.add_argument("--baseline", help="stack each comparison is against where its group has it (default: slowest)")
+    parser.add_argument(
+        "--baseline", help="stack each comparison is against where its group has it (default: the fastest)"
+    )
     parser.add_argument(
         "--equivalence-margin",
         type=float,

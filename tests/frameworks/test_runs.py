@@ -275,55 +275,56 @@ def group_of_runs(folder, throughputs, status="ok"):
 
 
 def test_comparisons_pair_rounds_and_decide_only_what_the_repeats_decide(tmp_path, env_python):
-    """Each stack against the slowest, paired by round: a clear difference, an equivalence within the margin, a
-    comparison the repeats cannot decide (with the rounds that would) and one with too few repeats to test."""
+    """Each stack against the fastest that can be tested, paired by round: a clear difference, an equivalence
+    within the margin, a comparison the repeats cannot decide (with the rounds that would) and one with too few
+    repeats to test (the quickest, but never the baseline: against it nothing could be tested)."""
     records = group_of_runs(
         tmp_path,
         {
             "slow": [100.0, 101.0, 99.0],
             "fast": [200.0, 203.0, 197.0],
-            "same": [100.5, 101.2, 99.1],
-            "unsure": [104.0, 95.0, 108.0],
+            "same": [199.0, 202.0, 196.5],
+            "unsure": [200.0, 182.0, 208.0],
             "few": [300.0, 310.0],
         },
     )
     rows = {row["stack"]: row for row in read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")}
-    assert {row["baseline_stack"] for row in rows.values()} == {"slow"}
-    assert set(rows) == {"fast", "same", "unsure", "few"}
+    assert {row["baseline_stack"] for row in rows.values()} == {"fast"}
+    assert set(rows) == {"slow", "same", "unsure", "few"}
     assert {stack: row["verdict"] for stack, row in rows.items()} == {
-        "fast": "faster",
+        "slow": "slower",
         "same": "equivalent within 5 %",
         "unsure": "inconclusive",
         "few": "not tested: fewer than 3 ok repeats",
     }
-    assert float(rows["fast"]["ratio"]) == pytest.approx(2.0, rel=0.01) and float(rows["fast"]["ratio_ci95_low"]) > 1
-    assert rows["fast"]["baseline_rule"] == "the slowest"
+    assert float(rows["slow"]["ratio"]) == pytest.approx(0.5, rel=0.01) and float(rows["slow"]["ratio_ci95_high"]) < 1
+    assert rows["slow"]["baseline_rule"] == "the fastest"
     tested = [row for stack, row in rows.items() if stack != "few"]
     assert {(row["method"], row["pairs"]) for row in tested} == {("paired by round", "3")}
     assert float(rows["same"]["p_equivalence_holm"]) < 0.05 < float(rows["unsure"]["p_equivalence_holm"])
     assert float(rows["unsure"]["ratio_ci95_low"]) < 1 < float(rows["unsure"]["ratio_ci95_high"])
-    assert 3 < int(rows["unsure"]["repeats_to_decide"]) <= 100 and rows["fast"]["repeats_to_decide"] == ""
+    assert 3 < int(rows["unsure"]["repeats_to_decide"]) <= 100 and rows["slow"]["repeats_to_decide"] == ""
     assert rows["few"]["p_holm"] == "" and rows["few"]["method"] == "" and rows["few"]["equivalence_margin"] == "0.05"
-    p_values = sorted(float(rows[stack]["p_value"]) for stack in ("fast", "same", "unsure"))
-    assert float(rows["fast"]["p_holm"]) == pytest.approx(min(1.0, 3 * p_values[0]))  # Holm: the smallest times 3
+    p_values = sorted(float(rows[stack]["p_value"]) for stack in ("slow", "same", "unsure"))
+    assert float(rows["slow"]["p_holm"]) == pytest.approx(min(1.0, 3 * p_values[0]))  # Holm: the smallest times 3
     named = read_csv(
-        aggregate(tmp_path / "named", env_python, records, "--baseline", "fast", "--equivalence-margin", "0.1")
+        aggregate(tmp_path / "named", env_python, records, "--baseline", "slow", "--equivalence-margin", "0.1")
         / "comparisons.csv"
     )
-    assert {row["baseline_stack"] for row in named} == {"fast"}
+    assert {row["baseline_stack"] for row in named} == {"slow"}
     assert {row["equivalence_margin"] for row in named} == {"0.1"}
-    assert {row["stack"]: row["verdict"] for row in named}["slow"] == "slower"
+    assert {row["stack"]: row["verdict"] for row in named}["fast"] == "faster"
 
 
 def test_rounds_without_enough_ok_runs_in_common_are_compared_unpaired(tmp_path, env_python):
     """The baseline's second round was contended: it never enters a statistic, leaving two rounds in common, so
     the comparison falls back to Welch's unpaired test over each side's ok runs."""
     records = group_of_runs(
-        tmp_path, {"slow": [100.0, None, 99.0, 100.5], "fast": [200.0, 202.0, 198.0]}, status="contended"
+        tmp_path, {"slow": [100.0, 101.0, 99.0], "fast": [200.0, None, 198.0, 201.0]}, status="contended"
     )
     (row,) = read_csv(aggregate(tmp_path, env_python, records) / "comparisons.csv")
     assert (row["method"], row["pairs"], row["runs_ok"], row["baseline_runs_ok"]) == ("unpaired (Welch)", "0", "3", "3")
-    assert row["verdict"] == "faster" and float(row["ratio"]) == pytest.approx(2.0, rel=0.01)
+    assert row["verdict"] == "slower" and float(row["ratio"]) == pytest.approx(0.5, rel=0.01)
 
 
 def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_python):
@@ -362,7 +363,7 @@ def test_runs_on_different_machines_are_never_pooled_or_compared(tmp_path, env_p
         ("slow", "NVIDIA H100 80GB HBM3 / Xeon", "3"),
     ]
     comparisons = read_csv(out / "comparisons.csv")
-    assert len(comparisons) == 2 and all(float(row["ratio"]) == pytest.approx(2.0, rel=0.01) for row in comparisons)
+    assert len(comparisons) == 2 and all(float(row["ratio"]) == pytest.approx(0.5, rel=0.01) for row in comparisons)
     assert {row["machine"] for row in comparisons} == {"NVIDIA A100-SXM4-80GB / Xeon", "NVIDIA H100 80GB HBM3 / Xeon"}
 
 

@@ -181,12 +181,13 @@ def group(**experiments):
 
 
 def test_the_planner_adds_rounds_only_to_undecided_comparisons_between_the_minimum_and_the_maximum():
-    decided = group(base=[100.0, 101.0, 99.0], fast=[200.0, 201.0, 199.0], same=[100.0, 101.2, 99.1])
-    undecided = group(base=[100.0, 101.0, 99.0], noisy=[104.0, 92.0, 112.0], fast=[200.0, 201.0, 199.0])
+    # Against each group's fastest: "same" in the first (base equivalent, slow slower), "noisy" in the second.
+    decided = group(base=[100.0, 101.0, 99.0], slow=[50.0, 50.5, 49.5], same=[100.0, 101.2, 99.1])
+    undecided = group(base=[100.0, 101.0, 99.0], noisy=[104.0, 92.0, 112.0], slow=[50.0, 50.5, 49.5])
     groups = {"decided": decided, "undecided": undecided}
     needed = experiments_needing_a_round(groups, minimum=3, maximum=10, half_width_target=0.01, margin=0.05)
-    assert needed == ["base", "noisy"]  # the decided comparisons' experiments (fast in both groups) wait
-    assert experiments_needing_a_round(groups, 4, 10, 0.01, 0.05) == ["base", "fast", "noisy", "same"]  # minimum
+    assert needed == ["base", "noisy"]  # the decided comparisons' experiments (slow in both groups) wait
+    assert experiments_needing_a_round(groups, 4, 10, 0.01, 0.05) == ["base", "noisy", "same", "slow"]  # minimum
     assert experiments_needing_a_round(groups, 3, 3, 0.01, 0.05) == []  # maximum reached
     # An interval within the target half-width is precise enough, decided or not.
     assert experiments_needing_a_round({"undecided": undecided}, 3, 10, 0.5, 0.05) == []
@@ -195,7 +196,8 @@ def test_the_planner_adds_rounds_only_to_undecided_comparisons_between_the_minim
 def test_the_planner_takes_the_named_baseline_and_gives_failed_experiments_no_more_rounds():
     runs = group(slow=[95.0, 96.0, 94.0], base=[100.0, 101.0, 99.0], noisy=[104.0, 92.0, 112.0])
     runs["oom"] = {1: None, 2: None, 3: float("nan")}
-    assert experiments_needing_a_round({"g": runs}, 3, 10, 0.01, 0.05) == ["noisy", "slow"]  # against the slowest
+    needed = experiments_needing_a_round({"g": runs}, 3, 10, 0.01, 0.05)
+    assert needed == ["base", "noisy", "slow"]  # against the fastest, noisy: base and slow are within its noise
     named = experiments_needing_a_round({"g": runs}, 3, 10, 0.01, 0.05, baselines={"g": ["base"]})
     assert named == ["base", "noisy"]
     runs["noisy"] = {1: 104.0, 2: None, 3: 112.0}  # two ok runs: not tested yet, so one more round

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from dlbench.analysis.statistics import INCONCLUSIVE, NOT_TESTED, compared, decisions, half_width
+from dlbench.analysis.statistics import INCONCLUSIVE, MIN_REPEATS, NOT_TESTED, compared, decisions, half_width
 
 
 def ok_runs(runs):
@@ -23,11 +23,13 @@ def ok_runs(runs):
     return {key: value for key, value in runs.items() if value is not None and math.isfinite(value)}
 
 
-def slowest(throughputs, candidates=()):
-    """The baseline, as the aggregation picks it: the slowest (geometric mean) of the candidates that have ok runs
-    (the config's comparison_baseline stack's experiments), else of the whole group."""
+def fastest(throughputs, candidates=()):
+    """The baseline, as the aggregation picks it: the fastest (geometric mean) of the candidates that have ok runs
+    (the config's comparison_baseline stack's experiments), else of the whole group; among those with enough ok
+    runs to be tested where there are any."""
     present = [experiment for experiment in candidates if experiment in throughputs] or list(throughputs)
-    return min(present, key=lambda experiment: np.mean(np.log(list(throughputs[experiment].values()))))
+    present = [experiment for experiment in present if len(throughputs[experiment]) >= MIN_REPEATS] or present
+    return max(present, key=lambda experiment: np.mean(np.log(list(throughputs[experiment].values()))))
 
 
 def unfinished(log_ratio, called, target):
@@ -48,7 +50,7 @@ def group_needs(runs, minimum, maximum, target, margin, candidates=()):
     throughputs = {experiment: ok for experiment, by_round in runs.items() if (ok := ok_runs(by_round))}
     if len(throughputs) < 2:
         return set()
-    baseline = slowest(throughputs, candidates)
+    baseline = fastest(throughputs, candidates)
     others = sorted(set(throughputs) - {baseline})
     log_ratios = [compared(throughputs[experiment], throughputs[baseline])[2] for experiment in others]
     needed = {
