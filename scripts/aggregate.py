@@ -43,6 +43,7 @@ from dlbench import record as run_record
 from dlbench.cli import run_main
 from dlbench.contention import describe_gpu_processes
 from dlbench.io import replacing, write_text_atomic
+from dlbench.analysis.fastest import fastest_table
 from dlbench.analysis.tables import GROUP, IDENTITY, TABLES
 
 STATISTICS = {
@@ -566,6 +567,7 @@ def main():
         "versions": version_pairs(runs, summary, args.equivalence_margin),
         "telemetry": telemetry,
     }
+    tables["fastest"] = fastest_table(summary, tables["comparisons"], runs)
     for name in TABLES:
         write_table(tables[name], out, name)
     final = runs[runs["final_try"]]

@@ -23,13 +23,16 @@ def main():
     parser.add_argument("--title", required=True)
     parser.add_argument("--html", required=True)
     parser.add_argument("--pdf", required=True)
+    parser.add_argument("--configfile", nargs="*", default=[], help="the study's config files, for its reproduce line")
+    parser.add_argument("--config-sha256", help="the hash of the study's whole config, for its reproduce line")
     args = parser.parse_args()
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
     figures = build / "figures"
     figures.mkdir(parents=True)
-    (build / "body.md").write_text(body(Study.read(args.tables), figures))
+    origin = {"configfiles": args.configfile, "config_sha256": args.config_sha256}
+    (build / "body.md").write_text(body(Study.read(args.tables, origin), figures))
     document = build / "report.qmd"
     shutil.copy(args.document, document)
     shutil.copy(args.style, build / "report.css")

@@ -3,7 +3,8 @@ six stacks (two releases of torch, one slower than the other on one experiment),
 sweep on CPU, a GPU panel with NVML telemetry and energy, a GPU panel of streamed runs (one input-bound, one
 compute-bound, one partly), and a panel whose every run ran out of memory (its failures table, with the whole error
 text, is longer than a page). Comparisons are paired by round; the GPU panels' stacks, about 1 % apart, are proven
-equivalent, but for the noisy streamed keras-3-jax runs, whose comparison is inconclusive."""
+equivalent, but for the noisy streamed keras-3-jax runs, whose comparison is inconclusive; in the GPU ResNet-20 panel
+the fastest in steady state is the slowest to target accuracy."""
 
 import json
 import math
@@ -38,6 +39,9 @@ REPEATS = 3
 # Each run's throughput wobbles by up to NOISE, in a pattern of its own (the sine of its start second); the streamed
 # keras-3-jax runs by NOISY_NOISE, too much for 3 repeats to decide their comparison.
 NOISE, NOISY, NOISY_NOISE = 0.004, ("keras-3-jax", "stream"), 0.05
+# keras-3-jax compiles ResNet-20 for 20 steady epochs' time: the GPU panel's fastest in steady state, yet the slowest to
+# its target accuracy (reached at the third epoch), where the first epoch counts.
+COMPILE_HEAVY, COMPILE_EPOCHS = ("keras-3-jax", "resnet20"), 20.0
 ENV = {"env_file": "envs/fixture.yaml", "env_file_sha256": "a" * 64, "deployment": "venv"}
 
 
@@ -133,7 +137,8 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
     failed = (experiment["model"], experiment["batch_size"]) == OOM_PANEL
     noise = NOISY_NOISE if (experiment["stack"], experiment["data_placement"]) == NOISY else NOISE
     seconds = images / (speed * (1 + noise * math.sin(start)))
-    epochs = [] if failed else [2.0 * seconds, seconds, seconds]
+    first = COMPILE_EPOCHS if (experiment["stack"], experiment["model"]) == COMPILE_HEAVY else 2.0
+    epochs = [] if failed else [first * seconds, seconds, seconds]
     record.update(
         framework_version=framework_version,
         status="oom" if failed else "ok",

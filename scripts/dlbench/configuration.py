@@ -9,6 +9,7 @@ merge and --config parser, jsonschema, PyYAML).
 """
 
 import functools
+import hashlib
 import json
 import math
 import os
@@ -401,3 +402,9 @@ def command_line_arguments(configfiles, config_args):
 
 def quoted(argument):
     return argument if re.fullmatch(r"[\w.,=@%+/:-]+", argument) else "'" + argument.replace("'", "'\\''") + "'"
+
+
+def digest(config):
+    """The sha256 of the whole config as the workflow reads it (defaults filled in): one study, one digest, whichever
+    files and --config overrides it came from. The report's reproduce line names it."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()

@@ -118,12 +118,42 @@ def test_every_figure_is_drawn_as_a_vector_image_and_embedded(report):
     assert html.count("data:image/svg+xml") == len(FIGURES) and "data:image/png" not in html
 
 
+def test_page_one_is_the_answer_each_groups_fastest_with_its_margin_and_confidence(report, pdf_pages):
+    """Against each group's fastest (the comparisons' default baseline): the CPU groups decisive, the GPU ResNet-20
+    group equivalent with torch-2.13 first to target accuracy (keras-3-jax compiles), the noisy streamed group
+    inconclusive, the group whose every run ran out of memory failed; the machine, versions and command above."""
+    fastest = {(row["model"], row["batch_size"], row["device"]): row for row in read_csv(report / "tables/fastest.csv")}
+    resnet20 = fastest[("resnet20", "128", "gpu")]
+    assert (resnet20["fastest_stack"], resnet20["runner_up_stack"], resnet20["confidence"]) == (
+        "keras-3-jax",
+        "torch-2.13",
+        "equivalent",
+    )
+    assert resnet20["to_target_stack"] == "torch-2.13" and float(resnet20["fastest_to_target_s"]) > 5 * float(
+        resnet20["to_target_s"]
+    )
+    assert fastest[("resnet50", "128", "gpu")]["confidence"] == "inconclusive"
+    assert fastest[("lenet", "128", "cpu")]["confidence"] == "failed"
+    decisive = [row for row in fastest.values() if row["device"] == "cpu" and row["confidence"] != "failed"]
+    assert len(decisive) == 5 and {row["confidence"] for row in decisive} == {"decisive"}
+    _, _, words = pdf_pages[0]
+    page = " ".join(word for *_, word in words)
+    assert page.index("answer:") < page.index("Machine:") < page.index("Versions:") < page.index("Reproduce:")
+    assert "snakemake --cores all --resources" in page and "Contents" not in page.split("Confidence:")[0]
+    for row in fastest.values():
+        if row["confidence"] != "failed":
+            assert f"{float(row['margin']):.2f}x" in page and f"{float(row['images_per_s']):,.0f}" in page
+    rows = page.split("Confidence:")[0]  # the legend below names every flag once
+    assert (count("decisive", rows), count("equivalent", rows), count("inconclusive", rows)) == (5, 1, 1)
+    assert "torch-2.13 (eager) 0.37 s;" in page and "In 1 of 8 groups the fastest in steady state" in page
+
+
 def test_the_math_mode_is_said_once_and_sections_with_nothing_to_show_are_one_list(report):
     """The fixture has no largest-batch search and no operator sweep: both are named, with why, under one heading
     after the results, and have no section of their own; the math mode is one line of the summary."""
     document = document_markdown(report)
-    assert document.count("Math mode of every figure") == 1
-    assert document.index("Math mode of every figure") < document.index("## Training throughput")
+    assert document.count("Math mode") == 1
+    assert document.index("Math mode") < document.index("## Summary")
     folded = section_markdown(report, "Not part of this study")
     assert "**Largest batch**: no largest-batch search" in folded and "**Operator microbenchmarks**" in folded
     assert "## Largest batch" not in document and "## Operator microbenchmarks" not in document

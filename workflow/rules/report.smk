@@ -16,6 +16,9 @@ rule report:
     params:
         python=env_python("tools"),
         title=config["report"]["title"],
+        configfiles=workflow.configfiles,
+        config_sha256=configuration.digest(config),
     shell:
         "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
-        " --style {input.style} --title {params.title:q} --html {output.html} --pdf {output.pdf} > {log} 2>&1"
+        " --style {input.style} --title {params.title:q} --html {output.html} --pdf {output.pdf}"
+        " --configfile {params.configfiles:q} --config-sha256 {params.config_sha256} > {log} 2>&1"

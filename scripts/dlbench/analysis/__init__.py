@@ -1,1 +1,2 @@
-"""Statistics of the comparisons and the planner of adaptive repeats, in plain Python and NumPy."""
+"""Statistics of the comparisons and the planner of adaptive repeats, in plain Python and NumPy; the tables' names
+and keys; the report's first answer (fastest, over the summary and comparisons tables, with pandas)."""

@@ -5,7 +5,7 @@ reads. Each table is results/tables/<name>.csv with the same rows in <name>.parq
 Lists, as pandas reads a tuple of keys as one key. Plain Python: Snakemake's driver imports it while planning.
 """
 
-TABLES = ("runs", "summary", "epochs", "max_batch", "comparisons", "versions", "telemetry")  # scripts/aggregate.py
+TABLES = ("runs", "summary", "epochs", "max_batch", "comparisons", "fastest", "versions", "telemetry")  # aggregate.py
 OPS_TABLE = "ops"  # scripts/aggregate_ops.py: the operator sweep
 FOLDER = "results/tables"
 

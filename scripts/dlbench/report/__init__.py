@@ -15,6 +15,7 @@ import pandas as pd
 
 from dlbench.analysis.tables import OPS_TABLE, TABLES
 from dlbench.report import (
+    answer,
     batch_size,
     comparisons,
     contended,
@@ -35,6 +36,7 @@ from dlbench.report import (
 )
 
 RESULT_SECTIONS = [
+    answer,
     summary,
     throughput,
     batch_size,
@@ -59,23 +61,26 @@ SECTIONS = [*RESULT_SECTIONS, *CLOSING_SECTIONS]
 @dataclass(frozen=True)
 class Study:
     """The aggregation's tables as the sections read them. `runs` holds each run's final try; `tries` every try,
-    contended ones before a run's final try included (listed apart, never averaged)."""
+    contended ones before a run's final try included (listed apart, never averaged); `origin` what the study was run
+    from: {"configfiles": [...], "config_sha256": ...}, as far as known."""
 
     tries: pd.DataFrame
     runs: pd.DataFrame
     summary: pd.DataFrame
     epochs: pd.DataFrame
     comparisons: pd.DataFrame
+    fastest: pd.DataFrame
     versions: pd.DataFrame
     telemetry: pd.DataFrame
     max_batch: pd.DataFrame
     ops: pd.DataFrame
+    origin: dict
 
     @classmethod
-    def read(cls, folder):
+    def read(cls, folder, origin):
         tables = {name: pd.read_parquet(Path(folder) / f"{name}.parquet") for name in (*TABLES, OPS_TABLE)}
         tries = tables.pop("runs")
-        return cls(tries=tries, runs=tries[tries["final_try"]], **tables)
+        return cls(tries=tries, runs=tries[tries["final_try"]], origin=origin, **tables)
 
 
 def body(study, figures):

@@ -61,7 +61,7 @@ def render_with_pandoc(document, title):
         markdown,
         "typst",
         format="markdown",
-        extra_args=["--standalone", "--toc", "--toc-depth=2", TABLE_LINE_WIDTH, *metadata],
+        extra_args=["--standalone", TABLE_LINE_WIDTH, *metadata],  # its contents follow the answer (report.answer)
     )
     (folder / "report.typ").write_text(typst_source)
     typst.compile(str(folder / "report.typ"), output=str(folder / "report.pdf"), root=str(folder))

@@ -1,7 +1,5 @@
 """Summary: what ran, and per comparison group the conclusion the tests support, from the comparisons and versions
-tables only; the math mode that ran, once for the whole report."""
-
-import json
+tables only."""
 
 from dlbench.report.common import comparison_groups, deciding_text, group_title, ratio_text
 
@@ -74,23 +72,6 @@ def regression_lines(versions):
     ]
 
 
-def math_mode_line(runs):
-    """The math mode that ran, read back per run (engaged tf32 and conv_autotune): it holds for every figure."""
-    modes = {}
-    for _, row in runs[runs["status"] == "ok"].iterrows():
-        engaged = json.loads(row["engaged"])
-        mode = (
-            f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
-            f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}"
-        )
-        modes.setdefault(mode, set()).add(f"{row['stack']} on {row['device']}")
-    parts = [f"{mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
-    return (
-        f"*Math mode of every figure and table, as each framework applied it: {'; '.join(parts) or 'no finished run'}."
-        " On CPU neither exists: float32 runs in float32.*"
-    )
-
-
 def markdown(study, figures):
     runs, summary = study.runs, study.summary
     lines = [
@@ -112,5 +93,5 @@ def markdown(study, figures):
         ]
     lines += [conclusion(part) for _, part in comparison_groups(study.comparisons)]
     lines += regression_lines(study.versions)
-    lines += ["", CLOSING, "", math_mode_line(runs)]
+    lines += ["", CLOSING]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,160 @@
+"""The answer, on page 1: per comparison group the fastest stack and variant, its margin over the runner-up with the
+comparisons table's verdict, and the fastest to target accuracy where that is another; above it, the machine, the
+versions, the math mode and threads, and how to reproduce the study. Printed from the fastest table."""
+
+import json
+
+import pandas as pd
+
+from dlbench.report.common import group_title, markdown_table, number, variant_label
+
+TITLE = "The answer: fastest per group"
+
+# The PDF's table of contents follows the answer (pandoc's --toc would put it first, before the answer).
+CONTENTS = "```{=typst}\n#outline(depth: 2)\n```\n"
+
+CONFIDENCE = (
+    "Confidence: *decisive*, the runner-up is proven slower; *equivalent*, proven within the equivalence margin; "
+    "*inconclusive*, neither (Comparisons says what would decide it); *contended*, some run of the group was never "
+    "measured clean, so a contender may be missing; *alone*, nothing else in the group finished; *failed*, no run "
+    "of the group finished."
+)
+
+
+def distinct(values):
+    """The values a column takes, once each; a record's "None" (not recorded) is no value."""
+    return ", ".join(sorted({str(value) for value in values.dropna()} - {"None"})) or "not recorded"
+
+
+def gpu_name(name, driver):
+    return name if pd.isna(driver) or driver is None else f"{name} (driver {driver})"
+
+
+def machine_line(runs):
+    gpus = runs.dropna(subset=["provenance_gpu"])
+    gpu = ", ".join(sorted(set(map(gpu_name, gpus["provenance_gpu"], gpus["provenance_gpu_driver"])))) or "none"
+    cores = zip(runs["provenance_cpu_model"], runs["provenance_cpu_cores"])
+    cpus = sorted({f"{model} ({count} cores)" for model, count in cores})
+    return f"**Machine**: {', '.join(cpus)}; GPU: {gpu}."
+
+
+def versions_line(summary):
+    stacks = summary.drop_duplicates("stack").sort_values("stack")
+    parts = []
+    for _, row in stacks.iterrows():
+        backend = "" if pd.isna(row["backend_version"]) else f" on {row['backend']} {row['backend_version']}"
+        parts.append(f"{row['stack']}: {row['framework']} {row['framework_version'] or '–'}{backend}")
+    return "**Versions**: " + "; ".join(parts) + "."
+
+
+def math_mode_line(runs):
+    """The math mode that ran, read back per run (engaged tf32 and conv_autotune), and the threads each run used."""
+    modes = {}
+    for _, row in runs[runs["status"] == "ok"].iterrows():
+        engaged = json.loads(row["engaged"])
+        mode = (
+            f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
+            f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}"
+        )
+        modes.setdefault(mode, set()).add(f"{row['stack']} on {row['device']}")
+    parts = [f"{mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
+    return (
+        f"**Math mode** of every figure and table, as each framework applied it: {'; '.join(parts) or 'no finished run'}"
+        " (on CPU neither exists: float32 runs in float32); **threads** per run: "
+        f"{distinct(runs['provenance_threads'])}."
+    )
+
+
+def reproduce_line(runs, origin):
+    """The commit the runs were made at, the config's digest and the command that runs the study again."""
+    command = " ".join(
+        ["snakemake --cores all --resources gpu=1", *(f"--configfile {name}" for name in origin["configfiles"])]
+    )
+    digest = f" (config sha256 {origin['config_sha256'][:12]})" if origin["config_sha256"] else ""
+    return f"**Reproduce**: at commit {distinct(runs['provenance_workflow_commit'])}{digest}: `{command}`."
+
+
+def fastest_cell(row):
+    if pd.isna(row["fastest_stack"]):
+        return "none: " + row["confidence_reason"]
+    return f"{row['fastest_stack']} ({variant_label(row['fastest_variant'], row['data_placement'])})"
+
+
+def margin_cell(row):
+    if pd.isna(row["runner_up_stack"]):
+        return "no runner-up"
+    interval = (
+        "" if pd.isna(row["margin_ci95_low"]) else f" [{row['margin_ci95_low']:.2f}, {row['margin_ci95_high']:.2f}]"
+    )
+    return f"{row['margin']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']})"
+
+
+def throughput_cell(row):
+    if pd.isna(row["images_per_s"]) or pd.isna(row["images_per_s_ci95_low"]):
+        return number(row["images_per_s"])
+    return f"{number(row['images_per_s'])} [{number(row['images_per_s_ci95_low'])}, {number(row['images_per_s_ci95_high'])}]"
+
+
+def target_cell(row):
+    """The fastest to target accuracy where it is another experiment, with the fastest's own time beside it."""
+    if pd.isna(row["to_target_stack"]):
+        return "not reached"
+    if (row["to_target_stack"], row["to_target_variant"]) == (row["fastest_stack"], row["fastest_variant"]):
+        return f"the same, {row['to_target_s']:,.2f} s"
+    fastest = "not reached" if pd.isna(row["fastest_to_target_s"]) else f"{row['fastest_to_target_s']:,.2f} s"
+    return f"{row['to_target_stack']} ({row['to_target_variant']}) {row['to_target_s']:,.2f} s; the fastest {fastest}"
+
+
+def reversal_sentence(fastest):
+    reversed_groups = fastest[
+        fastest["to_target_stack"].notna()
+        & (
+            (fastest["to_target_stack"] != fastest["fastest_stack"])
+            | (fastest["to_target_variant"] != fastest["fastest_variant"])
+        )
+    ]
+    if reversed_groups.empty:
+        return ""
+    return (
+        f"\nIn {len(reversed_groups)} of {len(fastest)} groups the fastest in steady state is not the first to reach "
+        "the target accuracy: time to target counts the first epoch (compilation, warm-up), which steady throughput "
+        "leaves out (Time per epoch).\n"
+    )
+
+
+def answer_table(fastest):
+    if fastest.empty:
+        return "No experiment finished with a measured throughput, so no group has an answer (see Failed runs).\n"
+    rows = [
+        [
+            group_title(row),
+            fastest_cell(row),
+            throughput_cell(row),
+            margin_cell(row),
+            row["confidence"],
+            target_cell(row),
+        ]
+        for _, row in fastest.iterrows()
+    ]
+    header = ["group", "fastest", "images/s, geometric mean [95%]", "margin [95%]", "confidence", "to target accuracy"]
+    return markdown_table(header, rows)
+
+
+def markdown(study, figures):
+    lines = [
+        machine_line(study.runs),
+        versions_line(study.summary),
+        math_mode_line(study.runs),
+        reproduce_line(study.runs, study.origin),
+    ]
+    return (
+        "\n\n".join(lines)
+        + "\n\n"
+        + answer_table(study.fastest)
+        + "\n"
+        + CONFIDENCE
+        + "\n"
+        + reversal_sentence(study.fastest)
+        + "\n"
+        + CONTENTS
+    )
