@@ -3,15 +3,17 @@ drawn in vector form, the comparisons' verdicts and the version study flagged, t
 poppler (every table row printed once, long tables continued under their header, no word printed over another or
 off the page), and the HTML loaded in headless Chromium with nothing fetched from the network."""
 
+import json
 import os
 import re
 import shutil
 import subprocess
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 from conftest import REPO, read_csv
-from report_fixture import CONTENDED_REASON, OOM_PANEL, REPEATS, write_records
+from report_fixture import CONTENDED_REASON, CONTENTION, OOM_PANEL, REPEATS, experiments, write_records, write_run
 
 FIGURES = [
     "throughput",
@@ -44,12 +46,9 @@ def debian_command(command, package):
     return path
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory, env_python):
-    root = tmp_path_factory.mktemp("report")
-    records = write_records(root / "runs")
-    tables, tools = root / "tables", str(env_python("tools"))
-    scripts = REPO / "scripts"
+def render_study(root, records, tools):
+    """Tables and report of a study's records under root: as the workflow's aggregate and report rules make them."""
+    tables, scripts = root / "tables", REPO / "scripts"
     subprocess.run(
         [tools, scripts / "aggregate.py", "--records", *records, "--out", tables], check=True, capture_output=True
     )
@@ -75,6 +74,12 @@ def report(tmp_path_factory, env_python):
         capture_output=True,
     )
     return root
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, env_python):
+    root = tmp_path_factory.mktemp("report")
+    return render_study(root, write_records(root / "runs"), str(env_python("tools")))
 
 
 @pytest.fixture(scope="module")
@@ -315,3 +320,91 @@ def test_the_html_renders_in_headless_chromium_and_loads_nothing_from_the_networ
     ).stdout.split()
     width, height, distinct = map(int, colours)
     assert (width, height) == (1400, 1000) and distinct > 50, "the screenshot is blank"
+
+
+TICK_CHECK = """
+import json, sys
+from itertools import combinations
+from pathlib import Path
+import matplotlib.figure
+from dlbench.report import Study, body
+
+overlaps, drawn = [], []
+save = matplotlib.figure.Figure.savefig
+
+def saved_and_checked(figure, path, **options):
+    save(figure, path, **options)  # drawn: the labels have their places
+    renderer = figure.canvas.get_renderer()
+    drawn.append(Path(path).name)
+    for panel in figure.axes:
+        for axis in (panel.xaxis, panel.yaxis):
+            labels = [label for label in axis.get_ticklabels(which="both") if label.get_visible() and label.get_text()]
+            for one, other in combinations(labels, 2):
+                if one.get_window_extent(renderer).overlaps(other.get_window_extent(renderer)):
+                    overlaps.append([Path(path).name, one.get_text(), other.get_text()])
+
+matplotlib.figure.Figure.savefig = saved_and_checked
+figures = Path(sys.argv[2])
+figures.mkdir(parents=True, exist_ok=True)
+body(Study.read(sys.argv[1], {"configfiles": [], "config_sha256": None}), figures)
+print(json.dumps({"overlaps": overlaps, "drawn": drawn}))
+"""
+
+
+def test_no_tick_label_of_any_figure_runs_into_another(report, env_python, tmp_path):
+    """Every figure of the fixture study drawn again with its tick labels' boxes compared: log axes label their
+    decades and at most the 2 and 5 between them, and long stack names stay on their own line."""
+    result = subprocess.run(
+        [str(env_python("tools")), "-c", TICK_CHECK, report / "tables", tmp_path / "figures"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "scripts")),
+    )
+    checked = json.loads(result.stdout.splitlines()[-1])
+    assert sorted(checked["drawn"]) == sorted(f"{name}.svg" for name in FIGURES)
+    assert checked["overlaps"] == []
+
+
+def thin_study(kind, folder):
+    """Records of a study that gives the report little: one stack with one repeat, every run out of memory, or every
+    run contended (never measured clean)."""
+    rows = experiments()
+    if kind == "one stack, one repeat":
+        chosen, repeats = (
+            [(row, speed) for row, speed in rows if row["stack"] == "torch-2.13" and row["device"] == "cpu"][:1],
+            1,
+        )
+    elif kind == "every run failed":
+        chosen, repeats = [(row, speed) for row, speed in rows if (row["model"], row["batch_size"]) == OOM_PANEL][:2], 2
+    else:
+        chosen, repeats = [(row, speed) for row, speed in rows if row["device"] == "cpu"][:2], 2
+    paths = []
+    for index, (experiment, speed) in enumerate(chosen):
+        for rep in range(1, repeats + 1):
+            path = Path(write_run(folder, experiment, speed, rep, start=index * repeats + rep))
+            if kind == "every run contended":
+                record = json.loads(path.read_text())
+                record.update(
+                    status="contended", contention=dict(CONTENTION, foreign_cpu_cores=1.02, reasons=[CONTENDED_REASON])
+                )
+                path.write_text(json.dumps(record))
+            paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize(
+    "kind, says",
+    [
+        ("one stack, one repeat", ["alone", "none (1 ok repeat)", "No group has two experiments with a finished run"]),
+        ("every run failed", ["none: no run finished (oom)", "failed", "OutOfMemoryError"]),
+        ("every run contended", ["none: no run finished (contended)", "contended", "not measured: machine busy"]),
+    ],
+)
+def test_a_thin_study_still_renders_and_says_what_is_missing(kind, says, tmp_path, env_python):
+    root = render_study(tmp_path, thin_study(kind, tmp_path / "runs"), str(env_python("tools")))
+    document = document_markdown(root)
+    assert [text for text in says if text not in document] == []
+    assert "GPU: none." in section_markdown(root, "The answer: fastest per group")
+    assert (root / "report.pdf").stat().st_size > 10_000

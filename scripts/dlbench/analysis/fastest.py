@@ -84,8 +84,9 @@ def group_row(key, part, comparisons, unmeasured):
     order = ranked(part)
     if order.empty:
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
+        flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
         return dict(
-            zip(GROUP, key), experiments=len(part), confidence=FAILED, confidence_reason=f"no run finished ({statuses})"
+            zip(GROUP, key), experiments=len(part), confidence=flag, confidence_reason=f"no run finished ({statuses})"
         )
     fastest = order.iloc[0]
     row = dict(zip(GROUP, key), experiments=len(part), fastest_stack=fastest["stack"])

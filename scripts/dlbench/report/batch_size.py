@@ -2,7 +2,7 @@
 
 from matplotlib.ticker import NullFormatter
 
-from dlbench.report.common import figure_grid, label, panel_rows, save
+from dlbench.report.common import figure_grid, label, legend_below, log_ticks, panel_rows, save, styled_lines
 
 TITLE = "Throughput versus batch size"
 ABSENT = "each experiment ran at one batch size (`batch_sizes` in the config sweeps it)."
@@ -46,23 +46,24 @@ def batch_size_figure(sweeps, path):
             + " epochs"
         )
         names = label(part) + ("" if training.nunique() == 1 else " · " + training)
-        for name, line in part.groupby(names):
+        for name, line, style in styled_lines(part, names):
             line = line.sort_values("batch_size")
             centre = line["train_images_per_s_gmean"]
             spread = [
                 (centre - line["train_images_per_s_ci95_low"]).fillna(0),
                 (line["train_images_per_s_ci95_high"] - centre).fillna(0),
             ]
-            axis.errorbar(line["batch_size"], centre, yerr=spread, marker="o", capsize=3, label=name)
+            axis.errorbar(line["batch_size"], centre, yerr=spread, capsize=3, label=name, **style)
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
+        log_ticks(axis.yaxis)
         sizes = sorted(part["batch_size"].unique())
         axis.set_xticks(sizes, [str(size) for size in sizes])
         axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_title(f"{model} on {dataset}, {device} on {machine}", fontsize=10)
         axis.set_xlabel("batch size")
         axis.set_ylabel("training images/s (steady)")
-        axis.legend(fontsize=7)
+    legend_below(figure)
     save(figure, path)
 
 

@@ -1,6 +1,8 @@
 """What the report's sections share: labels and panels, the figure grid and its saving, cells and tables, the texts
 of a ratio and a verdict. The sections print the aggregation's tables; nothing here computes a statistic."""
 
+import re
+
 import matplotlib
 
 from dlbench.analysis.tables import GROUP, PANEL
@@ -9,8 +11,19 @@ matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "dlbench"  # the same figure gives the same ids: no spurious diffs
 import matplotlib.pyplot as plt  # after the backend is chosen
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+# One colour per framework in every figure; a framework's stacks and variants differ by line style and marker.
+FRAMEWORK_COLOURS = {
+    "torch": "#C44E52",
+    "tensorflow": "#DD8452",
+    "keras": "#8172B3",
+    "mxnet": "#55A868",
+    "jax": "#4C72B0",
+    "flax": "#64B5CD",
+}
+OTHER_COLOUR = "#7F7F7F"
+LINE_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v")]
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY", "diverged": "DIVERGED"}
 
 
@@ -57,10 +70,53 @@ def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
     return figure, axes.flat
 
 
+def framework_colour(framework):
+    return FRAMEWORK_COLOURS.get(framework, OTHER_COLOUR)
+
+
+def styled_lines(part, names):
+    """(name, rows, style) per line of a panel, lines named by `names` (a Series beside part): the framework's colour,
+    and within a framework a line style and marker of their own, so two releases of one framework stay apart."""
+    seen = {}
+    for name, line in part.groupby(names, sort=True):
+        framework = line["framework"].iloc[0]
+        seen[framework] = seen.get(framework, -1) + 1
+        linestyle, marker = LINE_STYLES[seen[framework] % len(LINE_STYLES)]
+        yield name, line, {"color": framework_colour(framework), "linestyle": linestyle, "marker": marker}
+
+
+def spans_a_decade(values):
+    """Whether a panel's positive values span more than 10x: then a linear axis flattens all but the largest."""
+    positive = pd.Series(values, dtype=float).dropna()
+    positive = positive[positive > 0]
+    return len(positive) > 0 and positive.max() > 10 * positive.min()
+
+
+def legend_below(figure, fontsize=7):
+    """One legend for the whole figure, below its panels: never over the data, and each line named once however
+    many panels draw it."""
+    named = {}
+    for axis in figure.axes:
+        for handle, name in zip(*axis.get_legend_handles_labels()):
+            named.setdefault(name, handle)
+    if named:
+        figure.legend(
+            named.values(),
+            named.keys(),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0),
+            ncol=3,
+            fontsize=fontsize,
+            frameon=False,
+        )
+
+
 def save(figure, path):
-    """SVG (glyphs drawn as paths): vector in the PDF, sharp in the HTML, no font needed where it is read."""
+    """SVG (glyphs drawn as paths): vector in the PDF, sharp in the HTML, no font needed where it is read. The
+    bounding box takes in the legend below the panels."""
     figure.tight_layout()
-    figure.savefig(path, format="svg", metadata={"Date": None})  # no timestamp: a redrawn figure is the same file
+    # No timestamp: a redrawn figure is the same file.
+    figure.savefig(path, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(figure)
 
 
@@ -98,10 +154,24 @@ def ratio_axis(axis, part, labels, title, xlabel):
     axis.set_yticks(range(len(part)), labels)
     axis.axvline(1.0, color="black", linewidth=0.8)
     axis.set_xscale("log")
-    for ticks in (axis.xaxis.set_major_formatter, axis.xaxis.set_minor_formatter):
-        ticks(FuncFormatter(lambda value, _: f"{value:g}x"))
+    log_ticks(axis.xaxis, "x")
     axis.set_title(title, fontsize=9)
     axis.set_xlabel(xlabel)
+
+
+def log_ticks(axis, suffix=""):
+    """Plain labels on a log axis ("0.2", "5", "2x" with suffix "x"): the decades, and within a span under 100x the
+    2 and 5 between them. Matplotlib's default labels every minor tick of a short span, and they run into each
+    other; call it after the data are drawn (it reads the axis' span)."""
+    plain = FuncFormatter(lambda value, _: f"{value:,g}{suffix}")
+    axis.set_major_locator(LogLocator())
+    axis.set_major_formatter(plain)
+    low, high = axis.get_view_interval()
+    if high > 100 * low:
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        axis.set_minor_formatter(plain)
 
 
 def ratio_figure(groups, labeller, titler, xlabel, empty, path):
@@ -125,6 +195,14 @@ def percent(value, digits=0):
     return "–" if pd.isna(value) else f"{value:.{digits}%}"
 
 
+def share(value, digits):
+    """An input share; a negative one (the fixed-batch epochs ran slower than the steady ones) is noise, not a
+    share, and says so instead of printing as a result."""
+    if pd.notna(value) and value < 0:
+        return "noise (below 0)"
+    return percent(value, digits)
+
+
 def cell(row, column, digits=0, formatter=number):
     """A figure, or the failure it stands for (OOM, ERROR) when no run of the experiment succeeded."""
     if row["runs_ok"] == 0:
@@ -132,8 +210,20 @@ def cell(row, column, digits=0, formatter=number):
     return formatter(row[column], digits)
 
 
+NUMBER = re.compile(r"[-+−]?\d")  # a cell that starts with a number: a figure, a ratio, an interval, a count
+
+
+def numeric(column):
+    """Whether a column holds figures: every cell a number, a dash or a failure's label (OOM, ERROR)."""
+    cells = [str(cell) for cell in column if str(cell) not in ("–", *STATUS_LABEL.values())]
+    return bool(cells) and all(NUMBER.match(cell) for cell in cells)
+
+
 def markdown_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    """A pipe table; columns of figures right-aligned, so that digits line up."""
+    columns = list(zip(*rows)) if rows else [() for _ in header]
+    rule = ["---:" if numeric(column) else ":---" for column in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(str(value).replace("|", "/") for value in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 

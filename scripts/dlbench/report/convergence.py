@@ -1,9 +1,20 @@
 """Convergence: test accuracy and loss after each epoch against the training time spent to reach it."""
 
 from dlbench.analysis.tables import PANEL
-from dlbench.report.common import figure_grid, label, panel_rows, panel_title, panel_titles, save
+from dlbench.report.common import (
+    figure_grid,
+    label,
+    legend_below,
+    log_ticks,
+    panel_rows,
+    panel_title,
+    panel_titles,
+    save,
+    styled_lines,
+)
 
 TITLE = "Convergence"
+FLAT = 1e-9  # a panel whose values all agree this closely shows nothing: it says its one value instead
 
 
 def convergence_figure(summary, epochs, path):
@@ -14,7 +25,7 @@ def convergence_figure(summary, epochs, path):
     curves = epochs.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
         trained_s=("trained_s", "median"), test_accuracy=("test_accuracy", "mean"), test_loss=("test_loss", "mean")
     )
-    curves = curves.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
+    curves = curves.merge(summary[["experiment_id", "stack", "framework", "variant", "data_placement", *PANEL]])
     panels = panel_titles(curves)
     figure, axes = figure_grid(2 * len(panels))
     axes = list(axes)
@@ -24,13 +35,18 @@ def convergence_figure(summary, epochs, path):
             (axes[2 * index], "test_accuracy", "test accuracy"),
             (axes[2 * index + 1], "test_loss", "test loss"),
         ):
-            for name, line in part.groupby(label(part)):
-                axis.plot(line["trained_s"], line[column], marker="o", markersize=3, label=name)
-            axis.set_xscale("log")
             axis.set_title(panel_title(panel), fontsize=10)
+            if part[column].max() - part[column].min() < FLAT:
+                axis.set_axis_off()
+                axis.text(0.5, 0.5, f"{ylabel}: {part[column].iloc[0]:.3g} for every line and epoch", ha="center")
+                continue
+            for name, line, style in styled_lines(part, label(part)):
+                axis.plot(line["trained_s"], line[column], markersize=3, label=name, **style)
+            axis.set_xscale("log")
+            log_ticks(axis.xaxis)
             axis.set_xlabel("training seconds (cumulative, log scale)")
             axis.set_ylabel(ylabel)
-        axes[2 * index].legend(fontsize=6)
+    legend_below(figure)
     save(figure, path)
 
 

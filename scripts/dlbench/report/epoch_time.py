@@ -3,13 +3,23 @@
 from matplotlib.ticker import MaxNLocator
 
 from dlbench.analysis.tables import PANEL
-from dlbench.report.common import figure_grid, label, panel_rows, panel_title, panel_titles, save
+from dlbench.report.common import (
+    figure_grid,
+    label,
+    legend_below,
+    log_ticks,
+    panel_rows,
+    panel_title,
+    panel_titles,
+    save,
+    styled_lines,
+)
 
 TITLE = "Time per epoch"
 
 
 def epoch_time_figure(summary, epochs, path):
-    shown = ["stack", "variant", "data_placement", *PANEL]
+    shown = ["stack", "framework", "variant", "data_placement", *PANEL]
     merged = epochs.merge(summary[["experiment_id", *shown]])
     per_epoch = merged.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
         train_s=("train_s", "median"), **{column: (column, "first") for column in shown if column != "machine"}
@@ -19,14 +29,15 @@ def epoch_time_figure(summary, epochs, path):
     figure, axes = figure_grid(len(panels))
     for axis, panel in zip(axes, panels):
         part = panel_rows(per_epoch, panel)
-        for name, line in part.groupby(label(part)):
-            axis.plot(line["epoch"], line["train_s"], marker="o", label=name)
+        for name, line, style in styled_lines(part, label(part)):
+            axis.plot(line["epoch"], line["train_s"], label=name, **style)
         axis.set_yscale("log")
+        log_ticks(axis.yaxis)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 1.25, 1.5 ticks
         axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("epoch")
         axis.set_ylabel("training seconds (median of repeats)")
-        axis.legend(fontsize=7)
+    legend_below(figure)
     save(figure, path)
 
 

@@ -7,7 +7,7 @@ from dlbench.report.common import (
     panel_rows,
     panel_title,
     panel_titles,
-    percent,
+    share,
     variant_labels,
 )
 
@@ -54,7 +54,7 @@ def input_pipeline_table(streamed):
                 cell(row, "loader_images_per_s_mean"),
                 cell(row, "train_images_per_s_gmean"),
                 cell(row, "input_bound_share_mean", 2),
-                cell(row, "input_share_mean", 1, percent),
+                cell(row, "input_share_mean", 1, share),
                 cell(row, "gpu_utilisation_mean_mean"),
                 row["input_bound"] or "–",
             ]

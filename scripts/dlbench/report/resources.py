@@ -4,13 +4,16 @@ from dlbench.analysis.tables import PANEL
 from dlbench.report.common import (
     cell,
     figure_grid,
+    framework_colour,
     label,
+    legend_below,
     markdown_table,
     panel_rows,
     panel_title,
     panel_titles,
-    percent,
     save,
+    share,
+    styled_lines,
     variant_labels,
 )
 
@@ -55,7 +58,7 @@ GPU_COLUMNS = [
 def resources_table(summary, runs):
     """Input share, memory, utilisation and energy per experiment (means over ok repeats), a table per dataset,
     model, batch and device; GPU columns only where measured."""
-    header = ["stack", "variant", "input share", "RSS peak MiB", "CPU %"]
+    header = ["stack", "variant", "input share (mean)", "RSS peak MiB (mean)", "CPU % (mean)"]
     columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
     sections = []
     for panel in panel_titles(summary):
@@ -66,13 +69,13 @@ def resources_table(summary, runs):
             [
                 row["stack"],
                 row["variant_label"],
-                cell(row, "input_share_mean", 1, percent),
+                cell(row, "input_share_mean", 1, share),
                 *(cell(row, column, digits) for column, digits in columns),
                 *(cell(row, column, digits) for column, digits, _ in measured),
             ]
             for _, row in part.iterrows()
         ]
-        titles = header + [title for _, _, title in measured]
+        titles = header + [f"{title} (mean)" for _, _, title in measured]
         sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(titles, rows))
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
@@ -82,7 +85,7 @@ def resources_table(summary, runs):
 def telemetry_figure(summary, telemetry, path):
     """Each experiment's first finished repeat over time, as its sampler recorded it: a row per dataset, model,
     batch and device panel, a column per quantity measured there (the GPU's only where NVML read them)."""
-    traces = telemetry.merge(summary[["experiment_id", "stack", "variant", "data_placement", *PANEL]])
+    traces = telemetry.merge(summary[["experiment_id", "stack", "framework", "variant", "data_placement", *PANEL]])
     panels = [
         (panel, [name for name in TRACE_METRICS if panel_rows(traces, panel)[name].notna().any()])
         for panel in panel_titles(traces)
@@ -96,13 +99,15 @@ def telemetry_figure(summary, telemetry, path):
             if column >= len(metrics):
                 axis.set_visible(False)
                 continue
-            for name, line in part.groupby(label(part)):
-                axis.plot(line["t_s"], line[metrics[column]], linewidth=1, label=name)
+            for name, line, style in styled_lines(part, label(part)):
+                axis.plot(
+                    line["t_s"], line[metrics[column]], linewidth=1, markevery=0.2, markersize=3, label=name, **style
+                )
             axis.set_title(panel_title(panel), fontsize=8)
             axis.set_xlabel("seconds since the process started", fontsize=8)
             axis.set_ylabel(TRACE_METRICS[metrics[column]], fontsize=8)
             axis.set_ylim(bottom=0)
-        axes[row * columns].legend(fontsize=5)
+    legend_below(figure)
     save(figure, path)
 
 
@@ -122,7 +127,7 @@ def memory_figure(summary, path):
         axis.set_yticks(range(len(part)), label(part))
         axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("peak MiB")
-        axis.legend(fontsize=7)
+    legend_below(figure)
     save(figure, path)
 
 
@@ -132,7 +137,9 @@ def energy_figure(measured, path):
     figure, axes = figure_grid(len(panels))
     for axis, panel in zip(axes, panels):
         part = panel_rows(measured, panel).sort_values("gpu_energy_per_image_j_mean")
-        axis.barh(label(part), part["gpu_energy_per_image_j_mean"], color="#55A868")
+        axis.barh(
+            label(part), part["gpu_energy_per_image_j_mean"], color=list(map(framework_colour, part["framework"]))
+        )
         axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("joules per training image (mean of repeats)")
     save(figure, path)

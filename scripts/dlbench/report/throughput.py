@@ -2,28 +2,54 @@
 
 import pandas as pd
 
-from dlbench.report.common import STATUS_LABEL, figure_grid, label, panel_rows, panel_title, panel_titles, save
+from dlbench.report.common import (
+    STATUS_LABEL,
+    figure_grid,
+    framework_colour,
+    label,
+    log_ticks,
+    panel_rows,
+    panel_title,
+    panel_titles,
+    save,
+    spans_a_decade,
+)
 
 TITLE = "Training throughput"
 
 
 def throughput_figure(summary, path):
-    """Geometric-mean steady throughput per stack and variant, with its 95% interval (none below 3 repeats)."""
+    """Geometric-mean steady throughput per stack and variant with its 95% interval (none below 3 repeats), a dot in
+    its framework's colour; a log axis where a panel's values span more than 10x."""
     panels = panel_titles(summary)
     figure, axes = figure_grid(len(panels))
     for axis, panel in zip(axes, panels):
-        part = panel_rows(summary, panel)
-        part = part.sort_values("train_images_per_s_gmean")
-        centre = part["train_images_per_s_gmean"].fillna(0)
+        part = panel_rows(summary, panel).sort_values("train_images_per_s_gmean")
+        centre = part["train_images_per_s_gmean"]
         low = (centre - part["train_images_per_s_ci95_low"]).fillna(0)
         high = (part["train_images_per_s_ci95_high"] - centre).fillna(0)
-        axis.barh(label(part), centre, xerr=[low, high], color="#4C72B0", capsize=3)
-        for y, (value, status) in enumerate(zip(part["train_images_per_s_gmean"], part["statuses"])):
+        for y, (value, below, above, framework) in enumerate(zip(centre, low, high, part["framework"])):
+            if pd.notna(value):
+                axis.errorbar(value, y, xerr=[[below], [above]], fmt="o", color=framework_colour(framework), capsize=3)
+        axis.set_yticks(range(len(part)), label(part))
+        wide = spans_a_decade(pd.concat([centre, part["train_images_per_s_ci95_high"]]))
+        if wide:
+            axis.set_xscale("log")
+            log_ticks(axis.xaxis)
+        else:
+            axis.set_xlim(left=0)
+        for y, (value, status) in enumerate(zip(centre, part["statuses"])):
             if pd.isna(value):
-                axis.text(0, y, " " + STATUS_LABEL.get(status.split(",")[0], "failed"), va="center", color="#C44E52")
-        axis.set_xlim(left=0)
+                axis.text(
+                    0.01,
+                    y,
+                    STATUS_LABEL.get(status.split(",")[0], "failed"),
+                    va="center",
+                    color="#C44E52",
+                    transform=axis.get_yaxis_transform(),
+                )
         axis.set_title(panel_title(panel), fontsize=10)
-        axis.set_xlabel("training images/s (steady epochs)")
+        axis.set_xlabel("training images/s (steady epochs" + (", log scale)" if wide else ")"))
     save(figure, path)
 
 
