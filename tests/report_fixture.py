@@ -21,6 +21,7 @@ STACKS = {
     "keras-3-jax": ("keras", "jax", "3.15.0"),
     "keras-3-tensorflow": ("keras", "tensorflow", "3.15.0"),
 }
+BACKEND_VERSIONS = {"keras-3-jax": "jax 0.10.2", "keras-3-tensorflow": "tensorflow 2.21.0"}  # as Keras reads them back
 CPU_PANELS = [("digits", "mlp"), ("synthetic-32x32x3", "lenet")]
 BATCH_SIZES = [32, 64, 128]
 VARIANTS = ["eager", "graph"]
@@ -172,6 +173,11 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
                 "conv_autotune": True,
                 "matmul_dtype": "float32",
                 "layout": "NCHW",
+                **(
+                    {"backend_version": BACKEND_VERSIONS[experiment["stack"]]}
+                    if experiment["stack"] in BACKEND_VERSIONS
+                    else {}
+                ),
             },
         )
         if experiment["data_placement"] == "stream":

@@ -122,6 +122,14 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def installed_version(distribution):
+    """The version of an installed distribution in this env, None where it is not installed."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def provenance(env_description, repo, threads):
     """Where and with what a run ran: machine, Python, env file and installed packages, workflow commit, times."""
     return {
@@ -138,6 +146,7 @@ def provenance(env_description, repo, threads):
         "cuda": None,
         "cudnn": None,
         "python": platform.python_version(),
+        "numpy": installed_version("numpy"),
         "platform": platform.platform(),
         "env_file": env_description["env_file"],
         "env_file_sha256": env_description["env_file_sha256"],

@@ -38,12 +38,14 @@ def machine_line(runs):
     return f"**Machine**: {', '.join(cpus)}; GPU: {gpu}."
 
 
-def versions_line(summary):
-    stacks = summary.drop_duplicates("stack").sort_values("stack")
+def versions_line(summary, runs):
+    """Each stack's framework and backend versions, and the NumPy of its env where the records have it."""
+    numpy = runs.get("provenance_numpy", pd.Series(None, index=runs.index)).groupby(runs["stack"]).first()
     parts = []
-    for _, row in stacks.iterrows():
-        backend = "" if pd.isna(row["backend_version"]) else f" on {row['backend']} {row['backend_version']}"
-        parts.append(f"{row['stack']}: {row['framework']} {row['framework_version'] or '–'}{backend}")
+    for _, row in summary.drop_duplicates("stack").sort_values("stack").iterrows():
+        backend = "" if pd.isna(row["backend_version"]) else f" on {row['backend_version']}"
+        with_numpy = "" if pd.isna(numpy.get(row["stack"])) else f", NumPy {numpy[row['stack']]}"
+        parts.append(f"{row['stack']}: {row['framework']} {row['framework_version'] or '–'}{backend}{with_numpy}")
     return "**Versions**: " + "; ".join(parts) + "."
 
 
@@ -143,7 +145,7 @@ def answer_table(fastest):
 def markdown(study, figures):
     lines = [
         machine_line(study.runs),
-        versions_line(study.summary),
+        versions_line(study.summary, study.runs),
         math_mode_line(study.runs),
         reproduce_line(study.runs, study.origin),
     ]

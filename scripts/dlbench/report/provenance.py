@@ -13,6 +13,7 @@ VERSIONS = {
     "backend": "backend",
     "provenance_env_deployment": "deployment",
     "provenance_python": "Python",
+    "provenance_numpy": "NumPy",
     "provenance_cuda": "CUDA",
     "provenance_cudnn": "cuDNN",
 }
@@ -49,7 +50,7 @@ def machine_table(runs):
 
 
 def markdown(study, figures):
-    runs = study.runs
+    runs = study.runs.assign(provenance_numpy=study.runs.get("provenance_numpy"))  # absent from older records
     stacks = (
         runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values(["stack", "device"])
     )
