@@ -17,6 +17,7 @@ from report_fixture import CONTENDED_REASON, CONTENTION, OOM_PANEL, REPEATS, exp
 
 FIGURES = [
     "throughput",
+    "end_to_end",
     "batch_size",
     "epoch_time",
     "convergence",

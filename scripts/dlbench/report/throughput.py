@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from dlbench.analysis.tables import PANEL
 from dlbench.report.common import (
     STATUS_LABEL,
     figure_grid,
@@ -18,13 +19,14 @@ from dlbench.report.common import (
 TITLE = "Training throughput"
 
 
-def throughput_figure(summary, path):
+def throughput_figure(measured, path):
     """Geometric-mean steady throughput per stack and variant with its 95% interval (none below 3 repeats), a dot in
-    its framework's colour; a log axis where a panel's values span more than 10x."""
-    panels = panel_titles(summary)
+    its framework's colour; a log axis where a panel's values span more than 10x; an experiment without a measured
+    run says how it ended."""
+    panels = panel_titles(measured)
     figure, axes = figure_grid(len(panels))
     for axis, panel in zip(axes, panels):
-        part = panel_rows(summary, panel).sort_values("train_images_per_s_gmean")
+        part = panel_rows(measured, panel).sort_values("train_images_per_s_gmean")
         centre = part["train_images_per_s_gmean"]
         low = (centre - part["train_images_per_s_ci95_low"]).fillna(0)
         high = (part["train_images_per_s_ci95_high"] - centre).fillna(0)
@@ -40,13 +42,14 @@ def throughput_figure(summary, path):
             axis.set_xlim(left=0)
         for y, (value, status) in enumerate(zip(centre, part["statuses"])):
             if pd.isna(value):
+                where = axis.get_yaxis_transform()  # x in axes coordinates: at the panel's left edge
                 axis.text(
                     0.01,
                     y,
                     STATUS_LABEL.get(status.split(",")[0], "failed"),
                     va="center",
                     color="#C44E52",
-                    transform=axis.get_yaxis_transform(),
+                    transform=where,
                 )
         axis.set_title(panel_title(panel), fontsize=10)
         axis.set_xlabel("training images/s (steady epochs" + (", log scale)" if wide else ")"))
@@ -54,11 +57,15 @@ def throughput_figure(summary, path):
 
 
 def markdown(study, figures):
-    throughput_figure(study.summary, figures / "throughput.svg")
+    summary = study.summary
+    drawn = summary.groupby(PANEL)["train_images_per_s_gmean"].transform(lambda values: values.notna().any())
+    throughput_figure(summary[drawn], figures / "throughput.svg")
+    empty = [panel_title(panel) for panel in panel_titles(summary[~drawn])]
+    left_out = f"\n\nNot drawn, as no run there finished (Failed runs): {'; '.join(empty)}.\n" if empty else "\n"
     return (
         "Steady-epoch training throughput (epochs 2..N; the first epoch carries compilation and is reported apart): "
         "the geometric mean over repeats, with its 95% interval from Student's t on log throughput, back-transformed "
         "(so it is never zero or negative, and is asymmetric). Experiments with fewer than 3 ok repeats have no "
         "interval.\n\n"
-        "![Training throughput per stack and optimisation variant](figures/throughput.svg)\n"
+        "![Training throughput per stack and optimisation variant](figures/throughput.svg)" + left_out
     )

@@ -1,0 +1,93 @@
+"""End to end: beside steady throughput, what a user training for minutes also pays - the first epoch (tracing,
+compilation, warm-up) and the training time to the target accuracy - and where those rank the stacks differently."""
+
+import pandas as pd
+
+from dlbench.report.common import (
+    figure_grid,
+    framework_colour,
+    label,
+    legend_below,
+    log_ticks,
+    panel_rows,
+    panel_title,
+    panel_titles,
+    save,
+    spans_a_decade,
+    variant_label,
+)
+
+TITLE = "End to end: first epoch and time to target accuracy"
+ABSENT = "no experiment finished with a measured throughput (Failed runs, Contended runs)."
+
+MEASURES = {  # summary column -> (what it is, marker)
+    "first_epoch_s_median": ("first epoch (median)", "o"),
+    "time_to_target_s_mean": ("time to target accuracy (mean)", "s"),
+}
+
+
+def end_to_end_figure(measured, path):
+    """Per panel, each stack and variant's first epoch and time to target (seconds, framework colour; log axis
+    where a panel spans more than 10x), in the order of steady throughput, fastest on top."""
+    panels = panel_titles(measured)
+    figure, axes = figure_grid(len(panels))
+    for axis, panel in zip(axes, panels):
+        part = panel_rows(measured, panel).sort_values("train_images_per_s_gmean")
+        colours = list(map(framework_colour, part["framework"]))
+        for column, (name, marker) in MEASURES.items():
+            axis.scatter(part[column], range(len(part)), c=colours, marker=marker)
+            axis.plot([], [], marker=marker, color="#555555", linestyle="", label=name)  # the legend's key, in grey
+        axis.set_yticks(range(len(part)), label(part))
+        if spans_a_decade(pd.concat([part[column] for column in MEASURES])):
+            axis.set_xscale("log")
+            log_ticks(axis.xaxis)
+        axis.set_title(panel_title(panel), fontsize=10)
+        axis.set_xlabel("training seconds")
+    legend_below(figure)
+    save(figure, path)
+
+
+def leader(part, column, largest=False):
+    ranked = part.dropna(subset=[column]).sort_values(column, ascending=not largest)
+    if ranked.empty:
+        return None
+    row = ranked.iloc[0]
+    return f"{row['stack']} ({variant_label(row['variant'], row['data_placement'])})"
+
+
+def rank_sentences(measured):
+    """One line per panel where the quickest first epoch or the first to target is not the fastest in steady state."""
+    lines = []
+    for panel in panel_titles(measured):
+        part = panel_rows(measured, panel)
+        steady = leader(part, "train_images_per_s_gmean", largest=True)
+        first, target = leader(part, "first_epoch_s_median"), leader(part, "time_to_target_s_mean")
+        others = []
+        if first not in (None, steady):
+            others.append(f"quickest first epoch {first}")
+        if target not in (None, steady):
+            others.append(f"first to target accuracy {target}")
+        if others:
+            lines.append(f"- {panel_title(panel)}: fastest in steady state {steady}; " + "; ".join(others) + ".")
+    return lines
+
+
+def markdown(study, figures):
+    measured = study.summary[study.summary["train_images_per_s_gmean"].notna()]
+    if measured.empty:
+        return None
+    end_to_end_figure(measured, figures / "end_to_end.svg")
+    lines = rank_sentences(measured)
+    ranking = (
+        "Where these rank the stacks differently from steady throughput:\n\n" + "\n".join(lines)
+        if lines
+        else "In every panel the fastest in steady state also has the quickest first epoch and reaches the target "
+        "accuracy first."
+    )
+    return (
+        "Steady throughput leaves out the first epoch, which carries tracing, compilation and warm-up; a user who "
+        "trains for minutes pays it. Per stack and variant (top: the fastest in steady state), the first epoch's "
+        "training time (median over repeats) and the training time to the target accuracy, first epoch included "
+        "(mean over the repeats that reached it):\n\n"
+        "![First epoch and time to target accuracy](figures/end_to_end.svg)\n\n" + ranking + "\n"
+    )
