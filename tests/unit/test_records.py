@@ -2,7 +2,7 @@
 run's tables beside its record, which Snakemake does not track, are checked for by the aggregation."""
 
 import numpy as np
-from aggregate import missing_run_tables
+from dlbench.analysis.records import missing_run_tables
 from conftest import read_csv
 from dlbench.io import write_json_atomic
 from dlbench.record import write_epochs_csv

@@ -1,0 +1,198 @@
+"""The comparisons and versions tables. A comparison is the ratio of geometric-mean training throughputs of an
+experiment against its group's baseline (the config's `comparison_baseline` stack where the group has it, else the
+fastest with enough ok repeats to be tested). Its method: paired by round where both sides have ok runs in at least 3
+common rounds (`rep`: runs of one round ran side by side in time), else Welch's unpaired t on log throughput. Two
+tests, each Holm-adjusted within the comparison group (the family: the experiments that differ only in stack and
+variant), differences and equivalences apart: the t-test of no difference, with the ratio's 95% interval, and the
+equivalence test (TOST) against a ratio within [1 / (1 + margin), 1 + margin]. Verdict: "faster" or "slower" where the
+adjusted difference p is below 0.05 and the interval excludes 1; "equivalent within 5 %" where the adjusted
+equivalence p is below 0.05; else "inconclusive", with `repeats_to_decide` (the rounds that would decide it at the
+observed ratio and spread; empty where no practical count would). dlbench.analysis.statistics says why.
+
+A version pair is the same comparison between two releases of one framework (same backend and variant), newer over
+older, Holm-adjusted within the versions of one experiment group: "slower" there is a regression. Beside it: the ratio
+of first-epoch times (compilation included) and the difference in mean final test accuracy.
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions, interval
+from dlbench.analysis.tables import GROUP
+
+
+def baseline_of(part, named):
+    """The group's baseline experiment and why: the named stack's fastest variant where the group has it, else the
+    fastest experiment, so that each ratio says how far an experiment is from the group's best. Among experiments
+    with enough ok repeats to be tested where there are any: a baseline that cannot be tested decides nothing."""
+    candidates = part[part["stack"] == named] if named in set(part["stack"]) else part
+    testable = candidates[candidates["runs_ok"] >= MIN_REPEATS]
+    candidates = testable if len(testable) else candidates
+    rule = f"{named} (config comparison_baseline)" if named in set(part["stack"]) else "the fastest"
+    return candidates.loc[candidates["train_images_per_s_gmean"].idxmax()], rule
+
+
+TEST_COLUMNS = ["method", "pairs", "ratio", "ratio_ci95_low", "ratio_ci95_high"]
+DECISION_COLUMNS = [
+    "p_value",
+    "p_holm",
+    "p_equivalence",
+    "p_equivalence_holm",
+    "equivalence_margin",
+    "verdict",
+    "repeats_to_decide",
+]
+COMPARISON_COLUMNS = [
+    *GROUP,
+    "stack",
+    "variant",
+    "experiment_id",
+    "runs_ok",
+    "baseline_stack",
+    "baseline_variant",
+    "baseline_experiment_id",
+    "baseline_runs_ok",
+    "baseline_rule",
+    *TEST_COLUMNS,
+    *DECISION_COLUMNS,
+]
+
+
+def ok_throughputs(runs):
+    """(experiment id, machine) -> {round (rep): steady throughput} of its ok runs: a run of any other status (an
+    error, or one contended by other load) never enters a statistic."""
+    ok = runs[(runs["status"] == "ok") & runs["train_images_per_s"].notna()]
+    return {
+        key: dict(zip(group["rep"].astype(int), group["train_images_per_s"].astype(float)))
+        for key, group in ok.groupby(["experiment_id", "machine"])
+    }
+
+
+def on_machine(row):
+    return row["experiment_id"], row["machine"]
+
+
+def ratio_columns(values, reference, row, reference_row):
+    """The method, pairs, ratio and 95% interval of one experiment's throughputs (round -> value) against another's,
+    and the log ratio its tests take (None, and only the ratio of geometric means, with too few repeats)."""
+    method, pairs, log_ratio = compared(values, reference)
+    if log_ratio is None:
+        ratio = row["train_images_per_s_gmean"] / reference_row["train_images_per_s_gmean"]
+        return dict(zip(TEST_COLUMNS, (method, pairs, ratio, np.nan, np.nan))), None
+    return dict(zip(TEST_COLUMNS, (method, pairs, *interval(log_ratio)))), log_ratio
+
+
+def with_verdicts(rows, log_ratios, columns, margin):
+    """The table of rows (each with its log ratio), tested and given its verdict, Holm-adjusted within each
+    experiment group (GROUP): the family of comparisons a reader reads together."""
+    table = pd.DataFrame(rows, columns=columns)
+    outcomes = [None] * len(rows)
+    for positions in table.groupby(GROUP, dropna=False, sort=False).indices.values():
+        for position, outcome in zip(positions, decisions([log_ratios[index] for index in positions], margin)):
+            outcomes[position] = outcome
+    table[DECISION_COLUMNS] = pd.DataFrame(outcomes, columns=DECISION_COLUMNS, index=table.index)
+    return table.astype({"pairs": "int64", "repeats_to_decide": "Int64"})
+
+
+def comparisons(runs, summary, named_baseline, margin):
+    """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant)."""
+    throughputs = ok_throughputs(runs)
+    rows, log_ratios = [], []
+    measured = summary[summary["train_images_per_s_gmean"].notna()]
+    for key, part in measured.groupby(GROUP, dropna=False, sort=True):
+        if len(part) < 2:
+            continue
+        baseline, rule = baseline_of(part, named_baseline)
+        for _, row in part[part["experiment_id"] != baseline["experiment_id"]].iterrows():
+            values, reference = throughputs[on_machine(row)], throughputs[on_machine(baseline)]
+            tests, log_ratio = ratio_columns(values, reference, row, baseline)
+            rows.append(
+                dict(
+                    zip(GROUP, key),
+                    stack=row["stack"],
+                    variant=row["variant"],
+                    experiment_id=row["experiment_id"],
+                    runs_ok=len(values),
+                    baseline_stack=baseline["stack"],
+                    baseline_variant=baseline["variant"],
+                    baseline_experiment_id=baseline["experiment_id"],
+                    baseline_runs_ok=len(reference),
+                    baseline_rule=rule,
+                    **tests,
+                )
+            )
+            log_ratios.append(log_ratio)
+    return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
+
+
+def release(version):
+    """A version string as a sortable tuple of its numbers ("2.13.0+cpu" -> (2, 13, 0))."""
+    return tuple(int(number) for number in re.findall(r"\d+", str(version).split("+")[0]))
+
+
+def stack_release(row):
+    """(sortable release, name) of an experiment's stack: the framework's release, then its backend's where the
+    stack reports one, so that Keras 3.15 on JAX 0.9 and on JAX 0.10 are two releases of one stack."""
+    backend = row["backend_version"] if isinstance(row["backend_version"], str) else None
+    name = row["framework_version"] + (f" ({backend})" if backend else "")
+    return (release(row["framework_version"]), release(backend or "")), name
+
+
+VERSION_IDENTITY = ["framework", "backend", "variant", *GROUP]
+VERSION_COLUMNS = [
+    *VERSION_IDENTITY,
+    "older_stack",
+    "older_version",
+    "older_packages_sha256",
+    "older_runs_ok",
+    "newer_stack",
+    "newer_version",
+    "newer_packages_sha256",
+    "newer_runs_ok",
+    *TEST_COLUMNS,
+    *DECISION_COLUMNS,
+    "regression",
+    "first_epoch_ratio",
+    "accuracy_difference",
+]
+
+
+def version_pairs(runs, summary, margin):
+    """One row per pair of releases of one framework (consecutive releases, by version number) on otherwise
+    identical experiments: newer over older throughput, tested as the comparisons are (Holm within each experiment
+    group); first-epoch time ratio and accuracy difference beside it."""
+    throughputs = ok_throughputs(runs)
+    packages = runs[runs["status"] == "ok"].groupby(["experiment_id", "machine"])["provenance_packages_sha256"].first()
+    rows, log_ratios = [], []
+    measured = summary[summary["train_images_per_s_gmean"].notna() & summary["framework_version"].notna()]
+    for key, part in measured.groupby(VERSION_IDENTITY, dropna=False, sort=True):
+        releases = [stack_release(row) for _, row in part.iterrows()]
+        part = part.assign(release=[key for key, _ in releases], release_name=[name for _, name in releases])
+        part = part.sort_values("release")
+        for (_, older), (_, newer) in zip(part.iterrows(), part.iloc[1:].iterrows()):
+            if older["release"] == newer["release"]:
+                continue  # two stacks of one release: a stack comparison, not a version one
+            values, reference = throughputs[on_machine(newer)], throughputs[on_machine(older)]
+            tests, log_ratio = ratio_columns(values, reference, newer, older)
+            rows.append(
+                dict(
+                    zip(VERSION_IDENTITY, key),
+                    older_stack=older["stack"],
+                    older_version=older["release_name"],
+                    older_packages_sha256=packages.get(on_machine(older)),
+                    older_runs_ok=len(reference),
+                    newer_stack=newer["stack"],
+                    newer_version=newer["release_name"],
+                    newer_packages_sha256=packages.get(on_machine(newer)),
+                    newer_runs_ok=len(values),
+                    **tests,
+                    first_epoch_ratio=newer["first_epoch_s_gmean"] / older["first_epoch_s_gmean"],
+                    accuracy_difference=newer["final_test_accuracy_mean"] - older["final_test_accuracy_mean"],
+                )
+            )
+            log_ratios.append(log_ratio)
+    table = with_verdicts(rows, log_ratios, VERSION_COLUMNS, margin)
+    table["regression"] = table["verdict"] == "slower"
+    return table

@@ -1,0 +1,100 @@
+"""Each group's answer for the report's first page (dlbench/analysis/fastest.py), from summary and comparisons rows:
+the fastest that can be tested, its margin over the runner-up read from the comparisons table, and the confidence."""
+
+import math
+
+import pandas as pd
+import pytest
+from dlbench.analysis.fastest import fastest_table
+from dlbench.analysis.tables import GROUP
+
+GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device"]))
+
+
+def experiment(stack, images_per_s, runs_ok=3, to_target=None, low=None, high=None):
+    return dict(
+        GROUP_VALUES,
+        stack=stack,
+        variant="eager",
+        experiment_id=f"{stack}_mlp",
+        framework=stack.split("-")[0],
+        runs_ok=runs_ok,
+        statuses="ok" if runs_ok else "oom",
+        train_images_per_s_gmean=images_per_s,
+        train_images_per_s_ci95_low=low if low is not None else images_per_s and images_per_s * 0.99,
+        train_images_per_s_ci95_high=high if high is not None else images_per_s and images_per_s * 1.01,
+        time_to_target_s_mean=to_target,
+    )
+
+
+def compared(stack, baseline, ratio, verdict):
+    return dict(
+        GROUP_VALUES,
+        experiment_id=f"{stack}_mlp",
+        baseline_experiment_id=f"{baseline}_mlp",
+        ratio=ratio,
+        ratio_ci95_low=ratio * 0.95,
+        ratio_ci95_high=ratio * 1.05,
+        verdict=verdict,
+    )
+
+
+def answer(experiments, comparisons, contended=0):
+    runs = pd.DataFrame(
+        [dict(GROUP_VALUES, final_try=True, status="contended") for _ in range(contended)]
+        or [dict(GROUP_VALUES, final_try=True, status="ok")]
+    )
+    table = fastest_table(pd.DataFrame(experiments), pd.DataFrame(comparisons), runs)
+    assert len(table) == 1
+    return table.iloc[0]
+
+
+def test_the_margin_is_the_runner_ups_comparison_inverted_and_a_proven_gap_is_decisive():
+    row = answer(
+        [experiment("torch-2.13", 200.0, to_target=2.0), experiment("mxnet-1.9", 100.0, to_target=0.5)],
+        [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
+    )
+    assert (row["fastest_stack"], row["runner_up_stack"], row["confidence"]) == ("torch-2.13", "mxnet-1.9", "decisive")
+    assert row["margin"] == pytest.approx(2.0) and row["margin_ci95_low"] == pytest.approx(1 / 0.525)
+    assert row["to_target_stack"] == "mxnet-1.9" and row["fastest_to_target_s"] == 2.0  # compile time reverses it
+
+
+@pytest.mark.parametrize(
+    "verdict, flag",
+    [("equivalent within 5 %", "equivalent"), ("inconclusive", "inconclusive"), ("not tested: x", "inconclusive")],
+)
+def test_an_unproven_gap_is_never_called_decisive(verdict, flag):
+    row = answer(
+        [experiment("torch-2.13", 101.0), experiment("mxnet-1.9", 100.0)],
+        [compared("mxnet-1.9", "torch-2.13", 0.99, verdict)],
+    )
+    assert row["confidence"] == flag
+
+
+def test_a_quicker_experiment_with_too_few_repeats_is_not_the_answer_and_a_busy_group_is_contended():
+    experiments = [
+        experiment("torch-2.13", 200.0),
+        experiment("jax-0.9", 900.0, runs_ok=2),
+        experiment("mxnet-1.9", 100.0),
+    ]
+    row = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")], contended=1)
+    assert (row["fastest_stack"], row["runner_up_stack"]) == ("torch-2.13", "mxnet-1.9")
+    assert row["confidence"] == "contended" and "1 run(s)" in row["confidence_reason"]
+
+
+def test_a_named_baseline_that_is_not_the_fastest_leaves_the_margin_untested():
+    row = answer(
+        [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 100.0), experiment("tensorflow-2.21", 50.0)],
+        [
+            compared("torch-2.13", "tensorflow-2.21", 4.0, "faster"),
+            compared("mxnet-1.9", "tensorflow-2.21", 2.0, "faster"),
+        ],
+    )
+    assert row["margin"] == pytest.approx(2.0) and math.isnan(row["margin_ci95_low"])
+    assert row["confidence"] == "inconclusive" and row["margin_verdict"].startswith("not tested")
+
+
+def test_a_group_alone_or_without_a_finished_run_says_so():
+    assert answer([experiment("torch-2.13", 200.0)], [])["confidence"] == "alone"
+    failed = answer([experiment("torch-2.13", float("nan"), runs_ok=0)], [])
+    assert failed["confidence"] == "failed" and failed["confidence_reason"] == "no run finished (oom)"
