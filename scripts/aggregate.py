@@ -81,7 +81,7 @@ def main():
         "versions": version_pairs(runs, summary, args.equivalence_margin),
         "telemetry": telemetry_table(records, machines),
     }
-    tables["fastest"] = fastest_table(summary, tables["comparisons"], runs)
+    tables["fastest"] = fastest_table(summary, tables["comparisons"])
     for name in TABLES:
         write_table(tables[name], out, name)
     final = runs[runs["final_try"]]

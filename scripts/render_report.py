@@ -23,7 +23,7 @@ def main():
     parser.add_argument("--title", required=True)
     parser.add_argument("--html", required=True)
     parser.add_argument("--pdf", required=True)
-    parser.add_argument("--configfile", nargs="*", default=[], help="the study's config files, for its reproduce line")
+    parser.add_argument("--arguments", default="", help="the study's config arguments (--configfile, --config)")
     parser.add_argument("--config-sha256", help="the hash of the study's whole config, for its reproduce line")
     args = parser.parse_args()
     build = Path(args.html).parent / "build"
@@ -31,7 +31,7 @@ def main():
         shutil.rmtree(build)
     figures = build / "figures"
     figures.mkdir(parents=True)
-    origin = {"configfiles": args.configfile, "config_sha256": args.config_sha256}
+    origin = {"arguments": args.arguments, "config_sha256": args.config_sha256}
     (build / "body.md").write_text(body(Study.read(args.tables, origin), figures))
     document = build / "report.qmd"
     shutil.copy(args.document, document)

@@ -70,6 +70,10 @@ def render_study(root, records, tools):
             root / "report.html",
             "--pdf",
             root / "report.pdf",
+            "--arguments",
+            "--configfile config/fixture.yaml",
+            "--config-sha256",
+            "f" * 64,
         ],
         check=True,
         capture_output=True,
@@ -124,7 +128,7 @@ def test_every_figure_is_drawn_as_a_vector_image_and_embedded(report):
     assert html.count("data:image/svg+xml") == len(FIGURES) and "data:image/png" not in html
 
 
-def test_page_one_is_the_answer_each_groups_fastest_with_its_margin_and_confidence(report, pdf_pages):
+def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence(report, pdf_pages):
     """Against each group's fastest (the comparisons' default baseline): the CPU groups decisive, the GPU ResNet-20
     group equivalent with torch-2.13 first to target accuracy (keras-3-jax compiles), the noisy streamed group
     inconclusive, the group whose every run ran out of memory failed; the machine, versions and command above."""
@@ -146,10 +150,12 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_margin_and_confiden
     page = " ".join(word for *_, word in words)
     assert page.index("answer:") < page.index("Machine:") < page.index("Versions:") < page.index("Reproduce:")
     assert "keras 3.15.0 on jax 0.10.2, NumPy" in page and "torch 2.13.0, NumPy" in page
-    assert "snakemake --cores all --resources" in page and "Contents" not in page.split("Confidence:")[0]
+    assert "--configfile config/fixture.yaml" in page and "(config sha256 ffffffffffff)" in page
+    command = "`snakemake --cores all --resources gpu=1 --configfile config/fixture.yaml`"  # the PDF breaks its lines
+    assert command in section_markdown(report, "The answer: fastest per group") and "Contents" not in page.split("Confidence:")[0]
     for row in fastest.values():
         if row["confidence"] != "failed":
-            assert f"{float(row['margin']):.2f}x" in page and f"{float(row['images_per_s']):,.0f}" in page
+            assert f"{float(row['lead']):.2f}x" in page and f"{float(row['images_per_s']):,.0f}" in page
     rows = page.split("Confidence:")[0]  # the legend below names every flag once
     assert (count("decisive", rows), count("equivalent", rows), count("inconclusive", rows)) == (5, 1, 1)
     assert "torch-2.13 (eager) 0.37 s;" in page
@@ -158,7 +164,7 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_margin_and_confiden
 
 def test_the_math_mode_is_said_once_and_sections_with_nothing_to_show_are_one_list(report):
     """The fixture has no largest-batch search and no operator sweep: both are named, with why, under one heading
-    after the results, and have no section of their own; the math mode is one line of the summary."""
+    after the results, and have no section of their own; the math mode is one line of page 1, before the summary."""
     document = document_markdown(report)
     assert document.count("Math mode") == 1
     assert document.index("Math mode") < document.index("## Summary")
@@ -342,6 +348,10 @@ def saved_and_checked(figure, path, **options):
     for panel in figure.axes:
         for axis in (panel.xaxis, panel.yaxis):
             labels = [label for label in axis.get_ticklabels(which="both") if label.get_visible() and label.get_text()]
+            low, high = sorted(axis.get_view_interval())
+            shown = [label for label in labels if low <= label.get_position()[axis is panel.yaxis] <= high]
+            if panel.get_visible() and axis.get_scale() == "log" and len(shown) < 2:
+                overlaps.append([Path(path).name, "fewer than two labels on a log axis", str(len(shown))])
             for one, other in combinations(labels, 2):
                 if one.get_window_extent(renderer).overlaps(other.get_window_extent(renderer)):
                     overlaps.append([Path(path).name, one.get_text(), other.get_text()])
@@ -349,14 +359,15 @@ def saved_and_checked(figure, path, **options):
 matplotlib.figure.Figure.savefig = saved_and_checked
 figures = Path(sys.argv[2])
 figures.mkdir(parents=True, exist_ok=True)
-body(Study.read(sys.argv[1], {"configfiles": [], "config_sha256": None}), figures)
+body(Study.read(sys.argv[1], {"arguments": "", "config_sha256": None}), figures)
 print(json.dumps({"overlaps": overlaps, "drawn": drawn}))
 """
 
 
 def test_no_tick_label_of_any_figure_runs_into_another(report, env_python, tmp_path):
     """Every figure of the fixture study drawn again with its tick labels' boxes compared: log axes label their
-    decades and at most the 2 and 5 between them, and long stack names stay on their own line."""
+    decades, or the 1, 2 and 5 between them, never every minor tick, and at least two values in view; long stack names
+    stay on their own line."""
     result = subprocess.run(
         [str(env_python("tools")), "-c", TICK_CHECK, report / "tables", tmp_path / "figures"],
         capture_output=True,

@@ -24,6 +24,8 @@ def experiment(stack, images_per_s, runs_ok=3, to_target=None, low=None, high=No
         train_images_per_s_ci95_low=low if low is not None else images_per_s and images_per_s * 0.99,
         train_images_per_s_ci95_high=high if high is not None else images_per_s and images_per_s * 1.01,
         time_to_target_s_mean=to_target,
+        time_to_target_runs=runs_ok if to_target is not None else 0,
+        measurement_note="",
     )
 
 
@@ -31,6 +33,7 @@ def compared(stack, baseline, ratio, verdict):
     return dict(
         GROUP_VALUES,
         experiment_id=f"{stack}_mlp",
+        baseline_stack=baseline,
         baseline_experiment_id=f"{baseline}_mlp",
         ratio=ratio,
         ratio_ci95_low=ratio * 0.95,
@@ -39,12 +42,12 @@ def compared(stack, baseline, ratio, verdict):
     )
 
 
-def answer(experiments, comparisons, contended=0):
-    runs = pd.DataFrame(
-        [dict(GROUP_VALUES, final_try=True, status="contended") for _ in range(contended)]
-        or [dict(GROUP_VALUES, final_try=True, status="ok")]
-    )
-    table = fastest_table(pd.DataFrame(experiments), pd.DataFrame(comparisons), runs)
+COMPARISON_COLUMNS = [*GROUP, "experiment_id", "baseline_stack", "baseline_experiment_id", "ratio", "verdict"]
+
+
+def answer(experiments, comparisons):
+    comparisons = pd.DataFrame(comparisons, columns=[*COMPARISON_COLUMNS, "ratio_ci95_low", "ratio_ci95_high"])
+    table = fastest_table(pd.DataFrame(experiments), comparisons)
     assert len(table) == 1
     return table.iloc[0]
 
@@ -55,7 +58,7 @@ def test_the_margin_is_the_runner_ups_comparison_inverted_and_a_proven_gap_is_de
         [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
     )
     assert (row["fastest_stack"], row["runner_up_stack"], row["confidence"]) == ("torch-2.13", "mxnet-1.9", "decisive")
-    assert row["margin"] == pytest.approx(2.0) and row["margin_ci95_low"] == pytest.approx(1 / 0.525)
+    assert row["lead"] == pytest.approx(2.0) and row["lead_ci95_low"] == pytest.approx(1 / 0.525)
     assert row["to_target_stack"] == "mxnet-1.9" and row["fastest_to_target_s"] == 2.0  # compile time reverses it
 
 
@@ -71,18 +74,29 @@ def test_an_unproven_gap_is_never_called_decisive(verdict, flag):
     assert row["confidence"] == flag
 
 
-def test_a_quicker_experiment_with_too_few_repeats_is_not_the_answer_and_a_busy_group_is_contended():
+def test_a_quicker_experiment_with_too_few_repeats_is_named_apart_and_one_never_measured_makes_it_contended():
     experiments = [
         experiment("torch-2.13", 200.0),
         experiment("jax-0.9", 900.0, runs_ok=2),
         experiment("mxnet-1.9", 100.0),
     ]
-    row = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")], contended=1)
+    row = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")])
     assert (row["fastest_stack"], row["runner_up_stack"]) == ("torch-2.13", "mxnet-1.9")
-    assert row["confidence"] == "contended" and "1 run(s)" in row["confidence_reason"]
+    assert row["faster_untested"] == "jax-0.9 (eager)" and row["confidence"] == "decisive"
+    busy = dict(experiment("tensorflow-2.21", float("nan"), runs_ok=0), measurement_note="not measured: machine busy")
+    row = answer([*experiments, busy], [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")])
+    assert row["confidence"] == "contended" and "1 experiment(s)" in row["confidence_reason"]
 
 
-def test_a_named_baseline_that_is_not_the_fastest_leaves_the_margin_untested():
+def test_time_to_target_counts_only_experiments_that_reached_it_in_every_repeat():
+    once = dict(experiment("mxnet-1.9", 100.0, to_target=0.1), time_to_target_runs=1)  # 1 of 3 repeats reached it
+    row = answer(
+        [experiment("torch-2.13", 200.0, to_target=2.0), once], [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")]
+    )
+    assert row["to_target_stack"] == "torch-2.13" and row["to_target_s"] == 2.0
+
+
+def test_a_named_baseline_that_is_not_the_fastest_leaves_the_lead_untested():
     row = answer(
         [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 100.0), experiment("tensorflow-2.21", 50.0)],
         [
@@ -90,8 +104,17 @@ def test_a_named_baseline_that_is_not_the_fastest_leaves_the_margin_untested():
             compared("mxnet-1.9", "tensorflow-2.21", 2.0, "faster"),
         ],
     )
-    assert row["margin"] == pytest.approx(2.0) and math.isnan(row["margin_ci95_low"])
-    assert row["confidence"] == "inconclusive" and row["margin_verdict"].startswith("not tested")
+    assert row["lead"] == pytest.approx(2.0) and math.isnan(row["lead_ci95_low"])
+    assert row["confidence"] == "untested" and "tensorflow-2.21 (comparison_baseline)" in row["lead_verdict"]
+
+
+def test_the_lead_is_read_from_the_groups_own_comparisons_not_another_machines():
+    elsewhere = dict(compared("mxnet-1.9", "torch-2.13", 0.9, "equivalent within 5 %"), machine="other-cpu")
+    row = answer(
+        [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 100.0)],
+        [elsewhere, compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
+    )
+    assert row["lead"] == pytest.approx(2.0) and row["confidence"] == "decisive"
 
 
 def test_a_group_alone_or_without_a_finished_run_says_so():

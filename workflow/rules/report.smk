@@ -16,9 +16,11 @@ rule report:
     params:
         python=env_python("tools"),
         title=config["report"]["title"],
-        configfiles=workflow.configfiles,
+        arguments=configuration.command_line_arguments(
+            workflow.config_settings.configfiles, workflow.config_settings.config_args
+        ),
         config_sha256=configuration.digest(config),
     shell:
         "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
         " --style {input.style} --title {params.title:q} --html {output.html} --pdf {output.pdf}"
-        " --configfile {params.configfiles:q} --config-sha256 {params.config_sha256} > {log} 2>&1"
+        " --arguments {params.arguments:q} --config-sha256 {params.config_sha256} > {log} 2>&1"

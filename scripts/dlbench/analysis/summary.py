@@ -107,7 +107,8 @@ def summarise(group):
     row["stream_loader"], row["stream_workers"] = loaders.iloc[0] if len(loaders) else (None, None)
     row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])
     row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
-    row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()
+    row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()  # of the repeats that reached it
+    row["time_to_target_runs"] = int(ok["time_to_target_s"].notna().sum())
     return pd.Series(row)
 
 

@@ -57,14 +57,13 @@ RESULT_SECTIONS = [
 ]
 NOT_IN_STUDY = "Not part of this study"  # the one list of the sections this study had nothing for
 CLOSING_SECTIONS = [provenance, method]
-SECTIONS = [*RESULT_SECTIONS, *CLOSING_SECTIONS]
 
 
 @dataclass(frozen=True)
 class Study:
     """The aggregation's tables as the sections read them. `runs` holds each run's final try; `tries` every try,
     contended ones before a run's final try included (listed apart, never averaged); `origin` what the study was run
-    from: {"configfiles": [...], "config_sha256": ...}, as far as known."""
+    from: {"arguments": the --configfile and --config arguments, "config_sha256": ...}, as far as known."""
 
     tries: pd.DataFrame
     runs: pd.DataFrame

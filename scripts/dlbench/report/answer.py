@@ -1,4 +1,4 @@
-"""The answer, on page 1: per comparison group the fastest stack and variant, its margin over the runner-up with the
+"""The answer, on page 1: per comparison group the fastest stack and variant, its lead over the runner-up with the
 comparisons table's verdict, and the fastest to target accuracy where that is another; above it, the machine, the
 versions, the math mode and threads, and how to reproduce the study. Printed from the fastest table."""
 
@@ -13,11 +13,16 @@ TITLE = "The answer: fastest per group"
 # The PDF's table of contents follows the answer (pandoc's --toc would put it first, before the answer).
 CONTENTS = "```{=typst}\n#outline(depth: 2)\n```\n"
 
-CONFIDENCE = (
-    "Confidence: *decisive*, the runner-up is proven slower; *equivalent*, proven within the equivalence margin; "
-    "*inconclusive*, neither (Comparisons says what would decide it); *contended*, some run of the group was never "
-    "measured clean, so a contender may be missing; *alone*, nothing else in the group finished; *failed*, no run "
-    "of the group finished."
+LEGEND = (
+    "The fastest is the quickest experiment with at least 3 ok repeats where the group has any (fewer cannot be "
+    "tested); its lead is its geometric-mean throughput over the runner-up's, with the 95% interval of the ratio "
+    "(not adjusted for the group's other comparisons, while the verdict is: Holm). Confidence: *decisive*, the "
+    "runner-up is proven slower; *equivalent*, proven within the equivalence margin; *inconclusive*, neither "
+    "(Comparisons says what would decide it); *untested*, the config's `comparison_baseline` makes the comparisons "
+    "against another stack; *contended*, an experiment of the group was never measured clean, so a contender may be "
+    "missing; *alone*, nothing else in the group finished; *failed*, no run of the group finished. To target "
+    "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
+    "first in every repeat, where that is not the fastest."
 )
 
 
@@ -39,13 +44,17 @@ def machine_line(runs):
 
 
 def versions_line(summary, runs):
-    """Each stack's framework and backend versions, and the NumPy of its env where the records have it."""
-    numpy = runs.get("provenance_numpy", pd.Series(None, index=runs.index)).groupby(runs["stack"]).first()
+    """Each stack's framework and backend versions (the first recorded, over devices), and the NumPy of its env where
+    the records have it."""
+    numpy = runs.get("provenance_numpy", pd.Series(None, index=runs.index, dtype=object))
+    firsts = summary.groupby("stack")[["framework", "framework_version", "backend_version"]].first()
+    numpy = numpy.groupby(runs["stack"]).first()
     parts = []
-    for _, row in summary.drop_duplicates("stack").sort_values("stack").iterrows():
+    for stack, row in firsts.iterrows():
+        version = "–" if pd.isna(row["framework_version"]) else row["framework_version"]
         backend = "" if pd.isna(row["backend_version"]) else f" on {row['backend_version']}"
-        with_numpy = "" if pd.isna(numpy.get(row["stack"])) else f", NumPy {numpy[row['stack']]}"
-        parts.append(f"{row['stack']}: {row['framework']} {row['framework_version'] or '–'}{backend}{with_numpy}")
+        with_numpy = "" if pd.isna(numpy.get(stack)) else f", NumPy {numpy[stack]}"
+        parts.append(f"{stack}: {row['framework']} {version}{backend}{with_numpy}")
     return "**Versions**: " + "; ".join(parts) + "."
 
 
@@ -69,9 +78,7 @@ def math_mode_line(runs):
 
 def reproduce_line(runs, origin):
     """The commit the runs were made at, the config's digest and the command that runs the study again."""
-    command = " ".join(
-        ["snakemake --cores all --resources gpu=1", *(f"--configfile {name}" for name in origin["configfiles"])]
-    )
+    command = " ".join(filter(None, ["snakemake --cores all --resources gpu=1", origin["arguments"]]))
     digest = f" (config sha256 {origin['config_sha256'][:12]})" if origin["config_sha256"] else ""
     return f"**Reproduce**: at commit {distinct(runs['provenance_workflow_commit'])}{digest}: `{command}`."
 
@@ -82,13 +89,11 @@ def fastest_cell(row):
     return f"{row['fastest_stack']} ({variant_label(row['fastest_variant'], row['data_placement'])})"
 
 
-def margin_cell(row):
+def lead_cell(row):
     if pd.isna(row["runner_up_stack"]):
         return "no runner-up"
-    interval = (
-        "" if pd.isna(row["margin_ci95_low"]) else f" [{row['margin_ci95_low']:.2f}, {row['margin_ci95_high']:.2f}]"
-    )
-    return f"{row['margin']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']})"
+    interval = "" if pd.isna(row["lead_ci95_low"]) else f" [{row['lead_ci95_low']:.2f}, {row['lead_ci95_high']:.2f}]"
+    return f"{row['lead']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']})"
 
 
 def throughput_cell(row):
@@ -119,9 +124,18 @@ def reversal_sentence(fastest):
         return ""
     return (
         f"\nIn {len(reversed_groups)} of {len(fastest)} groups the fastest in steady state is not the first to reach "
-        "the target accuracy: time to target counts the first epoch (compilation, warm-up), which steady throughput "
-        "leaves out (Time per epoch).\n"
+        "the target accuracy: time to target also counts the first epoch (compilation, warm-up) and the epochs the "
+        "target takes, which steady throughput leaves out (End to end).\n"
     )
+
+
+def untested_sentence(fastest):
+    """The groups where an experiment with too few ok repeats to be tested ran faster than the answer."""
+    quicker = fastest[fastest["faster_untested"].notna()]
+    lines = [f"- {group_title(row)}: {row['faster_untested']}" for _, row in quicker.iterrows()]
+    if not lines:
+        return ""
+    return "\nFaster, but with fewer than 3 ok repeats (not tested, so not the answer):\n\n" + "\n".join(lines) + "\n"
 
 
 def answer_table(fastest):
@@ -132,13 +146,13 @@ def answer_table(fastest):
             group_title(row),
             fastest_cell(row),
             throughput_cell(row),
-            margin_cell(row),
+            lead_cell(row),
             row["confidence"],
             target_cell(row),
         ]
         for _, row in fastest.iterrows()
     ]
-    header = ["group", "fastest", "images/s, geometric mean [95%]", "margin [95%]", "confidence", "to target accuracy"]
+    header = ["group", "fastest", "images/s, geometric mean [95%]", "lead [95%]", "confidence", "to target accuracy"]
     return markdown_table(header, rows)
 
 
@@ -154,8 +168,9 @@ def markdown(study, figures):
         + "\n\n"
         + answer_table(study.fastest)
         + "\n"
-        + CONFIDENCE
+        + LEGEND
         + "\n"
+        + untested_sentence(study.fastest)
         + reversal_sentence(study.fastest)
         + "\n"
         + CONTENTS

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "dlbench"  # the same figure gives the same ids: no spurious diffs
 import matplotlib.pyplot as plt  # after the backend is chosen
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 # One colour per framework in every figure; a framework's stacks and variants differ by line style and marker.
 FRAMEWORK_COLOURS = {
@@ -160,18 +160,21 @@ def ratio_axis(axis, part, labels, title, xlabel):
 
 
 def log_ticks(axis, suffix=""):
-    """Plain labels on a log axis ("0.2", "5", "2x" with suffix "x"): the decades, and within a span under 100x the
-    2 and 5 between them. Matplotlib's default labels every minor tick of a short span, and they run into each
-    other; call it after the data are drawn (it reads the axis' span)."""
-    plain = FuncFormatter(lambda value, _: f"{value:,g}{suffix}")
-    axis.set_major_locator(LogLocator())
-    axis.set_major_formatter(plain)
-    low, high = axis.get_view_interval()
-    if high > 100 * low:
-        axis.set_minor_formatter(NullFormatter())
+    """Plain labels on a log axis ("0.2", "5", "2x" with suffix "x"), at least two in view and never crowded: the
+    decades where two are in view, else the 1, 2 and 5 of each decade, else every step of the decade, else evenly
+    spaced values. Matplotlib's default labels every minor tick of a short span, and they run into each other; call it
+    after the data are drawn (it reads the axis' span)."""
+    low, high = sorted(axis.get_view_interval())
+    for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(float(step) for step in range(1, 10))):
+        ticks = [tick for tick in LogLocator(subs=subs).tick_values(low, high) if low <= tick <= high]
+        if len(ticks) >= 2:
+            break
     else:
-        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-        axis.set_minor_formatter(plain)
+        ticks = [tick for tick in MaxNLocator(4).tick_values(low, high) if low <= tick <= high]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.3g}{suffix}"))
+    axis.set_minor_locator(LogLocator(subs="auto"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def ratio_figure(groups, labeller, titler, xlabel, empty, path):

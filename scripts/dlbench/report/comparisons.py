@@ -19,7 +19,8 @@ TITLE = "Comparisons"
 
 METHOD = (
     "Within each group of experiments that differ only in stack and variant, every experiment against the group's "
-    "baseline (`comparison_baseline` in the config where the group has that stack, else the fastest): the ratio of "
+    "baseline (`comparison_baseline` in the config where the group has that stack, else the fastest; either way "
+    "among experiments with at least 3 ok repeats where there are any): the ratio of "
     "geometric-mean throughputs with its 95% interval. Repeats run in rounds (round r runs repeat r of every "
     "experiment of a group before any r + 1), so where both sides have ok runs in at least 3 common rounds the "
     "comparison is paired by round: Student's t on the per-round log ratios, which leaves drift between rounds out; "

@@ -1,5 +1,7 @@
 """Operator microbenchmarks: time per call against size per operator, the fraction of the machine's ceiling."""
 
+import pandas as pd
+
 from dlbench.report.common import (
     figure_grid,
     framework_colour,
@@ -49,6 +51,8 @@ def operator_grid(ops, column, ylabel, path, log_y):
 def of_ceiling(fraction):
     """The fraction of the ceiling; above 1 the ceiling, not the operator, is wrong (measured low), so the figure
     is flagged rather than printed as a result."""
+    if pd.isna(fraction):
+        return "–"
     return f"{fraction:.1%}" if fraction <= 1 else "over 100 %: ceiling measured low"
 
 
