@@ -23,4 +23,4 @@ rule report:
     shell:
         "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
         " --style {input.style} --title {params.title:q} --html {output.html} --pdf {output.pdf}"
-        " --arguments {params.arguments:q} --config-sha256 {params.config_sha256} > {log} 2>&1"
+        " --arguments={params.arguments:q} --config-sha256 {params.config_sha256} > {log} 2>&1"
