@@ -1,5 +1,5 @@
 """Each group's answer for the report's first page (dlbench/analysis/fastest.py), from summary and comparisons rows:
-the fastest that can be tested, its margin over the runner-up read from the comparisons table, and the confidence."""
+the fastest that can be tested, its lead over the runner-up read from the comparisons table, and the confidence."""
 
 import math
 
