@@ -81,10 +81,15 @@ def confidence(verdict, unmeasured):
     return INCONCLUSIVE, verdict
 
 
+def reached_target(part):
+    """The experiments that reached the target accuracy in every ok repeat: only their times to target compare."""
+    return part[(part["runs_ok"] > 0) & (part["time_to_target_runs"] == part["runs_ok"])]
+
+
 def to_target(part):
     """The experiment that reached the target accuracy in every ok repeat in the least training time (first epoch
     included); None where none did."""
-    reached = part[(part["runs_ok"] > 0) & (part["time_to_target_runs"] == part["runs_ok"])]
+    reached = reached_target(part)
     return None if reached.empty else reached.loc[reached["time_to_target_s_mean"].idxmin()]
 
 

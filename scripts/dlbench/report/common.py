@@ -36,6 +36,10 @@ def variant_labels(frame):
     return pd.Series(map(variant_label, frame["variant"], frame["data_placement"]), index=frame.index, dtype=object)
 
 
+# The summary's columns a figure's lines are named, coloured and panelled by: merged onto epochs and traces.
+LINE_KEYS = ["stack", "framework", "variant", "data_placement", *PANEL]
+
+
 def label(frame):
     return frame["stack"] + " · " + variant_labels(frame)
 

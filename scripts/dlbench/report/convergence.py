@@ -1,7 +1,7 @@
 """Convergence: test accuracy and loss after each epoch against the training time spent to reach it."""
 
-from dlbench.analysis.tables import PANEL
 from dlbench.report.common import (
+    LINE_KEYS,
     figure_grid,
     label,
     legend_below,
@@ -25,7 +25,7 @@ def convergence_figure(summary, epochs, path):
     curves = epochs.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
         trained_s=("trained_s", "median"), test_accuracy=("test_accuracy", "mean"), test_loss=("test_loss", "mean")
     )
-    curves = curves.merge(summary[["experiment_id", "stack", "framework", "variant", "data_placement", *PANEL]])
+    curves = curves.merge(summary[["experiment_id", *LINE_KEYS]])
     panels = panel_titles(curves)
     figure, axes = figure_grid(2 * len(panels))
     axes = list(axes)

@@ -3,7 +3,7 @@ compilation, warm-up) and the training time to the target accuracy - and where t
 
 import pandas as pd
 
-from dlbench.analysis.fastest import ranked
+from dlbench.analysis.fastest import ranked, reached_target
 from dlbench.report.common import (
     figure_grid,
     framework_colour,
@@ -56,7 +56,7 @@ def leader(part, column):
     """The quickest by a time: the least first epoch, or the least time to target among experiments that reached
     the target in every ok repeat."""
     if column == "time_to_target_s_mean":
-        part = part[(part["runs_ok"] > 0) & (part["time_to_target_runs"] == part["runs_ok"])]
+        part = reached_target(part)
     timed = part.dropna(subset=[column])
     return None if timed.empty else named(timed.loc[timed[column].idxmin()])
 

@@ -2,8 +2,8 @@
 
 from matplotlib.ticker import MaxNLocator
 
-from dlbench.analysis.tables import PANEL
 from dlbench.report.common import (
+    LINE_KEYS,
     figure_grid,
     label,
     legend_below,
@@ -19,10 +19,9 @@ TITLE = "Time per epoch"
 
 
 def epoch_time_figure(summary, epochs, path):
-    shown = ["stack", "framework", "variant", "data_placement", *PANEL]
-    merged = epochs.merge(summary[["experiment_id", *shown]])
+    merged = epochs.merge(summary[["experiment_id", *LINE_KEYS]])
     per_epoch = merged.groupby(["experiment_id", "machine", "epoch"], as_index=False).agg(
-        train_s=("train_s", "median"), **{column: (column, "first") for column in shown if column != "machine"}
+        train_s=("train_s", "median"), **{column: (column, "first") for column in LINE_KEYS if column != "machine"}
     )
     finished = summary[summary["runs_ok"] > 0]
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs

@@ -1,7 +1,7 @@
 """Input share, memory, utilisation and energy: per experiment (means over finished repeats) and over a run."""
 
-from dlbench.analysis.tables import PANEL
 from dlbench.report.common import (
+    LINE_KEYS,
     cell,
     figure_grid,
     framework_colour,
@@ -85,7 +85,7 @@ def resources_table(summary, runs):
 def telemetry_figure(summary, telemetry, path):
     """Each experiment's first finished repeat over time, as its sampler recorded it: a row per dataset, model,
     batch and device panel, a column per quantity measured there (the GPU's only where NVML read them)."""
-    traces = telemetry.merge(summary[["experiment_id", "stack", "framework", "variant", "data_placement", *PANEL]])
+    traces = telemetry.merge(summary[["experiment_id", *LINE_KEYS]])
     panels = [
         (panel, [name for name in TRACE_METRICS if panel_rows(traces, panel)[name].notna().any()])
         for panel in panel_titles(traces)
