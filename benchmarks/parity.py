@@ -3,11 +3,13 @@
 For each stack it can run, each --models model and each precision, the adapter's epoch (built, staged and timed
 exactly as scripts/train.py does) and the bare script of benchmarks/bare (that framework's own idioms: PyTorch
 tensors on the device with autocast, GradScaler and channels_last; Keras `fit` on NumPy arrays; MXNet hybridize +
-Trainer with mx.contrib.amp; TensorFlow tf.function) train the same network on the same synthetic images with Adam
-at the same batch size, under the default math mode (TF32 and autotuning on, as practitioners run a GPU):
+Trainer with mx.contrib.amp; TensorFlow tf.function; Flax NNX a jax.jit step with its state donated and optax;
+Paddle the dynamic graph with paddle.amp) train the same network on the same synthetic images with Adam at the same
+batch size, under the default math mode (TF32 and autotuning on, as practitioners run a GPU):
 
-    fp32      the variant of the mode the bare script runs (PyTorch eager; graph for tf.function and hybridize;
-              Keras' `fit`: XLA on JAX, and on TensorFlow XLA on GPU and graph on CPU, as jit_compile="auto" picks)
+    fp32      the variant of the mode the bare script runs (PyTorch and Paddle eager; graph for tf.function and
+              hybridize; XLA for Flax; Keras' `fit`: XLA on JAX, eager on torch, and on TensorFlow XLA on GPU and
+              graph on CPU, as jit_compile="auto" picks)
     amp       that mode with mixed precision (float16 with loss scaling on GPU, bfloat16 on CPU)
     fastest   that mode channels-last with mixed precision, for stacks with an -nhwc variant on the device (PyTorch,
               MXNet on GPU); the others run NHWC natively, so their amp row is their fastest layout
@@ -53,10 +55,14 @@ COLUMNS = [
 
 def practitioner_mode(entry, device):
     """The mode the bare script of a stack runs in."""
-    if entry["adapter"] == "pytorch":
+    if entry["adapter"] in ("pytorch", "paddle_dygraph"):  # Paddle's guides train the dynamic graph
         return "eager"
-    if entry["adapter"] == "keras3":  # fit's jit_compile="auto": always on JAX, on TensorFlow only off CPU
+    if entry["adapter"] == "keras3":  # fit's jit_compile="auto": on JAX, on TensorFlow off CPU only, not on torch
+        if entry["backend"] == "torch":
+            return "eager"
         return "xla" if entry["backend"] == "jax" or device == "gpu" else "graph"
+    if entry["adapter"] == "flax_nnx":  # a jax.jit step, as Flax's guides write it
+        return "xla"
     return "graph"
 
 

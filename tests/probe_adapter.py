@@ -57,7 +57,7 @@ MATH_OFF = {"tf32": False, "autotune": False}
 def scripted_oom():
     """This framework's own out-of-memory exception, as it raises it, and an ordinary error."""
     backend = os.environ.get("KERAS_BACKEND", sys.argv[1])
-    if backend == "pytorch":
+    if backend in ("pytorch", "torch"):
         import torch
 
         return torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), RuntimeError(
@@ -69,17 +69,30 @@ def scripted_oom():
         return mx.base.MXNetError(
             "pooled_storage_manager.h:161: cudaMalloc retry failed: out of memory"
         ), mx.base.MXNetError("shape mismatch")
-    if backend == "jax":
+    if backend in ("jax", "flax_nnx"):
         import jax
 
         return jax.errors.JaxRuntimeError(
             "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.0GiB"
         ), ValueError("x")
+    if backend == "paddle_dygraph":  # Paddle raises its error codes as Python's own exceptions
+        return MemoryError(
+            "(ResourceExhausted) Out of memory error on GPU 0. Cannot allocate 2.000000GB memory on GPU 0"
+        ), ValueError("(InvalidArgument) The [1] dimension of Input(X) must be equal to the [0] dimension of Input(Y)")
     import tensorflow as tf
 
     return tf.errors.ResourceExhaustedError(
         None, None, "OOM when allocating tensor with shape[8192,8192]"
     ), tf.errors.InvalidArgumentError(None, None, "x")
+
+
+def fresh_compiler():
+    """torch.compile's caches emptied: Dynamo stops compiling (and runs eagerly) after 8 recompilations of one code
+    object, which the probe's many models in one process would reach; a run builds one model."""
+    if sys.argv[1] == "pytorch" or os.environ.get("KERAS_BACKEND") == "torch":
+        import torch
+
+        torch._dynamo.reset()
 
 
 def variants_to_build(model, declared):
@@ -150,6 +163,7 @@ def main():
         weights = specs.initial_weights(spec, shape, seed=SEED)
         images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
         for variant in variants_to_build(name, declared):
+            fresh_compiler()
             model = adapter.build(spec, shape, weights, experiment(variant))
             results.append(
                 {

@@ -39,8 +39,9 @@ and run again: only the jobs it affects run. On the command line Snakemake reads
 (`--config batch_sizes=[64,128]` gives `'64'`): put lists of numbers in a file and pass it with `--configfile`.
 
 Ready-made studies in this folder, each run with `.venv/bin/python -m snakemake --configfile config/<name>.yaml`:
-`versions.yaml` (each framework at two releases), `seeds.yaml` (the GPU-sized grids of earlier framework
-comparisons), `imagenet.yaml` (ResNet-50 on a local ImageNet copy, streamed).
+`frameworks.yaml` (the frameworks people choose between today: PyTorch eager and torch.compile's modes, Keras 3 on
+PyTorch, JAX and TensorFlow, Flax), `versions.yaml` (each framework at two releases), `seeds.yaml` (the GPU-sized grids
+of earlier framework comparisons), `imagenet.yaml` (ResNet-50 on a local ImageNet copy, streamed).
 
 ## Keys
 """

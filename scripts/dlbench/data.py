@@ -236,3 +236,22 @@ def eval_order(sizes, size):
     order["height"] = np.maximum(short, np.floor(sizes[:, 1] * scale))
     order["left"], order["top"] = (order["width"] - size) // 2, (order["height"] - size) // 2
     return order
+
+
+def pillow_crop(path, item, size, train):
+    """One streamed image as uint8 HWC, decoded and cropped with Pillow in a loader worker, as torchvision's
+    ImageFolder and transforms do (the PyTorch and Paddle loaders): a training item (a row of stream_order) is
+    its crop box resized to size x size and flipped as drawn; an evaluation item (a row of eval_order) the image
+    resized, then its centre crop."""
+    from PIL import Image  # in the envs whose loaders decode with Pillow
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        if train:
+            _, left, top, width, height, flip = item
+            image = image.resize((size, size), Image.BILINEAR, box=(left, top, left + width, top + height))
+            image = image.transpose(Image.FLIP_LEFT_RIGHT) if flip else image
+        else:
+            _, width, height, left, top = item
+            image = image.resize((width, height), Image.BILINEAR).crop((left, top, left + size, top + size))
+        return np.asarray(image).copy()

@@ -1,8 +1,10 @@
-"""Optimisation variants, one name per experiment: `<mode>[-nhwc][-amp]`.
+"""Optimisation variants, one name per experiment: `<mode>[-<compile mode>][-nhwc][-amp]`.
 
 Modes: `eager` (op by op), `graph` (the framework's own graph without XLA: MXNet hybridize with static_alloc and
 static_shape, tf.function, Keras' compiled step on TensorFlow), `xla` (XLA: tf.function(jit_compile=True), Keras
-jit_compile on TensorFlow or JAX), `compile` (torch.compile). Modifiers: `nhwc` runs a channels-first framework's
+jit_compile on TensorFlow or JAX, a jitted Flax step), `compile` (torch.compile; Keras jit_compile on PyTorch), in
+torch.compile's default mode or, named after it, `compile-reduce-overhead` (CUDA graphs) or `compile-max-autotune`
+(autotuned kernels, CUDA graphs). Modifiers: `nhwc` runs a channels-first framework's
 convolutions channels-last (MXNet layout NHWC, PyTorch channels_last memory format); `amp` is mixed precision,
 float16 compute with loss scaling on GPU and bfloat16 on CPU (where float16 has no fast kernels), float32 weights.
 Which stack implements which variant, and why a missing one is missing, is in envs/stacks.yaml.
@@ -12,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 MODES = ("eager", "graph", "xla", "compile")
-PATTERN = re.compile(rf"({'|'.join(MODES)})(-nhwc)?(-amp)?")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile(mode=...)
+PATTERN = re.compile(rf"({'|'.join(MODES)})(?:-({'|'.join(COMPILE_MODES[1:])}))?(-nhwc)?(-amp)?")
 
 
 @dataclass(frozen=True)
@@ -20,17 +23,23 @@ class Variant:
     mode: str
     channels_last: bool
     mixed_precision: bool
+    compile_mode: str = "default"  # torch.compile's mode; "default" for every other mode
 
     @property
     def name(self):
-        return self.mode + "-nhwc" * self.channels_last + "-amp" * self.mixed_precision
+        named_mode = self.mode if self.compile_mode == "default" else f"{self.mode}-{self.compile_mode}"
+        return named_mode + "-nhwc" * self.channels_last + "-amp" * self.mixed_precision
 
 
 def parse(name):
     match = PATTERN.fullmatch(name)
-    if match is None:
-        raise ValueError(f"variant {name!r} is not <mode>[-nhwc][-amp] with mode one of {', '.join(MODES)}")
-    return Variant(match.group(1), bool(match.group(2)), bool(match.group(3)))
+    if match is None or (match.group(2) and match.group(1) != "compile"):
+        raise ValueError(
+            f"variant {name!r} is not <mode>[-<compile mode>][-nhwc][-amp] with mode one of {', '.join(MODES)} "
+            f"and, for compile only, compile mode one of {', '.join(COMPILE_MODES[1:])}"
+        )
+    mode, compile_mode, channels_last, mixed_precision = match.groups()
+    return Variant(mode, bool(channels_last), bool(mixed_precision), compile_mode or "default")
 
 
 def compute_dtype(variant, device):
@@ -44,11 +53,13 @@ def unsupported_reason(stack, variant, device, data_placement="device"):
     """Why a stack (its envs/stacks.yaml entry) cannot run this variant with this data placement on this device;
     None when it can.
 
-    `unsupported` keys are a whole variant (`eager-amp`), a mode or modifier (`xla`, `amp`, ...) or a data
-    placement (`device-data`, `host-data`), optionally `<key> on <device>`."""
+    `unsupported` keys are a whole variant (`eager-amp`), a mode, compile mode or modifier (`xla`,
+    `compile-max-autotune`, `amp`, ...) or a data placement (`device-data`, `host-data`), optionally
+    `<key> on <device>`."""
     reasons = stack.get("unsupported", {})
     parsed = parse(variant)
-    keys = [variant, parsed.mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
+    compile_mode = [f"compile-{parsed.compile_mode}"] * (parsed.compile_mode != "default")
+    keys = [variant, parsed.mode, *compile_mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
     keys.append(f"{data_placement}-data")
     for key in keys:
         for candidate in (f"{key} on {device}", key):

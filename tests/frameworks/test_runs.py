@@ -62,6 +62,24 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
     assert record["host_rss_peak_mb"] > 0
 
 
+def test_a_compile_mode_that_fails_ends_its_run_with_the_compilers_message(tmp_path, env_python):
+    """torch.compile in max-autotune with no working C++ compiler (Inductor's CPU backend needs one): the run ends
+    `error` with Inductor's own message, as any compiler failure would."""
+    row = experiment(
+        variant="compile-max-autotune",
+        environment={"CXX": "/bin/false", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
+    )
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 64, 16)
+    result = subprocess.run(
+        runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "error"
+    assert record["error"].startswith("InductorError: ") and "No working C++ compiler" in record["error"]
+
+
 def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python):
     dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 256, 16)
     row = experiment(batch_size=32, min_steady_seconds=0.3)

@@ -188,7 +188,9 @@ def test_a_streamed_run_finishes_with_its_loader_figures_in_the_record(env_pytho
         record["images_per_epoch"] == 16 and [row["images"] for row in read_csv(tmp_path / "epochs.csv")] == ["16"] * 2
     )
     assert record["stream"]["workers"] == 2 and record["stream"]["skipped_images"] == 3
-    assert record["stream"]["loader"].startswith(("torch.utils.data.DataLoader", "tf.data", "gluon.data.DataLoader"))
+    assert record["stream"]["loader"].startswith(
+        ("torch.utils.data.DataLoader", "tf.data", "gluon.data.DataLoader", "paddle.io.DataLoader")
+    )
     assert record["loader_images_per_s"] > 0 and record["input_bound_share"] > 0
     assert record["input_share_covers"].startswith("the loader's reading, decoding")
     assert record["phases_s"]["data_loading"] >= 0 and 0 <= record["final_test_accuracy"] <= 1

@@ -168,7 +168,7 @@ def test_the_check_names_the_adapter_and_the_member():
 
 
 def test_the_contract_documents_every_member():
-    for protocol in (contract.TrainingAdapter, contract.OpsAdapter, contract.KerasBackend, contract.TensorFlowBackend):
+    for protocol in (contract.TrainingAdapter, contract.OpsAdapter, *contract.SHARED.values()):
         for member in contract.members(protocol):
             declared = getattr(protocol, member, None)
             if callable(declared):
@@ -180,5 +180,7 @@ def test_the_contract_documents_every_member():
 
 def test_the_loader_refuses_an_unknown_adapter_naming_the_known_ones():
     for name in ("torch", "contract", "__init__"):
-        with pytest.raises(ValueError, match=f"unknown adapter '{name}': .* has jax_numpy, keras3, mxnet_gluon"):
+        with pytest.raises(
+            ValueError, match=f"unknown adapter '{name}': .* has flax_nnx, jax_numpy, keras3, mxnet_gluon"
+        ):
             adapters.load(name)

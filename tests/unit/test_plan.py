@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 from conftest import REPO
-from dlbench import configuration, data, plan
+from dlbench import configuration, data, plan, variants
 
 STACKS = configuration.load_stacks()
 AXIS_DEFAULTS = {
@@ -55,6 +55,23 @@ def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, mo
         "torch.compile (variant compile)",
     ]
     assert len(plan.runs(CONFIG, table)) == 2
+
+
+def test_torch_compile_modes_are_variants_a_device_or_stack_without_them_leaves_out_saying_why(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    modes = ["compile", "compile-reduce-overhead", "compile-max-autotune-nhwc-amp"]
+    config = dict(CONFIG, stacks=["torch-2.13", "keras-3-torch", "mxnet-1.9"], batch_sizes=[32], variants=modes)
+    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, {}))
+    assert sorted(row["variant"] for row in table.values()) == ["compile", "compile", "compile-max-autotune-nhwc-amp"]
+    reasons = {(entry[1], entry[2]): plan.skipped_message(entry) for entry in skipped if entry[0] == "variant"}
+    assert "CUDA graphs, which capture CUDA work only" in reasons["torch-2.13", "compile-reduce-overhead"]
+    assert (
+        "jit_compile runs torch.compile in its default mode only"
+        in reasons["keras-3-torch", "compile-max-autotune-nhwc-amp"]
+    )
+    assert "torch.compile is PyTorch's" in reasons["mxnet-1.9", "compile-reduce-overhead"]
+    with pytest.raises(ValueError, match="for compile only, compile mode one of reduce-overhead, max-autotune"):
+        variants.parse("xla-max-autotune")
 
 
 def test_only_image_folders_stream_and_a_streamed_row_carries_its_loader_options(tmp_path, monkeypatch):

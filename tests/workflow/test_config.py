@@ -192,6 +192,10 @@ def test_the_imagenet_study_plans_streamed_runs_of_every_stack(tmp_path, env_pyt
         "tensorflow-2.21_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
         "keras-3-jax_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
         "keras-3-tensorflow_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_stream-data",
+        "keras-3-torch_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-amp_stream-data",
+        "flax-0.12_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_stream-data",
+        "torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-reduce-overhead-amp_stream-data",
+        "torch-2.13_imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-max-autotune-amp_stream-data",
     ):
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
     assert "results/stream/imagenet/meta.json" in planned and "results/data/imagenet" not in planned

@@ -7,7 +7,8 @@ tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.ya
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
 those frameworks' adapters for their thread and math-mode switches, pipeline and CUDA versions rather than copying
-them: the small shared surface below (KerasBackend, TensorFlowBackend), which those adapters keep public.
+them, and Keras on JAX and Flax call jax_numpy for JAX's: the small shared surface below (KerasBackend, TorchBackend,
+TensorFlowBackend, JaxBackend), which those adapters keep public.
 """
 
 from __future__ import annotations
@@ -119,6 +120,16 @@ class KerasBackend(Protocol):
         """{tf32, conv_autotune}: the framework's math-mode switches set, read back."""
 
 
+class TorchBackend(KerasBackend, Protocol):
+    """KerasBackend, and what torch.compile did, which Keras on torch reads back for its jit_compile."""
+
+    def compile_counters(self) -> dict:
+        """torch.compile's process-wide counters (graphs, graph breaks, CUDA graph skips), taken at build."""
+
+    def compile_engagement(self, mode, before) -> dict:
+        """{compile_mode, compiled_graphs, graph_breaks[, cudagraph_skips, cuda_graphs]} since the counters `before`."""
+
+
 class TensorFlowBackend(KerasBackend, Protocol):
     """KerasBackend, and the tf.data pipeline Keras streams image folders through on either backend."""
 
@@ -126,8 +137,21 @@ class TensorFlowBackend(KerasBackend, Protocol):
         """dataset(items, batch_size): a streamed split as a tf.data pipeline of uint8 NHWC batches."""
 
 
+class JaxBackend(Protocol):
+    """What the adapters that run on JAX (keras3 on JAX, flax_nnx) call in jax_numpy: JAX's own switches."""
+
+    def apply_math_mode(self, math_mode) -> dict:
+        """{tf32, conv_autotune}: JAX's default matmul precision set, and both read back."""
+
+    def cuda_versions(self) -> tuple[str | None, str | None]:
+        """(CUDA, cuDNN) as jaxlib reports them (None where it reports none, e.g. a CPU build)."""
+
+    def allocator_peak_mb(self, device) -> float | None:
+        """The JAX allocator's peak in MiB (None on CPU)."""
+
+
 # The shared surface: the adapters other adapters call beyond the contract, and what they call.
-SHARED = {"pytorch": KerasBackend, "tensorflow_raw": TensorFlowBackend}
+SHARED = {"pytorch": TorchBackend, "tensorflow_raw": TensorFlowBackend, "jax_numpy": JaxBackend}
 
 
 def members(protocol):

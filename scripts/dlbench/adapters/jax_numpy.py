@@ -1,10 +1,14 @@
 """JAX adapter for operator microbenchmarks (dlbench/ops.py), with jax.numpy ops dispatched eagerly.
 
-It times JAX itself in the keras-3-jax stack's env; models in that stack train through the keras3 adapter.
+It times JAX itself in the keras-3-jax stack's env; models in that stack train through the keras3 adapter. Its JAX
+switches (math mode, CUDA versions, allocator peak) are also those of Keras on JAX and of Flax: shared,
+contract.JaxBackend.
 """
 
 import jax
 import jax.numpy as jnp
+
+from .. import mathmode
 
 FRAMEWORK = "jax"
 
@@ -15,6 +19,33 @@ def version():
 
 def _jax_device(device):
     return jax.devices("gpu" if device == "gpu" else "cpu")[0]
+
+
+def apply_math_mode(math_mode):
+    """JAX's default matmul precision (TensorFloat-32 or float32) set and read back; XLA's GPU autotuning as the
+    XLA_FLAGS set before the import leave it (shared, contract.JaxBackend)."""
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if math_mode["tf32"] else "float32")
+    tf32 = jax.config.jax_default_matmul_precision == "tensorfloat32"
+    return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": mathmode.xla_autotune_engaged()}
+
+
+def cuda_versions():
+    """(CUDA, cuDNN) as jaxlib's CUDA plugin reports the versions it loaded; (None, None) without one (shared,
+    contract.JaxBackend)."""
+    try:
+        from jax._src.lib import cuda_versions as loaded
+    except ImportError:
+        return None, None
+    if loaded is None:
+        return None, None
+    return str(loaded.cuda_runtime_get_version()), str(loaded.cudnn_get_version())
+
+
+def allocator_peak_mb(device):
+    """The GPU allocator's peak in MiB; None on CPU (shared, contract.JaxBackend)."""
+    if device != "gpu":
+        return None
+    return _jax_device(device).memory_stats()["peak_bytes_in_use"] / 2**20
 
 
 def operators(device, dtype):

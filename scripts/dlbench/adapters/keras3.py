@@ -17,7 +17,7 @@ images, made float and normalised by its first layers, on the device.
 import keras
 import numpy as np
 
-from .. import data, mathmode, specs, variants
+from .. import data, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "keras"
@@ -64,14 +64,12 @@ def _backend_threads(threads):
 
 
 def _configure_backend(math_mode):
-    """The backend's own math-mode switches (mathmode.py), read back: JAX's here, TensorFlow's and PyTorch's from
-    their adapters; TensorFlow's GPU memory growth."""
+    """The backend's own math-mode switches (mathmode.py), read back from its adapter (JAX's: jax_numpy); TensorFlow's
+    GPU memory growth."""
     if keras.backend.backend() == "jax":
-        import jax
+        from . import jax_numpy
 
-        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if math_mode["tf32"] else "float32")
-        tf32 = jax.config.jax_default_matmul_precision == "tensorfloat32"
-        return {"tf32": mathmode.tf32_engaged(tf32), "conv_autotune": mathmode.xla_autotune_engaged()}
+        return jax_numpy.apply_math_mode(math_mode)
     if keras.backend.backend() == "torch":
         from . import pytorch
 
@@ -210,12 +208,20 @@ def _make_optimizer(experiment):
     return _coupled_weight_decay(optimizer, experiment["weight_decay"])(rate, **options)
 
 
+# The variant modes per backend: jit_compile is XLA on TensorFlow and JAX, torch.compile on torch; the compiled step
+# without XLA (graph) is TensorFlow's alone (on torch it is the eager step).
+_MODES = {"tensorflow": ("eager", "graph", "xla"), "jax": ("eager", "xla"), "torch": ("eager", "compile")}
+
+
 def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
-    if variant.channels_last or (variant.mode == "graph" and keras.backend.backend() == "jax"):
-        raise ValueError(f"keras adapter on {keras.backend.backend()} does not run {variant.name!r}")
-    if variant.mode == "compile":
-        raise ValueError("keras adapter runs eager, graph and xla, not compile")
+    if (
+        variant.channels_last
+        or variant.mode not in _MODES[keras.backend.backend()]
+        or variant.compile_mode != "default"
+    ):
+        modes = " and ".join(_MODES[keras.backend.backend()])
+        raise ValueError(f"keras adapter on {keras.backend.backend()} runs {modes}, not {variant.name!r}")
     compute = variants.compute_dtype(variant, experiment["device"])
     keras.config.set_dtype_policy(f"mixed_{compute}" if variant.mixed_precision else "float32")
     streamed = experiment["data_placement"] == "stream"
@@ -229,9 +235,13 @@ def build(spec, input_shape, weights, experiment):
         optimizer=_make_optimizer(experiment),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         run_eagerly=variant.mode == "eager",
-        jit_compile=variant.mode == "xla",
+        jit_compile=variant.mode in ("xla", "compile"),
     )
     network.leaves, network.variant = leaves, variant
+    if keras.backend.backend() == "torch":
+        from . import pytorch
+
+        network.compile_counters = pytorch.compile_counters()
     return network
 
 
@@ -245,18 +255,25 @@ def weights(model, spec, input_shape):
 
 def engaged(model):
     """What ran, read back from the compiled model: eager or not, XLA or not, the policy and the matmul dtype."""
-    return {
+    on_torch = keras.backend.backend() == "torch"
+    result = {
         "variant": model.variant.name,
         "graph": not model.run_eagerly,
         "run_eagerly": bool(model.run_eagerly),
         "jit_compile": bool(model.jit_compile),
-        "xla": bool(model.jit_compile),
+        "xla": bool(model.jit_compile) and not on_torch,
         "dtype_policy": model.dtype_policy.name,
         "dtype": model.leaves[-1].variable_dtype,
         "matmul_dtype": model.leaves[-1].compute_dtype,
         "layout": "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW",
         "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer",
     }
+    if on_torch and model.jit_compile:
+        from . import pytorch
+
+        result["torch_compile"] = True
+        result.update(pytorch.compile_engagement("default", model.compile_counters))
+    return result
 
 
 def _take(array, indices):
@@ -361,7 +378,7 @@ def sync(device):
 
 
 def cuda_versions():
-    """What the backend reports: TensorFlow's and PyTorch's through their adapters, JAX's from jaxlib."""
+    """What the backend reports, through its adapter (JAX's: jax_numpy, from jaxlib)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
         from . import tensorflow_raw
@@ -371,13 +388,9 @@ def cuda_versions():
         from . import pytorch
 
         return pytorch.cuda_versions()
-    try:  # jaxlib's CUDA plugin reports the versions it loaded
-        from jax._src.lib import cuda_versions as loaded
-    except ImportError:
-        return None, None
-    if loaded is None:
-        return None, None
-    return str(loaded.cuda_runtime_get_version()), str(loaded.cudnn_get_version())
+    from . import jax_numpy
+
+    return jax_numpy.cuda_versions()
 
 
 def allocator_peak_mb(device):
@@ -385,9 +398,9 @@ def allocator_peak_mb(device):
         return None
     backend = keras.backend.backend()
     if backend == "jax":
-        import jax
+        from . import jax_numpy
 
-        return jax.devices()[0].memory_stats()["peak_bytes_in_use"] / 2**20
+        return jax_numpy.allocator_peak_mb(device)
     if backend == "tensorflow":
         import tensorflow as tf
 
@@ -397,7 +410,7 @@ def allocator_peak_mb(device):
     return torch.cuda.max_memory_allocated() / 2**20
 
 
-_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory")
+_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory", "can't allocate memory")
 
 
 def is_oom(error):

@@ -1,6 +1,7 @@
-"""PyTorch adapter. Variants: eager, compile (torch.compile of the network), -nhwc (channels_last memory format for
-the weights and every batch), -amp (torch.autocast; GradScaler with float16 on GPU). Layout NCHW; neutral weights
-converted by specs.channels_first_weights.
+"""PyTorch adapter. Variants: eager, compile (torch.compile of the network, in its default mode or as
+compile-reduce-overhead / compile-max-autotune), -nhwc (channels_last memory format for the weights and every batch),
+-amp (torch.autocast; GradScaler with float16 on GPU). Layout NCHW; neutral weights converted by
+specs.channels_first_weights.
 """
 
 import itertools
@@ -92,22 +93,8 @@ class _ImageFolderStream(torch.utils.data.Dataset):
         return len(self.files)
 
     def __getitem__(self, item):
-        from PIL import Image
-
-        with Image.open(self.files[item[0]]) as image:
-            image = image.convert("RGB")
-            if self.train:
-                _, left, top, width, height, flip = item
-                image = image.resize(
-                    (self.size, self.size), Image.BILINEAR, box=(left, top, left + width, top + height)
-                )
-                image = image.transpose(Image.FLIP_LEFT_RIGHT) if flip else image
-            else:
-                _, width, height, left, top = item
-                image = image.resize((width, height), Image.BILINEAR).crop(
-                    (left, top, left + self.size, top + self.size)
-                )
-            return torch.from_numpy(np.asarray(image).copy()), int(self.labels[item[0]])
+        image = data.pillow_crop(self.files[item[0]], item, self.size, self.train)
+        return torch.from_numpy(image), int(self.labels[item[0]])
 
 
 class _EpochSampler(torch.utils.data.Sampler):
@@ -329,7 +316,7 @@ def build(spec, input_shape, weights, experiment):
     trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
     return {
         "network": network,
-        "run": torch.compile(network) if variant.mode == "compile" else network,
+        "run": torch.compile(network, mode=variant.compile_mode) if variant.mode == "compile" else network,
         "leaves": leaves,
         "optimizer": _make_optimizer(trainable, experiment),
         "device": target,
@@ -337,6 +324,7 @@ def build(spec, input_shape, weights, experiment):
         "memory_format": _memory_format(variant),
         "autocast_dtype": dtype,
         "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
+        "compile_counters": compile_counters(),
     }
 
 
@@ -380,10 +368,34 @@ def engaged(model):
         "loss_scaling": model["scaler"].is_enabled(),
     }
     if variant.mode == "compile":
-        from torch._dynamo.utils import counters
+        result.update(compile_engagement(variant.compile_mode, model["compile_counters"]))
+    return result
 
-        result["compiled_graphs"] = int(counters["stats"]["unique_graphs"])
-        result["graph_breaks"] = int(sum(counters["graph_break"].values()))
+
+def compile_counters():
+    """torch.compile's process-wide counters now: graphs compiled, graph breaks, CUDA graph skips (also Keras on
+    torch: shared, contract.TorchBackend)."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "compiled_graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"]),
+    }
+
+
+def compile_engagement(mode, before):
+    """What torch.compile did since the counters `before` (taken at build): the mode, graphs compiled (none: Dynamo
+    gave up and ran eagerly, e.g. at its recompile limit), graph breaks and, where the mode asks for CUDA graphs,
+    whether they ran: Inductor skips them, counting each skip, for CPU tensors or what they cannot capture (also
+    Keras on torch: shared, contract.TorchBackend)."""
+    import torch._inductor
+
+    since = {name: count - before[name] for name, count in compile_counters().items()}
+    result = {"compile_mode": mode, "compiled_graphs": since["compiled_graphs"], "graph_breaks": since["graph_breaks"]}
+    if torch._inductor.list_mode_options(mode).get("triton.cudagraphs"):
+        result["cudagraph_skips"] = since["cudagraph_skips"]
+        result["cuda_graphs"] = since["compiled_graphs"] > 0 and since["cudagraph_skips"] == 0
     return result
 
 

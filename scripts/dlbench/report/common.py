@@ -21,6 +21,7 @@ FRAMEWORK_COLOURS = {
     "mxnet": "#55A868",
     "jax": "#4C72B0",
     "flax": "#64B5CD",
+    "paddle": "#937860",
 }
 OTHER_COLOUR = "#7F7F7F"
 LINE_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v")]

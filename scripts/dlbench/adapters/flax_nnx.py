@@ -1,0 +1,419 @@
+"""Flax adapter: Flax NNX modules trained with optax, on JAX.
+
+Variants: eager runs the training step op by op (JAX dispatching each operation, not jitted: a debugging mode); xla
+jits the same step the way Flax's performance guide recommends for speed: the model and its nnx.Optimizer split once
+(nnx.split) into a graph definition and a state pytree, and a functional step, jax.jit with the state donated,
+merges them, trains and returns the new state (no graph traversal and no copy of the weights per call); xla-amp
+builds the modules with dtype=bfloat16 and param_dtype=float32, Flax's mixed precision: float32 weights, bfloat16
+matmuls and convolutions, batch-norm statistics in float32. bfloat16 on CPU and GPU alike (not float16 on GPU as the
+other stacks run it): it has float32's exponent range, so no loss scaling. Layout NHWC, the neutral layout, so
+weights load unchanged: HWIO conv kernels, (in, out) dense kernels, and the LSTM's Keras-layout kernels are
+nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear's).
+
+Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and
+device_put per step; streamed image folders go through tf.data (tensorflow_raw.image_pipeline, as Keras on JAX), and
+their uint8 batches are made float and normalised as the step's first operations, on the device.
+"""
+
+import functools
+import itertools
+import os
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from .. import data, specs, variants
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, jax_numpy
+
+FRAMEWORK = "flax"
+INPUT_WORK = GATHER_AND_PLACE
+LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"
+_VARIANTS = ("eager", "xla", "xla-amp")
+_MEAN = np.asarray(data.IMAGENET_MEAN, np.float32) * 255
+_STD = np.asarray(data.IMAGENET_STD, np.float32) * 255
+
+_seed = 0  # of every nnx.Rngs (dropout masks), set by configure
+# JAX has no device-wide barrier: sync blocks on the newest values the adapter queued (the state and mean loss of the
+# last steps, the staged data or the built model), which the device finishes after everything queued before them.
+_newest = None
+
+
+def version():
+    return flax.__version__
+
+
+def _produced(value):
+    """`value`, kept as the newest device work (what sync blocks on)."""
+    global _newest
+    _newest = value
+    return value
+
+
+def configure(device, threads, seed, math_mode):
+    """XLA's threads cannot be pinned at run time (one per core, recorded as such); the device becomes JAX's default
+    (jax.devices("gpu") raises in an env without a GPU backend)."""
+    global _seed
+    _seed = seed
+    target = jax.devices("gpu" if device == "gpu" else "cpu")[0]
+    jax.config.update("jax_default_device", target)
+    return {
+        "backend": "jax",
+        "backend_version": f"jax {jax.__version__}",
+        "device_name": str(target),
+        "xla_threads": "XLA default (one per core)",
+        **jax_numpy.apply_math_mode(math_mode),
+    }
+
+
+def stage(arrays, experiment):
+    """Device placement: JAX arrays on the device, batches gathered inside the step. Host placement: the NumPy
+    arrays, each batch gathered there and put on the device per step (see _batch_calls)."""
+    if experiment["data_placement"] == "host":
+        return dict(arrays, on_host=True)
+    return dict(_produced({key: jax.device_put(value) for key, value in arrays.items()}), on_host=False)
+
+
+def stream(meta, experiment, workers):
+    """Data placement stream: tf.data over the image folder (tensorflow_raw.image_pipeline), made per epoch from its
+    items; uint8 batches, normalised on the device by the step (_normalised)."""
+    from . import tensorflow_raw
+
+    _, test_labels, test_sizes = data.stream_files(meta, "val")
+    test_items = data.eval_order(test_sizes, meta["shape"][0])
+    return {
+        "stream": True,
+        "train": tensorflow_raw.image_pipeline(meta, "train", workers),
+        "test": tensorflow_raw.image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"]),
+        "test_y": test_labels,
+    }
+
+
+def _normalised(images):
+    """Streamed uint8 batches as float32 normalised with the ImageNet statistics; other batches as they are."""
+    if images.dtype != jnp.uint8:
+        return images
+    return (images.astype(jnp.float32) - _MEAN) / _STD
+
+
+def _plan(spec, input_shape, leaf_indices):
+    """The spec as nested tuples with shapes resolved once: static and hashable, part of the graph definition. A leaf
+    step is (layer, in_shape, index of its module); a residual (layer, body steps, shortcut steps or option A's
+    (stride, pad))."""
+    steps = []
+    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
+        if isinstance(layer, specs.Residual):
+            body = _plan(layer.body, in_shape, leaf_indices)
+            if layer.shortcut == "zero_pad":
+                shortcut = specs.zero_pad_geometry(in_shape, out_shape)
+            else:
+                shortcut = _plan(layer.shortcut, in_shape, leaf_indices)
+            steps.append((layer, body, shortcut))
+        else:
+            steps.append((layer, in_shape, next(leaf_indices)))
+    return tuple(steps)
+
+
+def _leaf_module(layer, in_shape, dtype, rngs):
+    """The nnx module of one spec leaf (None for a leaf without state), computing in `dtype` on float32 weights."""
+    options = {"dtype": dtype, "param_dtype": jnp.float32, "rngs": rngs}
+    if isinstance(layer, specs.Conv):
+        padding = ((layer.padding, layer.padding),) * 2
+        return nnx.Conv(
+            in_shape[-1],
+            layer.filters,
+            (layer.kernel,) * 2,
+            layer.stride,
+            padding=padding,
+            use_bias=layer.bias,
+            **options,
+        )
+    if isinstance(layer, specs.BatchNorm):  # Flax's momentum is the decay, as the spec's
+        return nnx.BatchNorm(in_shape[-1], momentum=layer.momentum, epsilon=layer.epsilon, **options)
+    if isinstance(layer, specs.Dense):
+        return nnx.Linear(in_shape[0], layer.units, **options)
+    if isinstance(layer, specs.LSTM):
+        return nnx.RNN(nnx.OptimizedLSTMCell(in_shape[1] * in_shape[2], layer.units, **options), rngs=rngs)
+    if isinstance(layer, specs.Dropout):
+        return nnx.Dropout(layer.rate, rngs=rngs)
+    return None
+
+
+def _variables(module):
+    """The module's variables in the neutral order of its leaf's weights."""
+    if isinstance(module, nnx.RNN):
+        cell = module.cell
+        return [cell.dense_i.kernel, cell.dense_h.kernel, cell.dense_h.bias]
+    if isinstance(module, nnx.BatchNorm):
+        return [module.scale, module.bias, module.mean, module.var]
+    if isinstance(module, (nnx.Conv, nnx.Linear)):
+        return [module.kernel] + ([module.bias] if module.bias is not None else [])
+    return []
+
+
+class _Network(nnx.Module):
+    """The spec applied to nnx modules holding the neutral weights, one per leaf (None where a leaf has none)."""
+
+    def __init__(self, spec, input_shape, weights, dtype, rngs):
+        leaves = specs.leaves(spec, input_shape)
+        self.leaves = nnx.List([_leaf_module(layer, in_shape, dtype, rngs) for layer, in_shape, _ in leaves])
+        for module, params in zip(self.leaves, weights):
+            for variable, value in zip(_variables(module), params):
+                variable[...] = jnp.asarray(value)
+        self.plan = _plan(spec, input_shape, itertools.count())
+
+    def __call__(self, images, training):
+        return self._apply(self.plan, images, training).astype(jnp.float32)  # the loss and softmax in float32
+
+    def _apply(self, steps, x, training):
+        for layer, first, second in steps:
+            if isinstance(layer, specs.Residual):
+                x = self._apply(first, x, training) + self._shortcut(layer, second, x, training)
+            else:
+                x = self._leaf(layer, first, x, training, self.leaves[second])
+            if getattr(layer, "activation", None) == "relu":
+                x = jax.nn.relu(x)
+        return x
+
+    def _shortcut(self, layer, steps, x, training):
+        if layer.shortcut != "zero_pad":
+            return self._apply(steps, x, training)
+        stride, pad = steps  # option A: subsample by the stride, zero-pad the new channels half on each side
+        return jnp.pad(x[:, ::stride, ::stride], ((0, 0), (0, 0), (0, 0), (pad, pad)))
+
+    def _leaf(self, layer, in_shape, x, training, module):
+        if isinstance(layer, specs.BatchNorm):
+            return module(x, use_running_average=not training)
+        if isinstance(layer, specs.Dropout):
+            return module(x, deterministic=not training)
+        if isinstance(layer, specs.LSTM):  # the image rows as steps of w*c features; the last step's hidden state
+            return module(x.reshape(x.shape[0], in_shape[0], -1))[:, -1]
+        if isinstance(layer, specs.Pool):  # max pools pad with -inf; they follow a ReLU, so as zeros would
+            pool = nnx.avg_pool if layer.kind == "avg" else nnx.max_pool
+            return pool(x, (layer.size,) * 2, (layer.step,) * 2, ((layer.padding, layer.padding),) * 2)
+        if isinstance(layer, specs.GlobalAvgPool):
+            return x.mean(axis=(1, 2))
+        if isinstance(layer, specs.Flatten):
+            return x.reshape(x.shape[0], -1)
+        return module(x)
+
+
+def _adam(rate):
+    """Adam as Keras, TensorFlow and MXNet step it: epsilon added to sqrt(v) before bias correction (Keras' "epsilon
+    hat"), the rate corrected instead. optax.adam adds it to the corrected sqrt(v_hat), as PyTorch does, which moves
+    weights whose gradients are near epsilon differently (tests/frameworks/test_adapters.py)."""
+    beta_1, beta_2, epsilon = (OPTIMIZER_DEFAULTS[key] for key in ("beta_1", "beta_2", "epsilon"))
+
+    def init(params):
+        moments = (optax.tree.zeros_like(params) for _ in range(2))  # distinct buffers: the jitted step donates both
+        return optax.ScaleByAdamState(jnp.zeros([], jnp.int32), *moments)
+
+    def update(gradients, state, params=None):
+        mu = optax.tree.update_moment(gradients, state.mu, beta_1, 1)
+        nu = optax.tree.update_moment_per_elem_norm(gradients, state.nu, beta_2, 2)
+        count = state.count + 1
+        step = -rate * jnp.sqrt(1 - beta_2**count) / (1 - beta_1**count)
+        updates = jax.tree.map(lambda m, v: step * m / (jnp.sqrt(v) + epsilon), mu, nu)
+        return updates, optax.ScaleByAdamState(count, mu, nu)
+
+    return optax.GradientTransformation(init, update)
+
+
+def _make_optimizer(experiment):
+    """The optax chain; weight decay coupled, added to the gradient before the optimiser (PyTorch's and MXNet's
+    definition)."""
+    name, rate, decay = experiment["optimizer"], experiment["learning_rate"], experiment["weight_decay"]
+    if name == "adam":
+        optimizer = _adam(rate)
+    elif name == "rmsprop":  # epsilon inside the square root, as Keras, TensorFlow and MXNet
+        optimizer = optax.rmsprop(rate, decay=RMSPROP_RHO, eps=OPTIMIZER_DEFAULTS["epsilon"], eps_in_sqrt=True)
+    else:
+        optimizer = optax.sgd(rate, momentum=experiment["momentum"] or None)  # None: no momentum buffer
+    return optax.chain(optax.add_decayed_weights(decay), optimizer) if decay else optimizer
+
+
+def _loss(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+def _train_on(graphdef, state, loss_sum, images, labels):
+    """One step, functional: the network and optimiser merged from the state, the new state and loss sum returned."""
+    network, optimizer = nnx.merge(graphdef, state)
+    loss, gradients = nnx.value_and_grad(lambda net: _loss(net(_normalised(images), True), labels).mean())(network)
+    optimizer.update(network, gradients)
+    return nnx.state((network, optimizer)), loss_sum + loss
+
+
+def _gather_and_train(graphdef, state, loss_sum, images, labels, batch):
+    return _train_on(graphdef, state, loss_sum, jnp.take(images, batch, axis=0), jnp.take(labels, batch, axis=0))
+
+
+def _evaluate_on(graphdef, state, totals, images, labels):
+    """totals (loss sum, correct) plus this batch's, in inference mode."""
+    logits = _predict(graphdef, state, images)
+    return totals + jnp.stack([_loss(logits, labels).sum(), (logits.argmax(axis=1) == labels).sum()])
+
+
+def _predict(graphdef, state, images):
+    network, _ = nnx.merge(graphdef, state)
+    return network(_normalised(images), False)
+
+
+def _steps(graphdef, jitted):
+    """The step functions on the state, the graph definition bound; jitted: jax.jit with the training state and the
+    loss sum donated (updated in place, as Flax's guide has it)."""
+    functions = {
+        "train_on": (_train_on, (0, 1)),
+        "gather_and_train": (_gather_and_train, (0, 1)),
+        "evaluate_on": (_evaluate_on, ()),
+        "predict": (_predict, ()),
+    }
+    steps = {name: functools.partial(function, graphdef) for name, (function, _) in functions.items()}
+    if not jitted:
+        return steps
+    return {name: jax.jit(steps[name], donate_argnums=donated) for name, (_, donated) in functions.items()}
+
+
+def build(spec, input_shape, weights, experiment):
+    variant = variants.parse(experiment["variant"])
+    if variant.name not in _VARIANTS:
+        raise ValueError(f"flax adapter runs {', '.join(_VARIANTS)}, not {variant.name!r}")
+    dtype = jnp.bfloat16 if variant.mixed_precision else jnp.float32
+    network = _Network(spec, input_shape, weights, dtype, nnx.Rngs(_seed))
+    optimizer = nnx.Optimizer(network, _make_optimizer(experiment), wrt=nnx.Param)
+    graphdef, state = nnx.split((network, optimizer))
+    steps = _steps(graphdef, jitted=variant.mode == "xla")
+    return dict(steps, graphdef=graphdef, state=_produced(state), variant=variant)
+
+
+def _network(model):
+    return nnx.merge(model["graphdef"], model["state"])[0]
+
+
+def parameter_count(model):
+    return sum(leaf.size for leaf in jax.tree.leaves(nnx.state(_network(model), nnx.Param)))
+
+
+def weights(model, spec, input_shape):
+    return [[np.asarray(variable[...]) for variable in _variables(module)] for module in _network(model).leaves]
+
+
+def engaged(model):
+    """What ran, read back: whether the step is a jax.jit wrapper, the weights' dtype, the dtype of the last dense
+    layer's matmul on a zero input."""
+    variant, network = model["variant"], _network(model)
+    dense = next(module for module in reversed(network.leaves) if isinstance(module, nnx.Linear))
+    jitted = hasattr(model["train_on"], "lower")
+    return {
+        "variant": variant.name,
+        "graph": variant.mode != "eager",
+        "xla": jitted,
+        "jit": jitted,
+        "dtype": str(dense.kernel[...].dtype),
+        "matmul_dtype": str(dense(jnp.zeros((1, dense.in_features))).dtype),
+        "layout": "NHWC",
+        "loss_scaling": False,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+
+
+def _host_batches(staged, order, batch_size):
+    """The batches of `order` on the host: the loader's (streamed), or gathered from the NumPy arrays."""
+    if staged.get("stream"):
+        return staged["train"](order, batch_size).as_numpy_iterator()
+    return data.host_batches(staged["train_x"], staged["train_y"], order, batch_size)
+
+
+def _batch_calls(model, staged, order, batch_size):
+    """(step, arguments) per batch of `order`: device-staged data is gathered inside the step, host batches are put
+    on the device before it."""
+    if staged.get("stream") or staged["on_host"]:
+        for batch in _host_batches(staged, order, batch_size):
+            yield model["train_on"], jax.device_put(batch)
+        return
+    indices = jax.device_put(order.astype(np.int32))
+    for batch in data.batch_slices(len(order), batch_size):
+        yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
+
+
+def _train_steps(model, calls):
+    """One step per call; the mean loss stays on the device until the caller reads it."""
+    loss_sum, steps = jnp.zeros(()), 0
+    for step, arguments in calls:
+        model["state"], loss_sum = step(model["state"], loss_sum, *arguments)
+        steps += 1
+    mean = loss_sum / steps
+    _produced((model["state"], mean))
+    return mean
+
+
+def train_epoch(model, staged, order, batch_size):
+    return _train_steps(model, _batch_calls(model, staged, order, batch_size))
+
+
+def fixed_batch_steps(model, staged, order, batch_size):
+    """The first batch of `order`, gathered and placed on the device before any timing, trained on `steps` times."""
+    if staged.get("stream") or staged["on_host"]:
+        first = jax.device_put(next(iter(_host_batches(staged, order[:batch_size], batch_size))))
+    else:
+        indices = jax.device_put(order[:batch_size].astype(np.int32))
+        first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
+    return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], first), steps))
+
+
+def loader_batches(staged, order, batch_size):
+    """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
+    yield from staged["test"].as_numpy_iterator() if order is None else _host_batches(staged, order, batch_size)
+
+
+def loader_pass(staged, order, batch_size):
+    """The training batches of `order` placed on the device, the model removed (the loader's own throughput); the
+    last one waited for, so that every copy has finished."""
+    for batch in _host_batches(staged, order, batch_size):
+        placed = jax.device_put(batch)
+    jax.block_until_ready(placed)
+
+
+def _test_batches(staged, batch_size):
+    """(images, labels) of the test split in order, on the device."""
+    if staged.get("stream"):
+        yield from map(jax.device_put, staged["test"].as_numpy_iterator())
+        return
+    for start in range(0, len(staged["test_y"]), batch_size):
+        batch = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
+        yield jax.device_put(batch) if staged["on_host"] else batch
+
+
+def evaluate(model, staged, batch_size):
+    totals = jnp.zeros(2)
+    for images, labels in _test_batches(staged, batch_size):
+        totals = model["evaluate_on"](model["state"], totals, images, labels)
+    loss_sum, correct = np.asarray(totals, dtype=np.float64)
+    count = len(staged["test_y"])
+    return float(loss_sum) / count, float(correct) / count
+
+
+def logits(model, images):
+    return np.asarray(model["predict"](model["state"], jnp.asarray(images)), dtype=np.float32)
+
+
+def sync(device):
+    if _newest is not None:
+        jax.block_until_ready(_newest)
+
+
+def cuda_versions():
+    return jax_numpy.cuda_versions()
+
+
+def allocator_peak_mb(device):
+    return jax_numpy.allocator_peak_mb(device)
+
+
+def is_oom(error):
+    # XLA raises JaxRuntimeError for every failure; an allocation failure says so in its message.
+    message = str(error)
+    return "RESOURCE_EXHAUSTED" in message or "out of memory" in message.lower()
