@@ -59,7 +59,7 @@ class Experiment(TypedDict):
     optimizer: str  # sgd, adam or rmsprop
     learning_rate: float  # the optimiser's step size
     epochs: int  # training epochs, each followed by an evaluation on the test split
-    variant: str  # <mode>[-nhwc][-amp], one the stack declares (dlbench/variants.py)
+    variant: str  # <mode>[-<compile mode>][-nhwc][-amp], one the stack declares (dlbench/variants.py)
     data_placement: str  # device, host or stream: where the training data lives
     framework: str  # the stack's framework, as the record calls it
     backend: str  # the stack's execution backend (Keras: KERAS_BACKEND)

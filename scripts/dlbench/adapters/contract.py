@@ -6,9 +6,9 @@ functions and constants (the `self` below is the module); everything else in it 
 tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.yaml against these classes.
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
-those frameworks' adapters for their thread and math-mode switches, pipeline and CUDA versions rather than copying
-them, and Keras on JAX and Flax call jax_numpy for JAX's: the small shared surface below (KerasBackend, TorchBackend,
-TensorFlowBackend, JaxBackend), which those adapters keep public.
+those frameworks' adapters for their thread and math-mode switches and CUDA versions rather than copying them, Keras
+on JAX and Flax call jax_numpy for JAX's, and both stream through tensorflow_raw's tf.data pipelines (its stream): the
+small shared surface below (KerasBackend, TorchBackend, JaxBackend) and the contract's own members.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ class OpsAdapter(Adapter, Protocol):
 
 
 class KerasBackend(Protocol):
-    """What keras3 calls in the adapter of the backend it runs on (pytorch, tensorflow_raw), besides cuda_versions."""
+    """What keras3 calls in the adapter of the backend it runs on (pytorch, tensorflow_raw, jax_numpy), and Flax in
+    jax_numpy, besides cuda_versions and allocator_peak_mb."""
 
     def apply_threads(self, threads) -> dict:
         """The intra-op (TensorFlow: and inter-op) thread counts, pinned where `threads` is a number, read back."""
@@ -130,18 +131,9 @@ class TorchBackend(KerasBackend, Protocol):
         """{compile_mode, compiled_graphs, graph_breaks[, cudagraph_skips, cuda_graphs]} since the counters `before`."""
 
 
-class TensorFlowBackend(KerasBackend, Protocol):
-    """KerasBackend, and the tf.data pipeline Keras streams image folders through on either backend."""
-
-    def image_pipeline(self, meta, split, workers):
-        """dataset(items, batch_size): a streamed split as a tf.data pipeline of uint8 NHWC batches."""
-
-
-class JaxBackend(Protocol):
-    """What the adapters that run on JAX (keras3 on JAX, flax_nnx) call in jax_numpy: JAX's own switches."""
-
-    def apply_math_mode(self, math_mode) -> dict:
-        """{tf32, conv_autotune}: JAX's default matmul precision set, and both read back."""
+class JaxBackend(KerasBackend, Protocol):
+    """KerasBackend for JAX, which the adapters that run on JAX (keras3 on JAX, flax_nnx) call in jax_numpy, and
+    what jaxlib reports."""
 
     def cuda_versions(self) -> tuple[str | None, str | None]:
         """(CUDA, cuDNN) as jaxlib reports them (None where it reports none, e.g. a CPU build)."""
@@ -151,7 +143,7 @@ class JaxBackend(Protocol):
 
 
 # The shared surface: the adapters other adapters call beyond the contract, and what they call.
-SHARED = {"pytorch": TorchBackend, "tensorflow_raw": TensorFlowBackend, "jax_numpy": JaxBackend}
+SHARED = {"pytorch": TorchBackend, "tensorflow_raw": KerasBackend, "jax_numpy": JaxBackend}
 
 
 def members(protocol):

@@ -11,7 +11,7 @@ weights load unchanged: HWIO conv kernels, (in, out) dense kernels, and the LSTM
 nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear's).
 
 Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and
-device_put per step; streamed image folders go through tf.data (tensorflow_raw.image_pipeline, as Keras on JAX), and
+device_put per step; streamed image folders go through tf.data (tensorflow_raw.stream, as Keras on JAX), and
 their uint8 batches are made float and normalised as the step's first operations, on the device.
 """
 
@@ -54,8 +54,8 @@ def _produced(value):
 
 
 def configure(device, threads, seed, math_mode):
-    """XLA's threads cannot be pinned at run time (one per core, recorded as such); the device becomes JAX's default
-    (jax.devices("gpu") raises in an env without a GPU backend)."""
+    """The device becomes JAX's default (jax.devices("gpu") raises in an env without a GPU backend); XLA's threads
+    and math mode through jax_numpy, read back."""
     global _seed
     _seed = seed
     target = jax.devices("gpu" if device == "gpu" else "cpu")[0]
@@ -64,7 +64,7 @@ def configure(device, threads, seed, math_mode):
         "backend": "jax",
         "backend_version": f"jax {jax.__version__}",
         "device_name": str(target),
-        "xla_threads": "XLA default (one per core)",
+        **jax_numpy.apply_threads(threads),
         **jax_numpy.apply_math_mode(math_mode),
     }
 
@@ -78,18 +78,12 @@ def stage(arrays, experiment):
 
 
 def stream(meta, experiment, workers):
-    """Data placement stream: tf.data over the image folder (tensorflow_raw.image_pipeline), made per epoch from its
-    items; uint8 batches, normalised on the device by the step (_normalised)."""
+    """Data placement stream: tf.data over the image folder, made per epoch from its items: TensorFlow's own
+    pipelines (tensorflow_raw.stream, as Keras on JAX); uint8 batches, normalised on the device by the step
+    (_normalised)."""
     from . import tensorflow_raw
 
-    _, test_labels, test_sizes = data.stream_files(meta, "val")
-    test_items = data.eval_order(test_sizes, meta["shape"][0])
-    return {
-        "stream": True,
-        "train": tensorflow_raw.image_pipeline(meta, "train", workers),
-        "test": tensorflow_raw.image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"]),
-        "test_y": test_labels,
-    }
+    return tensorflow_raw.stream(meta, experiment, workers)
 
 
 def _normalised(images):

@@ -1,7 +1,7 @@
 """JAX adapter for operator microbenchmarks (dlbench/ops.py), with jax.numpy ops dispatched eagerly.
 
 It times JAX itself in the keras-3-jax stack's env; models in that stack train through the keras3 adapter. Its JAX
-switches (math mode, CUDA versions, allocator peak) are also those of Keras on JAX and of Flax: shared,
+switches (threads, math mode, CUDA versions, allocator peak) are also those of Keras on JAX and of Flax: shared,
 contract.JaxBackend.
 """
 
@@ -19,6 +19,12 @@ def version():
 
 def _jax_device(device):
     return jax.devices("gpu" if device == "gpu" else "cpu")[0]
+
+
+def apply_threads(threads):
+    """XLA's CPU threads cannot be pinned at run time: its default, one per core, recorded as such (also Keras on JAX
+    and Flax: shared, contract.JaxBackend)."""
+    return {"xla_threads": "XLA default (one per core)"}
 
 
 def apply_math_mode(math_mode):

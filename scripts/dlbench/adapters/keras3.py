@@ -1,16 +1,17 @@
 """Keras 3 adapter: `fit` and `predict` on the backend named by KERAS_BACKEND (set per stack).
 
 Variants: eager is run_eagerly=True; graph the compiled step without XLA (TensorFlow only: JAX has no graph mode
-without XLA); xla is jit_compile=True; -amp the mixed_float16 policy on GPU (Keras then scales the loss) and
-mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
+without XLA, and on torch it is the eager step); xla is jit_compile=True on TensorFlow and JAX, compile the same on
+torch, where Keras compiles its train step with torch.compile; -amp the mixed_float16 policy on GPU (Keras then
+scales the loss) and mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
 weights load unchanged; padding is "same" where that equals the spec's symmetric padding and explicit
 (ZeroPadding2D) where it does not (stride 2 on even sizes).
 
 Input: fit and predict read each epoch's batches, in the order every framework trains in, through the backend's
 own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
 its own order, and on JAX it converts a JAX array back to NumPy every epoch (keras/src/trainers/data_adapters/
-array_slicing.py), undoing device staging. Streamed image folders go through tf.data on either backend (the
-pipeline of tensorflow_raw.image_pipeline; Keras' documented input for JAX too), and the model then takes uint8
+array_slicing.py), undoing device staging. Streamed image folders go through tf.data on every backend (the
+pipelines of tensorflow_raw.stream; Keras' documented input for JAX too), and the model then takes uint8
 images, made float and normalised by its first layers, on the device.
 """
 
@@ -43,17 +44,36 @@ def configure(device, threads, seed, math_mode):
     return {
         "backend": keras.backend.backend(),
         "backend_version": _backend_version(),
-        "device_name": device,
+        "device_name": _torch_device(device) if keras.backend.backend() == "torch" else device,
         **_backend_threads(threads),
         **_configure_backend(math_mode),
     }
+
+
+def _torch_device(device):
+    """Keras on torch places every tensor on the device it chose at import, CUDA whenever it sees a GPU: the
+    experiment's device is set as its torch device (the global attribute keras.device() scopes) and read back from
+    a tensor."""
+    from keras.src.backend.common import global_state
+
+    target = "cuda:0" if device == "gpu" else "cpu"
+    global_state.set_global_attribute("torch_device", target)
+    try:
+        placed = str(keras.ops.zeros((1,)).device)
+    except (AssertionError, RuntimeError) as error:  # torch's "not compiled with CUDA enabled", no device found
+        raise RuntimeError(f"device {device} requested but Keras' torch backend cannot use {target}: {error}")
+    if placed != target:
+        raise RuntimeError(f"device {device} requested but Keras' torch backend placed a tensor on {placed}")
+    return placed
 
 
 def _backend_threads(threads):
     """The backend's thread counts through its own adapter, read back. XLA (JAX) cannot be pinned at run time and
     keeps its default, one thread per core, which is recorded as such."""
     if keras.backend.backend() == "jax":
-        return {"xla_threads": "XLA default (one per core)"}
+        from . import jax_numpy
+
+        return jax_numpy.apply_threads(threads)
     if keras.backend.backend() == "torch":
         from . import pytorch
 
@@ -84,8 +104,9 @@ def _configure_backend(math_mode):
 
 
 def stage(arrays, experiment):
-    """JAX: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by fit, one
-    batch ahead); device placement makes JAX arrays on the device (batches gathered there). TensorFlow: tensors in
+    """JAX and torch: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by
+    fit, one batch ahead); device placement makes the backend's arrays on the device (batches gathered there).
+    TensorFlow: tensors in
     host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml)."""
     if keras.backend.backend() == "tensorflow":
         if experiment["data_placement"] == "device" and experiment["device"] == "gpu":
@@ -103,18 +124,11 @@ def stage(arrays, experiment):
 
 
 def stream(meta, experiment, workers):
-    """Data placement stream: tf.data over the image folder, made per epoch from its items (tensorflow_raw)."""
+    """Data placement stream: tf.data over the image folder, made per epoch from its items: TensorFlow's own
+    pipelines (tensorflow_raw.stream)."""
     from . import tensorflow_raw
 
-    _, test_labels, test_sizes = data.stream_files(meta, "val")
-    test_items = data.eval_order(test_sizes, meta["shape"][0])
-    test = tensorflow_raw.image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
-    return {
-        "stream": True,
-        "train": tensorflow_raw.image_pipeline(meta, "train", workers),
-        "test": test,
-        "test_y": test_labels,
-    }
+    return tensorflow_raw.stream(meta, experiment, workers)
 
 
 def _normalisation_layers(inputs):
@@ -282,9 +296,9 @@ def _take(array, indices):
 
 def _feed(arrays, index_batches):
     """fit's (or predict's) input: per batch of indices, the batch of each array, through the backend's own path
-    for in-memory data. JAX: a generator, gathering in NumPy (fit copies each batch to the device one batch ahead)
-    or on the device (fit takes JAX arrays as they are). TensorFlow: tf.data gathering each batch in parallel
-    with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
+    for in-memory data. JAX and torch: a generator, gathering in NumPy (fit copies each batch to the device one batch
+    ahead) or on the device (fit takes the backend's arrays as they are). TensorFlow: tf.data gathering each batch in
+    parallel with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
     if keras.backend.backend() != "tensorflow":
         return (tuple(_take(array, indices) for array in arrays) for indices in index_batches)
     import tensorflow as tf
@@ -350,7 +364,8 @@ def fixed_batch_steps(model, staged, order, batch_size):
 
 def evaluate(model, staged, batch_size):
     """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
-    JAX a generator of slices, so that device-staged data stays on the device; streamed, the evaluation loader."""
+    JAX and torch a generator of slices, so that device-staged data stays on the device; streamed, the evaluation
+    loader."""
     images, count = staged.get("test_x"), len(staged["test_y"])
     if staged.get("stream"):
         predicted = model.predict(staged["test"], verbose=0)
@@ -394,20 +409,19 @@ def cuda_versions():
 
 
 def allocator_peak_mb(device):
-    if device != "gpu":
-        return None
+    """The backend's allocator peak, through its adapter."""
     backend = keras.backend.backend()
     if backend == "jax":
         from . import jax_numpy
 
         return jax_numpy.allocator_peak_mb(device)
-    if backend == "tensorflow":
-        import tensorflow as tf
+    if backend == "torch":
+        from . import pytorch
 
-        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
-    import torch
+        return pytorch.allocator_peak_mb(device)
+    from . import tensorflow_raw
 
-    return torch.cuda.max_memory_allocated() / 2**20
+    return tensorflow_raw.allocator_peak_mb(device)
 
 
 _OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory", "can't allocate memory")

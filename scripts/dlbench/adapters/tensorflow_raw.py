@@ -69,13 +69,13 @@ def stage(arrays, experiment):
     return dict(staged, device=_device_name(experiment["device"]), on_host=False)
 
 
-def image_pipeline(meta, split, workers):
+def _image_pipeline(meta, split, workers):
     """dataset(items, batch_size): a streamed split as tf.data, the pipeline of TensorFlow's own ImageNet models. Per
     item (a row of data.stream_order or data.eval_order) read the file, decode it (training: only the crop box,
     decode_and_crop_jpeg), resize bilinearly with antialiasing, flip; in `workers` parallel calls on a private pool
     of as many threads; uint8 NHWC batches with int32 labels, prefetched. The split's paths and labels become
-    tensors once, here, not in every epoch's timing. Also the loader of Keras on TensorFlow and on JAX (shared,
-    contract.TensorFlowBackend)."""
+    tensors once, here, not in every epoch's timing. Also the loader of Keras, on every backend, and of Flax,
+    which call stream."""
     files, labels, _ = data.stream_files(meta, split)
     files, labels, size = tf.constant(files), tf.constant(labels), meta["shape"][0]
 
@@ -115,14 +115,14 @@ def _host_iterator(dataset):
 
 
 def stream(meta, experiment, workers):
-    """Data placement stream: tf.data over the image folder (image_pipeline), made per epoch from its items; uint8
+    """Data placement stream: tf.data over the image folder (_image_pipeline), made per epoch from its items; uint8
     batches made float and normalised inside the compiled step, on the device (_normalised)."""
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
-    test = image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
+    test = _image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
     return {
         "stream": True,
-        "train": image_pipeline(meta, "train", workers),
+        "train": _image_pipeline(meta, "train", workers),
         "test": test,
         "test_y": test_labels,
         "device": _device_name(experiment["device"]),
