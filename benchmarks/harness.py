@@ -74,7 +74,7 @@ def import_adapter(name, device, threads, environment):
     threads = thread_count(threads)
     prepare_process(environment, threads, mathmode.DEFAULT)
     adapter = load(name)
-    adapter.configure(device, threads, 0, mathmode.DEFAULT)
+    adapter.configure(device, threads, 0, mathmode.DEFAULT, 1)
     return adapter
 
 

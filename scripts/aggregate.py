@@ -1,7 +1,8 @@
 """Tidy tables from the run records, each as CSV with Parquet beside it (dlbench.analysis.tables names them):
 runs (one row per run), summary (per experiment, over repeats), epochs, comparisons (between stacks and variants
 within each group of otherwise identical experiments), fastest (each group's answer: the report's first page),
-versions (each framework's releases paired on otherwise identical experiments), telemetry (the trace of each
+versions (each framework's releases paired on otherwise identical experiments), scaling (each experiment on several
+data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry (the trace of each
 experiment's first finished repeat) and max_batch (one row per largest-batch search, empty when none ran).
 
 Every statistic is computed here, once, by dlbench.analysis (records, summary, comparisons, fastest, statistics: each
@@ -31,6 +32,7 @@ from dlbench.analysis.records import (
     runs_table,
     telemetry_table,
 )
+from dlbench.analysis.scaling import scaling_table
 from dlbench.analysis.summary import summary_table
 from dlbench.analysis.tables import TABLES
 from dlbench.cli import run_main
@@ -79,6 +81,7 @@ def main():
         ),
         "comparisons": comparisons(runs, summary, args.baseline, args.equivalence_margin),
         "versions": version_pairs(runs, summary, args.equivalence_margin),
+        "scaling": scaling_table(runs, summary, args.equivalence_margin),
         "telemetry": telemetry_table(records, machines),
     }
     tables["fastest"] = fastest_table(summary, tables["comparisons"])

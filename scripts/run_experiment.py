@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import contention
+from dlbench import contention, parallel
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic, write_text_atomic
 from dlbench.process import run_child
@@ -68,15 +68,39 @@ def failed_record(argv, error):
 
 
 def train_once(argv):
-    """One try in a fresh process; its record (train.py's, or one made here if it died first)."""
-    outcome = run_child([sys.executable, SCRIPTS / "train.py", *argv], log=sys.stderr)
+    """One try in fresh processes (one, or one per replica under torchrun); its record (train.py's, or one made
+    here if it died first)."""
+    experiment = json.loads(option(argv, "--experiment"))
+    command = parallel.training_command(sys.executable, SCRIPTS / "train.py", argv, experiment, os.environ)
+    outcome = run_child(command, log=sys.stderr)
+    return record_of_try(argv, outcome, parallel.processes(experiment))
+
+
+def record_of_try(argv, outcome, processes):
+    """The record of a try whose processes ended with `outcome`: rank 0's, unless another replica process failed
+    first, whose error then names the run's failure (rank 0 only saw a collective break, or was stopped by torchrun
+    before it could write)."""
     record_path = Path(option(argv, "--record"))
+    failed = [
+        (rank, json.loads(path.read_text()))
+        for rank in range(1, processes)
+        if (path := parallel.rank_output(record_path, rank)).exists()
+    ]
+    failed = [(rank, record) for rank, record in failed if record["status"] != "ok"]
     if record_path.exists():  # written atomically by train.py; a crash while exiting must not discard it
         if not outcome.ok:
             log(f"training process {outcome.description} after writing its record")
-        return json.loads(record_path.read_text())
-    tail = outcome.stderr_tail(15) or "it printed nothing"
-    return failed_record(argv, f"training process {outcome.description} before writing its record: {tail}")
+        record = json.loads(record_path.read_text())
+    else:
+        tail = outcome.stderr_tail(15) or "it printed nothing"
+        record = failed_record(argv, f"training process {outcome.description} before writing its record: {tail}")
+    if record["status"] == "ok" or not failed:
+        return record
+    rank, first = failed[0]
+    record["status"] = first["status"]
+    record["error"] = f"replica process {rank} of {processes} failed: {first['error']} (rank 0: {record['error']})"
+    log(f"FAILED: {record['error']}")
+    return record
 
 
 def gpu_check(argv, thresholds):
@@ -142,6 +166,8 @@ def main():
         os.replace(scratch / "telemetry.csv", run_dir / f"telemetry.attempt{attempt}.csv")
         (scratch / "record.json").unlink()
         (scratch / "epochs.csv").unlink(missing_ok=True)  # a next try that dies before its first epoch has none
+        for replica_output in scratch.glob("rank*.*"):  # other replica processes' own outputs
+            replica_output.unlink()
 
     record = contention.until_clean(
         try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}", tell_console, set_aside

@@ -13,11 +13,12 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 import traceback
 from pathlib import Path
 
-from dlbench import data, peaks, specs
+from dlbench import data, parallel, peaks, specs
 from dlbench.adapters import STREAM_INPUT_WORK, load
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic
@@ -124,7 +125,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         reported = adapter.cuda_versions()
         for key, version in zip(("cuda", "cudnn"), reported):
             record["provenance"][key] = version or record["provenance"][key]
-    device, batch_size = experiment["device"], experiment["batch_size"]
+    device, batch_size = experiment["device"], parallel.global_batch_size(experiment)
     record["engaged"].update(run.configure(threads))
     log(f"{experiment['framework']} {record['framework_version']} on {device}: {record['engaged']}")
     data.verify(dataset_dir)  # before the clock: hashing is not loading
@@ -172,6 +173,8 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["first_epoch_images_per_s"] = images / record["epoch_train_s"][0]
     window = steady_window(run, model, staged, order_of, record, sampler)
     record["train_images_per_s"] = steady_throughput(images, [phases["first_epoch"], *window])
+    if record["train_images_per_s"]:
+        record["replica_images_per_s"] = record["train_images_per_s"] / parallel.replicas(experiment)
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = meta["test_size"] / statistics.median(steady_eval)
     record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
@@ -217,7 +220,9 @@ def open_arrays(run, dataset_dir, record):
 
     def order_of(epoch):
         cap = experiment.get("images_per_epoch")
-        return data.epoch_order(meta["train_size"], experiment["batch_size"], experiment["seed"], epoch, cap)
+        return data.epoch_order(
+            meta["train_size"], parallel.global_batch_size(experiment), experiment["seed"], epoch, cap
+        )
 
     return staged, meta, order_of
 
@@ -247,7 +252,7 @@ def open_stream(run, dataset_dir, record):
 
     def order_of(epoch):
         cap = experiment.get("images_per_epoch")
-        return data.stream_order(sizes, experiment["batch_size"], experiment["seed"], epoch, cap)
+        return data.stream_order(sizes, parallel.global_batch_size(experiment), experiment["seed"], epoch, cap)
 
     return staged, meta, order_of
 
@@ -260,7 +265,7 @@ def measure_loader(run, staged, order_of, record, sampler):
     device with the model removed, after training; and the input-bound share, training images/s over the
     loader's (1: training runs as fast as its loader can feed it)."""
     experiment = run.experiment
-    batch_size = experiment["batch_size"]
+    batch_size = parallel.global_batch_size(experiment)
     epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
     order = order_of(epoch)[: experiment["stream"]["loader_batches"] * batch_size]
     sampler.mark("loader alone")
@@ -279,7 +284,7 @@ def steady_window(run, model, staged, order_of, record, sampler):
     passes over the training set (fresh shuffles, no evaluation: after the last one, so no reported accuracy
     changes). Short epochs timed alone are noise; throughput is taken over the whole window."""
     experiment = run.experiment
-    window, batch_size = list(record["epoch_train_s"][1:]), experiment["batch_size"]
+    window, batch_size = list(record["epoch_train_s"][1:]), parallel.global_batch_size(experiment)
     while window and sum(window) < experiment["min_steady_seconds"]:
         epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
         sampler.mark(f"extra steady epoch {len(record['extra_steady_epochs_s']) + 1}")
@@ -309,7 +314,7 @@ def measure_input_share(run, model, staged, order, steady, record, sampler):
     steady window holds, each of the same number of steps on one batch assembled and placed before the clock starts
     (after one untimed step, which traces the step for that batch where a framework needs to), and compare them
     with the steady epochs. Run after the last evaluation, so the updates they make change no reported result."""
-    batch_size = run.experiment["batch_size"]
+    batch_size = parallel.global_batch_size(run.experiment)
     steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size)
     sampler.mark("fixed-batch warm-up")
     run.timed(steps, 1)
@@ -344,15 +349,19 @@ def main():
     args = parser.parse_args()
     experiment = json.loads(args.experiment)
     env_description = json.loads(Path(args.env_description).read_text())
+    # One process per replica (torchrun): each trains and writes its own outputs; rank 0's are the run's.
+    rank, processes = parallel.process_rank(), parallel.process_count()
+    threads = parallel.threads_per_process(args.threads, processes)
     record = base_record(experiment, env_description, SCRIPTS.parent)
-    record["provenance"]["threads"] = thread_policy(args.threads)
+    record["provenance"]["threads"] = thread_policy(threads)
     epoch_rows = []
-    prepare_process(experiment["environment"], args.threads, experiment["math_mode"])
-    log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}")
+    prepare_process(experiment["environment"], threads, experiment["math_mode"])
+    replica = f" (replica process {rank} of {processes})" if processes > 1 else ""
+    log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}{replica}")
     sampler, adapter = start_telemetry(experiment, record), None
     try:
         adapter = import_adapter(experiment, record, sampler)
-        train(adapter, experiment, args.dataset_dir, args.threads, record, epoch_rows, sampler)
+        train(adapter, experiment, args.dataset_dir, threads, record, epoch_rows, sampler)
     except Diverged as error:  # a result, not a fault: no traceback
         record["status"], record["error"] = "diverged", str(error)
         log(f"DIVERGED: {record['error']}")
@@ -361,13 +370,15 @@ def main():
         out_of_memory = isinstance(error, MemoryError) or (adapter is not None and adapter.is_oom(error))
         record["status"] = "oom" if out_of_memory else "error"
         record["error"] = f"{type(error).__name__}: {error}"
-        log(f"{'OUT OF MEMORY' if out_of_memory else 'FAILED'}: {record['error']}")
-    record_telemetry(sampler, record, epoch_rows, args.telemetry_csv)
+        log(f"{'OUT OF MEMORY' if out_of_memory else 'FAILED'}{replica}: {record['error']}")
+    record_telemetry(sampler, record, epoch_rows, parallel.rank_output(args.telemetry_csv, rank))
     record["host_rss_peak_mb"] = peak_rss_mb()
     record["provenance"]["finished_at"] = utc_now()
-    write_epochs_csv(args.epochs_csv, epoch_rows)
-    write_json_atomic(args.record, record)
-    log(f"status {record['status']}: record written to {args.record}")
+    write_epochs_csv(parallel.rank_output(args.epochs_csv, rank), epoch_rows)
+    write_json_atomic(parallel.rank_output(args.record, rank), record)
+    log(f"status {record['status']}: record written to {parallel.rank_output(args.record, rank)}")
+    if processes > 1 and record["status"] != "ok":
+        sys.exit(1)  # torchrun then stops the other replicas at once, not at their collectives' timeout
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ def save_weights(path, weights):
 def main():
     adapter = load(sys.argv[1])
     declared, out = sys.argv[2].split(","), Path(sys.argv[3])
-    math_modes = {"default": adapter.configure("cpu", 1, 0, mathmode.DEFAULT)}
+    math_modes = {"default": adapter.configure("cpu", 1, 0, mathmode.DEFAULT, 1)}
     results = []
     for name, shape in CASES:
         spec = model_spec(name, CLASSES)
@@ -202,7 +202,7 @@ def main():
                 unsupported[variant] = str(refusal)
     # Last, as it changes this process: the policy switched off, its variables set as the runner sets them.
     os.environ.update(mathmode.environment(MATH_OFF))
-    math_modes["off"] = adapter.configure("cpu", 1, 0, MATH_OFF)
+    math_modes["off"] = adapter.configure("cpu", 1, 0, MATH_OFF, 1)
     oom, other = scripted_oom()
     oom_detection = {"oom": adapter.is_oom(oom), "other": adapter.is_oom(other)}
     (out / "probe.json").write_text(

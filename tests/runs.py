@@ -34,6 +34,8 @@ def experiment(**changes):
         "epochs": 3,
         "variant": "eager",
         "data_placement": "device",
+        "replicas": 1,
+        "scaling": "weak",
         "rep": 1,
         "seed": 1,
         "target_accuracy": 0.9,

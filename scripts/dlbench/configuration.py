@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config, validate
 
-from . import catalog, image_folder, plan
+from . import catalog, image_folder, parallel, plan
 from .specs import MODELS, known_model, layer_shapes, model_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,31 +44,40 @@ class ConfigError(WorkflowError):
 
 
 class Machine:
-    """What planning needs to know of the machine it plans for: its GPU (asked lazily: nvidia-smi runs only where a
-    config asks for a GPU), its memory, and whether software is deployed there with conda (Snakemake's --sdm conda)."""
+    """What planning needs to know of the machine it plans for: its GPUs (asked lazily: nvidia-smi runs only where a
+    config asks for a GPU), its CPU cores, its memory, and whether software is deployed there with conda (Snakemake's
+    --sdm conda)."""
 
-    def __init__(self, has_gpu=None, memory_bytes=None, conda=False):
-        self._has_gpu, self.memory_bytes, self.conda = has_gpu, memory_bytes, conda
+    def __init__(self, gpus=None, memory_bytes=None, conda=False, cores=None):
+        self._gpus, self.memory_bytes, self.conda = gpus, memory_bytes, conda
+        self.cores = cores or len(os.sched_getaffinity(0))
+
+    @property
+    def gpus(self):
+        if self._gpus is None:
+            self._gpus = gpu_count()
+        return self._gpus
 
     @property
     def has_gpu(self):
-        if self._has_gpu is None:
-            self._has_gpu = gpu_present()
-        return self._has_gpu
+        return self.gpus > 0
 
 
 def this_machine(conda=False):
     return Machine(memory_bytes=memory_bytes(), conda=conda)
 
 
-def gpu_present():
+def gpu_count():
+    """The NVIDIA GPUs `nvidia-smi -L` lists (0 without nvidia-smi or where it fails)."""
     if shutil.which("nvidia-smi") is None:
-        return False
+        return 0
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
-        return False
-    return listing.returncode == 0 and "GPU" in listing.stdout
+        return 0
+    if listing.returncode != 0:
+        return 0
+    return sum(line.startswith("GPU ") for line in listing.stdout.splitlines())
 
 
 def memory_bytes():
@@ -195,6 +204,7 @@ def refusals(config, stacks, registry, machine):
         existing_envs_under_conda,
         dataset_memory,
         gpu_on_this_machine,
+        replica_counts,
     )
     return [problem for check in checks for problem in check(config, stacks, registry, machine)]
 
@@ -289,7 +299,9 @@ def learning_rates(config, stacks, registry, machine):
 
 
 def epoch_cap(config, stacks, registry, machine):
-    cap, largest = config["images_per_epoch"], max(plan.axis_values(config, "batch_size"))
+    """An epoch is whole global batches (batch size times replicas with weak scaling)."""
+    replicas = max(plan.axis_values(config, "replicas")) if config["scaling"] == "weak" else 1
+    cap, largest = config["images_per_epoch"], max(plan.axis_values(config, "batch_size")) * replicas
     if cap is not None and cap < largest:
         yield (
             f"config error in `images_per_epoch`: {cap} is below batch size {largest}; an epoch is whole "
@@ -389,6 +401,44 @@ def gpu_on_this_machine(config, stacks, registry, machine):
         yield (
             "config error in `devices`: 'gpu' is listed but this machine has no NVIDIA GPU (`nvidia-smi -L` lists "
             "none). Allowed here: cpu (on a Slurm cluster's login node, run with --profile profiles/slurm)"
+        )
+
+
+def replica_counts(config, stacks, registry, machine):
+    """Replicas the machine can give each run: GPUs on a GPU (here, or a Slurm node's `slurm.gpus_per_node` times
+    nodes), cores on a CPU (replicas are logical devices or processes sharing them); strong scaling's global batch
+    must split equally."""
+    for grid_number, grid in enumerate(plan.grids(config)):
+        for count in grid["replicas"]:
+            key = (
+                f"grids.{grid_number}.replicas"
+                if config["grids"] and "replicas" in config["grids"][grid_number]
+                else "replicas"
+            )
+            if "gpu" in grid["device"]:
+                yield from gpu_replica_problems(config, machine, key, count)
+            if "cpu" in grid["device"] and count > machine.cores:
+                yield (
+                    f"config error in `{key}`: {count} replicas on cpu, but this machine has {machine.cores} cores "
+                    f"for them to share; use at most {machine.cores}"
+                )
+            for batch_size in grid["batch_size"]:
+                problem = parallel.batch_problem(batch_size, count, config["scaling"])
+                if problem:
+                    yield f"config error in `batch_sizes` ({key}: {count}, scaling: strong): {problem}"
+
+
+def gpu_replica_problems(config, machine, key, count):
+    if config["scheduler"] == "local" and machine.has_gpu and count > machine.gpus:
+        yield (
+            f"config error in `{key}`: {count} replicas on gpu, but this machine has {machine.gpus} GPUs "
+            f"(`nvidia-smi -L`); use at most {machine.gpus}, or run on a cluster (--profile profiles/slurm)"
+        )
+    per_node = config["slurm"]["gpus_per_node"]
+    if config["scheduler"] == "slurm" and per_node and count > per_node and count % per_node:
+        yield (
+            f"config error in `{key}`: {count} replicas on gpu span nodes of {per_node} GPUs "
+            f"(`slurm.gpus_per_node`) but do not fill them; use a multiple of {per_node}"
         )
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from . import record
+from . import parallel, record
 from .analysis.tables import COMPARISON_GROUP
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
@@ -25,6 +25,7 @@ AXES = (
     "epochs",
     "variant",
     "data_placement",
+    "replicas",
 )
 CONFIG_AXES = dict(
     zip(
@@ -40,6 +41,7 @@ CONFIG_AXES = dict(
             "epochs",
             "variants",
             "data_placements",
+            "replicas",
         ),
     )
 )
@@ -61,11 +63,14 @@ class Experiment(TypedDict):
     epochs: int  # training epochs, each followed by an evaluation on the test split
     variant: str  # <mode>[-<compile mode>][-nhwc][-amp], one the stack declares (dlbench/variants.py)
     data_placement: str  # device, host or stream: where the training data lives
+    replicas: int  # data-parallel replicas (devices), each framework's own mechanism (dlbench/parallel.py)
+    scaling: str  # weak (batch_size per replica) or strong (batch_size is the global batch)
+    launcher: str  # process (one process drives every replica) or torchrun (one process per replica)
     framework: str  # the stack's framework, as the record calls it
     backend: str  # the stack's execution backend (Keras: KERAS_BACKEND)
     adapter: str  # the module under dlbench/adapters that trains it (a TrainingAdapter)
     env: str  # the env its jobs run in: the stack's env file for the device, or existing-<stack>
-    environment: dict[str, str]  # the stack's variables, set before the framework is imported
+    environment: dict[str, str]  # the stack's variables (and its CPU replicas'), set before the framework is imported
     momentum: float  # SGD's momentum (config `momentum`; other optimisers ignore it)
     weight_decay: float  # coupled L2 weight decay (config `weight_decay`)
     target_accuracy: float | None  # the test accuracy whose first crossing gives time_to_target_s; None: not timed
@@ -114,11 +119,17 @@ def placement_suffix(row):
     return "" if row["data_placement"] == "device" else f"_{row['data_placement']}-data"
 
 
-def experiment_id(row):
+def replicas_suffix(row, scaling):
+    """One replica, the default, adds nothing to an id; N adds `_r<N>`, and `-strong` with strong scaling."""
+    return "" if row["replicas"] == 1 else f"_r{row['replicas']}" + "-strong" * (scaling == "strong")
+
+
+def experiment_id(row, scaling="weak"):
     """Readable and stable: every axis, in a fixed order."""
     return (
         f"{row['stack']}_{row['dataset']}_{row['model']}_{row['device']}_b{row['batch_size']}"
         f"_{row['optimizer']}-lr{row['learning_rate']:g}_e{row['epochs']}_{row['variant']}{placement_suffix(row)}"
+        f"{replicas_suffix(row, scaling)}"
     )
 
 
@@ -149,7 +160,7 @@ def prepared_train_size(meta):
 
 def experiment_table(config, stacks, train_sizes=None):
     """({id: Experiment}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
-    sorted set of ("variant", stack, variant, device, data placement, reason) left out because the stack cannot run
+    sorted set of ("variant", stack, variant, device, data placement, replicas, reason) left out because the stack cannot run
     them, and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
     with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
     as (stack, dataset, batch size, reason)."""
@@ -158,28 +169,32 @@ def experiment_table(config, stacks, train_sizes=None):
         row = dict(zip(AXES, values))
         stack = stacks[row["stack"]]
         what = (row["variant"], row["device"], row["data_placement"])
-        reason = unsupported_reason(stack, *what)
+        reason = unsupported_reason(stack, *what, row["replicas"])
         if reason:
-            skipped.add(("variant", row["stack"], *what, reason))
+            skipped.add(("variant", row["stack"], *what, row["replicas"], reason))
             continue
         if row["data_placement"] == "stream" and not is_image_folder(row["dataset"], config):
             skipped.add(("stream", row["dataset"], "only image folders stream (`imagenet`, `image_folders`)"))
             continue
         if any(matches(row, exclusion) for exclusion in config["exclude"]):
             continue
-        size = (train_sizes or {}).get(row["dataset"])
-        if size is not None and row["batch_size"] > size:
+        experiment = experiment_row(row, config, stacks)
+        reason = parallel.spanning_problem(experiment, config["scheduler"], config["slurm"]["gpus_per_node"])
+        if reason:
+            skipped.add(("variant", row["stack"], *what, row["replicas"], reason))
+            continue
+        size, batch = (train_sizes or {}).get(row["dataset"]), parallel.global_batch_size(experiment)
+        if size is not None and batch > size:
             skipped.add(
                 (
                     "batch size",
                     row["dataset"],
-                    row["batch_size"],
+                    batch,
                     size,
                     f"larger than the {size} training examples of {row['dataset']}",
                 )
             )
             continue
-        experiment = experiment_row(row, config, stacks)
         table[experiment["experiment_id"]] = experiment
     return table, sorted(skipped, key=str)
 
@@ -190,11 +205,13 @@ def experiment_row(axes, config, stacks) -> Experiment:
     stack = stacks[axes["stack"]]
     row = Experiment(
         **axes,
+        scaling=config["scaling"],
+        launcher=stack.get("data_parallel", {}).get("launcher", "process"),
         framework=stack["framework"],
         backend=stack["backend"],
         adapter=stack["adapter"],
         env=stack_env(config, stacks, axes["stack"], axes["device"]),
-        environment=stack["environment"],
+        environment=parallel.stack_environment(stack, axes["device"], axes["replicas"]),
         momentum=config["momentum"],
         weight_decay=config["weight_decay"],
         target_accuracy=config["target_accuracy"],
@@ -202,7 +219,7 @@ def experiment_row(axes, config, stacks) -> Experiment:
         measure_input_share=config["measure_input_share"],
         math_mode=config["math_mode"],
         min_steady_seconds=config["min_steady_seconds"],
-        experiment_id=experiment_id(axes),
+        experiment_id=experiment_id(axes, config["scaling"]),
     )
     if config["images_per_epoch"]:
         row["images_per_epoch"] = config["images_per_epoch"]
@@ -214,8 +231,9 @@ def experiment_row(axes, config, stacks) -> Experiment:
 def skipped_message(entry):
     """One line per left-out group (printed once per invocation)."""
     if entry[0] == "variant":
-        _, stack, variant, device, placement, reason = entry
-        return f"skipping variant {variant!r} with {placement} data for {stack} on {device}: {reason}"
+        _, stack, variant, device, placement, replicas, reason = entry
+        on = f"{device} with {replicas} replicas" if replicas > 1 else device
+        return f"skipping variant {variant!r} with {placement} data for {stack} on {on}: {reason}"
     if entry[0] == "stream":
         _, dataset, reason = entry
         return f"skipping data placement 'stream' on {dataset}: {reason}"
@@ -244,6 +262,8 @@ def max_batch_searches(config, experiments):
         if options["stacks"] and row["stack"] not in options["stacks"]:
             continue
         if row["data_placement"] == "stream":  # batches reach the device one at a time, as with host data
+            continue
+        if row["replicas"] > 1:  # one device's memory: the one-replica experiment's search answers it
             continue
         search = {key: row[key] for key in SEARCH_KEYS if key not in ("batch_size", "epochs")}
         search.update(

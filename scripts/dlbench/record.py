@@ -15,9 +15,10 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from . import parallel
 from .io import csv_cell, write_text_atomic
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 IDENTITY_KEYS = (
     "experiment_id",
     "stack",
@@ -34,6 +35,8 @@ IDENTITY_KEYS = (
     "epochs",
     "variant",
     "data_placement",
+    "replicas",
+    "scaling",
     "rep",
     "seed",
 )
@@ -162,6 +165,7 @@ def base_record(experiment, env_description, repo):
     """A record with identity and provenance filled and every measurement empty (status 'error' until set)."""
     record = {key: experiment[key] for key in IDENTITY_KEYS}
     record.update(
+        **batch_sizes(experiment),
         schema_version=SCHEMA_VERSION,
         framework_version=None,
         status="error",
@@ -170,6 +174,7 @@ def base_record(experiment, env_description, repo):
         epoch_train_s=[],
         epoch_eval_s=[],
         train_images_per_s=None,
+        replica_images_per_s=None,
         first_epoch_images_per_s=None,
         inference_images_per_s=None,
         target_accuracy=experiment.get("target_accuracy"),
@@ -214,6 +219,16 @@ def base_record(experiment, env_description, repo):
     return record
 
 
+def batch_sizes(experiment):
+    """{global_batch_size, replica_batch_size}: images per step over all replicas and on each (None where the
+    batch size is unknown: the stand-in of an unreadable record)."""
+    known = experiment["batch_size"] is not None
+    return {
+        "global_batch_size": parallel.global_batch_size(experiment) if known else None,
+        "replica_batch_size": parallel.replica_batch_size(experiment) if known else None,
+    }
+
+
 def write_epochs_csv(path, rows):
     """The per-epoch CSV beside the record (header only when no epoch finished); a loss that was not finite (a
     diverged run) is an empty cell, as the record's null is."""
@@ -248,6 +263,8 @@ def stand_in(path, reason, like=None):
     like = like or {"device": None, "provenance": {}}
     experiment = {key: like.get(key) for key in IDENTITY_KEYS}
     experiment.update(experiment_id=run_folder.parent.name, rep=int(run_folder.name.removeprefix("rep")))
+    # Grouped on by every table: unknown without a readable repeat, so the defaults.
+    experiment.update(replicas=experiment["replicas"] or 1, scaling=experiment["scaling"] or "weak")
     empty = {key: None for key in ("env_file", "env_file_sha256", "deployment", "packages_sha256")}
     record = base_record(dict(experiment, device=like.get("device")), empty, None)
     record["provenance"] = dict.fromkeys(record["provenance"]) | {

@@ -2,7 +2,7 @@
 configured, the data loaded and placed, the model built from the neutral spec with the neutral initial weights; each
 step on the clock with the device synchronised around every read of it (clock.py), its seconds kept by phase."""
 
-from . import clock, data, specs
+from . import clock, data, parallel, specs
 
 
 class Run:
@@ -15,15 +15,20 @@ class Run:
         self.phases = {} if phases is None else phases
 
     def configure(self, threads):
-        """The adapter configured for the experiment's device, seed and math mode; what took effect."""
-        return self.adapter.configure(self.device, threads, self.experiment["seed"], self.experiment["math_mode"])
+        """The adapter configured for the experiment's device, seed, math mode and replicas; what took effect."""
+        experiment = self.experiment
+        return self.adapter.configure(
+            self.device, threads, experiment["seed"], experiment["math_mode"], parallel.replicas(experiment)
+        )
 
     def sync(self):
         self.adapter.sync(self.device)
 
     def timed(self, work, *args):
-        """(result, seconds) of work(*args), queued device work drained before both clock reads."""
-        return clock.timed(self.sync, work, *args)
+        """(result, seconds) of work(*args), queued device work drained before both clock reads; in a multi-process
+        run the slowest process's seconds, so that every process takes the same decisions from them."""
+        result, seconds = clock.timed(self.sync, work, *args)
+        return result, self.adapter.replica_max(seconds)
 
     def phase(self, name, work, *args):
         """work(*args), timed; its seconds kept as phases[name]."""

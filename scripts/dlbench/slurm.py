@@ -6,7 +6,8 @@ a failed submission per job.
                    account in Slurm's accounting; none is an error only where the cluster enforces associations
     partition      config `slurm.partition`, else $SBATCH_PARTITION, else the cluster's default partition
     gpu_partition  config `slurm.gpu_partition`, else the partition; it must have nodes with a `gpu` GRES when any
-                   job needs a GPU (each such job asks Slurm for exactly one: `--gres=gpu:1`)
+                   job needs a GPU (each such job asks Slurm for one per replica: `--gres=gpu:N`, and for several
+                   nodes where its replicas exceed `slurm.gpus_per_node`)
 
 `run(argv) -> stdout` runs a Slurm client command (raising CalledProcessError or OSError when it fails), so that
 the checks can be tested on a real cluster and on recorded outputs alike.
@@ -19,18 +20,26 @@ import subprocess
 NOT_SUBMITTED = {"account": "", "partition": "", "gpu_partition": ""}  # resolve's answer where nothing is submitted
 
 
-def device_resources(device, scheduler, submission):
+def device_resources(device, scheduler, submission, replicas=1, gpus_per_node=None):
     """A timed job's Snakemake resources on its device, only those in effect, as each costs planning work per job.
-    Here: `gpu`, which `--resources gpu=1` (profiles/default) holds GPU jobs to one at a time with. On Slurm none of
-    that, as a workflow-wide gpu=1 would hold the whole cluster to one GPU job at a time: each job asks sbatch for
-    its own GPU, with the account and partition of `submission` (resolve)."""
+    Here: `gpu`, one per replica, which `--resources gpu=N` (profiles/default: the machine's GPUs) holds GPU jobs
+    to. On Slurm none of that, as a workflow-wide gpu limit would hold the whole cluster to it: each job asks sbatch
+    for its own GPUs, with the account and partition of `submission` (resolve), on as many nodes of
+    `gpus_per_node` GPUs as its replicas fill (nodes_of)."""
     if scheduler == "slurm":
+        nodes = nodes_of(replicas, gpus_per_node) if device == "gpu" else 1
         return {
-            "gres": "gpu:1" if device == "gpu" else "",
+            "gres": f"gpu:{replicas // nodes}" if device == "gpu" else "",
+            "nodes": nodes,
             "slurm_account": submission["account"],
             "slurm_partition": submission["gpu_partition" if device == "gpu" else "partition"],
         }
-    return {"gpu": int(device == "gpu")}
+    return {"gpu": replicas if device == "gpu" else 0}
+
+
+def nodes_of(replicas, gpus_per_node):
+    """The nodes a run of `replicas` GPUs spans: one, unless they exceed a node's GPUs (config slurm.gpus_per_node)."""
+    return 1 if not gpus_per_node or replicas <= gpus_per_node else replicas // gpus_per_node
 
 
 class SlurmSettingError(ValueError):

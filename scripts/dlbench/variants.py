@@ -49,24 +49,33 @@ def compute_dtype(variant, device):
     return "float16" if device == "gpu" else "bfloat16"
 
 
-def unsupported_reason(stack, variant, device, data_placement="device"):
-    """Why a stack (its envs/stacks.yaml entry) cannot run this variant with this data placement on this device;
-    None when it can.
+def unsupported_reason(stack, variant, device, data_placement="device", replicas=1):
+    """Why a stack (its envs/stacks.yaml entry) cannot run this variant with this data placement on this device
+    with this many data-parallel replicas; None when it can.
 
     `unsupported` keys are a whole variant (`eager-amp`), a mode, compile mode or modifier (`xla`,
-    `compile-max-autotune`, `amp`, ...) or a data placement (`device-data`, `host-data`), optionally
-    `<key> on <device>`."""
+    `compile-max-autotune`, `amp`, ...), a data placement (`device-data`, `host-data`) or, above one replica,
+    `replicas` and `<variant or mode> with replicas`, optionally `<key> on <device>`."""
     reasons = stack.get("unsupported", {})
     parsed = parse(variant)
     compile_mode = [f"compile-{parsed.compile_mode}"] * (parsed.compile_mode != "default")
     keys = [variant, parsed.mode, *compile_mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
     keys.append(f"{data_placement}-data")
+    if replicas > 1:
+        keys += [
+            "replicas",
+            f"{variant} with replicas",
+            f"{parsed.mode} with replicas",
+            f"{data_placement}-data with replicas",
+        ]
     for key in keys:
         for candidate in (f"{key} on {device}", key):
             if candidate in reasons:
                 return reasons[candidate]
     if variant not in stack["variants"]:
         return "its adapter does not implement it"
+    if replicas > 1 and "data_parallel" not in stack:
+        return "its adapter has no data-parallel mechanism (envs/stacks.yaml `data_parallel`)"
     return None
 
 

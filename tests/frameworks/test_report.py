@@ -26,6 +26,7 @@ FIGURES = [
     "memory",
     "energy",
     "versions",
+    "scaling",
 ]
 WORD = re.compile(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>')
 PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.S)

@@ -8,7 +8,7 @@ import yaml
 from conftest import REPO
 from dlbench import configuration, plan
 
-MACHINE = configuration.Machine(has_gpu=False, memory_bytes=24 * 2**30)  # this project's 2-core, 24 GiB machine
+MACHINE = configuration.Machine(gpus=0, memory_bytes=24 * 2**30, cores=2)  # this project's 2-core, 24 GiB machine
 WORKFLOW_CONFIG = REPO / "config.yaml"
 
 # (what the study config sets, what the refusal says): every one of these is nonsense that must not run.
@@ -73,6 +73,15 @@ HOSTILE = [
     ({"contention": {"foreign_gpu_process": "kill"}}, "`contention.foreign_gpu_process`: 'kill' is not one of"),
     ({"contention": {"throttle_reasons": ["gpu_idle"]}}, "`contention.throttle_reasons.0`: 'gpu_idle' is not one of"),
     ({"expected_failures": ["crashed"]}, "`expected_failures.0`: 'crashed' is not one of"),
+    ({"replicas": [0]}, "`replicas.0`: 0 is less than the minimum of 1"),
+    ({"replicas": [1, 4]}, "`replicas`: 4 replicas on cpu, but this machine has 2 cores for them to share"),
+    ({"grids": [{"replicas": [3]}]}, "`grids.0.replicas`: 3 replicas on cpu, but this machine has 2 cores"),
+    ({"scaling": "linear"}, "`scaling`: 'linear' is not one of ['weak', 'strong']"),
+    (
+        {"replicas": [1, 2], "scaling": "strong", "batch_sizes": [63]},
+        "`batch_sizes` (replicas: 2, scaling: strong): batch size 63 is not divisible by 2 replicas",
+    ),
+    ({"replicas": [2], "images_per_epoch": 64, "batch_sizes": [64]}, "`images_per_epoch`: 64 is below batch size 128"),
 ]
 
 
@@ -90,6 +99,27 @@ def test_a_hostile_config_is_refused_naming_the_key(tmp_path, monkeypatch, study
     with pytest.raises(configuration.ConfigError) as refusal:
         checked(tmp_path, study)
     assert expected in str(refusal.value)
+
+
+def test_more_gpu_replicas_than_the_machine_or_a_slurm_node_holds_are_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    (tmp_path / "study.yaml").write_text(
+        yaml.safe_dump({"devices": ["gpu"], "replicas": [1, 2, 8], "stacks": ["torch-2.13"]})
+    )
+    config = configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
+    stacks, registry = configuration.load_stacks(), configuration.load_registry(config)
+    two_gpus = configuration.Machine(gpus=2, memory_bytes=2**40, cores=16)
+    assert configuration.refusals(config, stacks, registry, two_gpus) == [
+        "config error in `replicas`: 8 replicas on gpu, but this machine has 2 GPUs (`nvidia-smi -L`); use at most "
+        "2, or run on a cluster (--profile profiles/slurm)"
+    ]
+    cluster = dict(config, scheduler="slurm", slurm=dict(config["slurm"], gpus_per_node=3))
+    assert configuration.refusals(cluster, stacks, registry, configuration.Machine(gpus=0, cores=16)) == [
+        "config error in `replicas`: 8 replicas on gpu span nodes of 3 GPUs (`slurm.gpus_per_node`) but do not "
+        "fill them; use a multiple of 3"
+    ]
+    eight = dict(cluster, slurm=dict(config["slurm"], gpus_per_node=4))
+    assert configuration.refusals(eight, stacks, registry, configuration.Machine(gpus=0, cores=16)) == []
 
 
 def test_every_problem_is_named_at_once(tmp_path, monkeypatch):
@@ -203,7 +233,7 @@ def test_existing_environments_are_refused_only_where_software_is_deployed_with_
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({"existing_envs": {"torch-2.13": "/usr/bin/python3"}}))
     config = configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
     stacks, registry = configuration.load_stacks(), configuration.load_registry(config)
-    conda = configuration.Machine(has_gpu=False, memory_bytes=24 * 2**30, conda=True)
+    conda = configuration.Machine(gpus=0, memory_bytes=24 * 2**30, conda=True)
     assert configuration.refusals(config, stacks, registry, MACHINE) == []
     assert configuration.refusals(config, stacks, registry, conda) == [
         "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "

@@ -8,7 +8,7 @@ import pytest
 from dlbench.analysis.fastest import fastest_table
 from dlbench.analysis.tables import GROUP
 
-GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device"]))
+GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device", 1, "weak"]))
 
 
 def experiment(stack, images_per_s, runs_ok=3, to_target=None, low=None, high=None):

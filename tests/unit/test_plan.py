@@ -21,9 +21,13 @@ AXIS_DEFAULTS = {
     "epochs": [2],
     "variants": ["eager", "graph"],
     "data_placements": ["device"],
+    "replicas": [1],
 }
 CONFIG = dict(
     AXIS_DEFAULTS,
+    scaling="weak",
+    scheduler="local",
+    slurm={"gpus_per_node": None},
     grids=[],
     exclude=[],
     existing_envs={},

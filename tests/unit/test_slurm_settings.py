@@ -78,13 +78,24 @@ def test_a_timed_job_asks_for_the_resources_in_effect_where_it_runs():
     submission = {"account": "lab", "partition": "cpu", "gpu_partition": "gpu"}
     assert slurm.device_resources("gpu", "local", slurm.NOT_SUBMITTED) == {"gpu": 1}
     assert slurm.device_resources("cpu", "local", slurm.NOT_SUBMITTED) == {"gpu": 0}
+    assert slurm.device_resources("gpu", "local", slurm.NOT_SUBMITTED, replicas=4) == {"gpu": 4}
     assert slurm.device_resources("gpu", "slurm", submission) == {
         "gres": "gpu:1",
+        "nodes": 1,
         "slurm_account": "lab",
         "slurm_partition": "gpu",
     }
     assert slurm.device_resources("cpu", "slurm", submission) == {
         "gres": "",
+        "nodes": 1,
         "slurm_account": "lab",
         "slurm_partition": "cpu",
     }
+
+
+def test_replicas_beyond_a_nodes_gpus_span_nodes():
+    submission = {"account": "lab", "partition": "cpu", "gpu_partition": "gpu"}
+    assert slurm.device_resources("gpu", "slurm", submission, replicas=4, gpus_per_node=8)["gres"] == "gpu:4"
+    spanning = slurm.device_resources("gpu", "slurm", submission, replicas=16, gpus_per_node=8)
+    assert (spanning["gres"], spanning["nodes"]) == ("gpu:8", 2)
+    assert slurm.device_resources("gpu", "slurm", submission, replicas=16)["nodes"] == 1  # gpus_per_node unset

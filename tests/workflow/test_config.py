@@ -118,11 +118,12 @@ def test_the_planning_command_refuses_what_the_workflow_refuses(tmp_path):
     assert result.returncode != 0 and "config error in `learning_rates.0`: nan is not a finite number" in result.stderr
 
 
-def stand_in_gpu(tmp_path):
-    """The environment of a run whose PATH has a stand-in nvidia-smi that lists one GPU (GPU studies plan here)."""
+def stand_in_gpu(tmp_path, gpus=1):
+    """The environment of a run whose PATH has a stand-in nvidia-smi that lists `gpus` GPUs (GPU studies plan here)."""
     fake = tmp_path / "bin" / "nvidia-smi"
-    fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\necho "GPU 0: Stand-in (UUID: GPU-0)"\n')
+    fake.parent.mkdir(exist_ok=True)
+    listing = "".join(f'echo "GPU {index}: Stand-in (UUID: GPU-{index})"\n' for index in range(gpus))
+    fake.write_text(f"#!/bin/sh\n{listing}")
     fake.chmod(0o755)
     return {"PATH": f"{fake.parent}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
 
@@ -199,6 +200,34 @@ def test_the_imagenet_study_plans_streamed_runs_of_every_stack(tmp_path, env_pyt
     ):
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
     assert "results/stream/imagenet/meta.json" in planned and "results/data/imagenet" not in planned
+
+
+def test_the_scaling_study_plans_every_gpu_count_and_refuses_more_than_the_machine_has(tmp_path):
+    """config/scaling.yaml on a machine listing 8 GPUs: every stack with a mechanism at 1, 2, 4 and 8 replicas, the
+    jobs taking a GPU per replica; stacks without one skip replicas, saying why. With 4 GPUs it is refused."""
+    command = [*SNAKEMAKE, "-n", "--cores", "1", "--resources", "gpu=8", "--configfile", "config/scaling.yaml"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=stand_in_gpu(tmp_path, 8))
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = result.stdout + result.stderr
+    for expected in (
+        "torch-2.13_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_eager-amp",
+        "torch-2.13_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-amp_r8",
+        "mxnet-1.9_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_r4",
+        "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r2",
+        "keras-3-jax_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r8",
+        "keras-3-tensorflow_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_r8",
+        "flax-0.12_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r2",
+    ):
+        assert f"results/runs/{expected}/rep3/record.json" in planned, expected
+    fewer = subprocess.run(
+        command[:-2] + ["--configfile", "config/scaling.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=stand_in_gpu(tmp_path, 4),
+    )
+    assert fewer.returncode != 0
+    assert "config error in `replicas`: 8 replicas on gpu, but this machine has 4 GPUs" in fewer.stderr
 
 
 def test_the_versions_study_plans_each_framework_at_two_releases():

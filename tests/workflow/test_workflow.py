@@ -1,4 +1,5 @@
-"""The whole workflow end to end, once, on a tiny config: five stacks, a report; then what a rerun plans after no
+"""The whole workflow end to end, once, on a tiny config: five stacks, two of them also on 2 data-parallel replicas
+(PyTorch's gloo processes, MXNet's CPU contexts), a report; then what a rerun plans after no
 change, a changed batch size, a changed env file and a re-fetched dataset. (Faults and recovery: test_recovery.py.)"""
 
 import json
@@ -28,6 +29,11 @@ TINY_CONFIG = {
         {"stack": FAST_STACKS, "batch_size": 512},  # torch at 512 > 256 training images: left out at planning
         {"stack": ["torch-2.13", "keras-3-tensorflow"], "data_placement": "host"},
     ],
+    # The top-level grid, and two of its experiments again on 2 replicas: the report's scaling section.
+    "grids": [
+        {},
+        {"stacks": ["torch-2.13", "mxnet-1.9"], "batch_sizes": [32], "data_placements": ["device"], "replicas": [2]},
+    ],
     "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
     "min_steady_seconds": 0.1,
     "max_batch": {"enabled": True, "stacks": ["mxnet-1.9"], "start": 16, "limit": 64},
@@ -40,7 +46,7 @@ TINY_CONFIG = {
     "venv_root": str(VENV_ROOT),
     "contention": SHARED_MACHINE,
 }
-EXPERIMENTS = 8  # 5 with device-staged data, 3 with host data
+EXPERIMENTS = 10  # 5 with device-staged data, 3 with host data, 2 on 2 replicas
 
 
 def snakemake(workdir, *arguments):
@@ -182,6 +188,23 @@ def test_repeats_run_in_interleaved_rounds(workdir):
     assert len(starts["1"]) == len(starts["2"]) == EXPERIMENTS and starts["1"][-1] < starts["2"][0]
 
 
+def test_replicated_runs_are_scaled_against_one_replica_in_the_tables_and_the_report(workdir):
+    scaling = read_csv(workdir / "results/tables/scaling.csv")
+    assert sorted((row["stack"], row["variant"], row["replicas"]) for row in scaling) == [
+        ("mxnet-1.9", "graph", "2"),
+        ("torch-2.13", "eager", "2"),
+    ]
+    for row in scaling:
+        assert row["base_experiment_id"] + "_r2" == row["experiment_id"] and float(row["efficiency"]) > 0
+        assert row["global_batch_size"] == "64"  # weak scaling: 32 per replica
+    records = [json.loads(path.read_text()) for path in (workdir / "results/runs").glob("*_r2/rep1/record.json")]
+    engaged = {record["stack"]: record["engaged"] for record in records}
+    assert engaged["torch-2.13"]["collective"] == "gloo" and engaged["mxnet-1.9"]["data_parallel"]
+    assert all(record["replica_images_per_s"] == record["train_images_per_s"] / 2 for record in records)
+    html = (workdir / "results/report/report.html").read_text()
+    assert "Data-parallel scaling" in html and "efficiency [95%]" in html
+
+
 def test_largest_batch_searches_are_tabled_and_reported(workdir):
     """MXNet's two searches (device and host data) reach the limit, 64, after trying 16, 32 and 64."""
     searches = read_csv(workdir / "results/tables/max_batch.csv")
@@ -231,7 +254,7 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
     original = env_file.read_text()
     env_file.write_text(original + "# edited\n")
     try:
-        assert planned_jobs(workdir) == {"build_env": 1, "train": 2 * 2, "max_batch": 2, "aggregate": 1, "report": 1}
+        assert planned_jobs(workdir) == {"build_env": 1, "train": 3 * 2, "max_batch": 2, "aggregate": 1, "report": 1}
     finally:
         env_file.write_text(original)
 

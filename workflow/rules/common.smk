@@ -52,8 +52,8 @@ def slurm_submission():
         raise WorkflowError(str(error))
 
 
-def device_resources(device):
-    return slurm.device_resources(device, config["scheduler"], SLURM)
+def device_resources(device, replicas=1):
+    return slurm.device_resources(device, config["scheduler"], SLURM, replicas, config["slurm"]["gpus_per_node"])
 
 
 def job_resources(device_of_job):
@@ -67,7 +67,7 @@ def job_resources(device_of_job):
 def train_resources():
     """The resources (device_resources) of a train job: per_experiment, constants where the devices agree."""
     return {
-        name: per_experiment(lambda row, name=name: device_resources(row["device"])[name])
+        name: per_experiment(lambda row, name=name: device_resources(row["device"], row["replicas"])[name])
         for name in device_resources("cpu")
     }
 

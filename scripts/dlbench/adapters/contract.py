@@ -8,7 +8,7 @@ tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.ya
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
 those frameworks' adapters for their thread and math-mode switches and CUDA versions rather than copying them, Keras
 on JAX and Flax call jax_numpy for JAX's, and both stream through tensorflow_raw's tf.data pipelines (its stream): the
-small shared surface below (KerasBackend, TorchBackend, JaxBackend) and the contract's own members.
+small shared surface below (KerasBackend, TorchBackend, TensorFlowBackend, JaxBackend) and the contract's own members.
 """
 
 from __future__ import annotations
@@ -35,8 +35,17 @@ class TrainingAdapter(Adapter, Protocol):
     LOADER: str
     """The framework's own loader of streamed image folders, in words (the record's stream.loader)."""
 
-    def configure(self, device, threads, seed, math_mode) -> dict:
-        """What took effect, read back, of setting threads, seeds, device and math mode (dlbench/mathmode.py)."""
+    def configure(self, device, threads, seed, math_mode, replicas) -> dict:
+        """What took effect, read back, of setting threads, seeds, device and math mode (dlbench/mathmode.py), and
+        with replicas > 1 the data-parallel replicas (dlbench/parallel.py): `replicas`, `replica_devices`."""
+
+    # Data-parallel replicas (experiment `replicas` > 1): build wraps the model in the stack's mechanism, and
+    # train_epoch, fixed_batch_steps and evaluate take the global batch size, each replica training on its equal
+    # slice of every batch (parallel.replica_slice); the loss they return is the global batch's, the same in every
+    # process. A multi-process stack (launcher torchrun) runs every call below in every process.
+    def replica_max(self, value) -> float:
+        """The largest of a host float over the run's processes (the value itself in a one-process run): every
+        process then takes the same time-based decisions, such as the steady window's extra epochs."""
 
     # Data placement `device`: framework tensors on the training device, batches gathered there; `host`: NumPy arrays,
     # each batch gathered in NumPy and handed over per step. In the layout the experiment's variant runs in.
@@ -65,7 +74,9 @@ class TrainingAdapter(Adapter, Protocol):
         """The current weights, one list of arrays per spec leaf, in the neutral layout."""
 
     def engaged(self, model) -> dict:
-        """What ran, read back: variant state (graph, XLA, graph breaks), dtypes, layout, loss scaling."""
+        """What ran, read back: variant state (graph, XLA, graph breaks), dtypes, layout, loss scaling; with replicas,
+        `data_parallel` (the mechanism), `gradient_reduction` (mean, or sum with the rate scaled) and `collective`
+        (what reduces the gradients: NCCL, gloo, a kvstore, XLA's all-reduce)."""
 
     def train_epoch(self, model, staged, order, batch_size):
         """The mean loss (float-like, read after sync) of one epoch over `order`; no blocking host read inside."""
@@ -131,6 +142,17 @@ class TorchBackend(KerasBackend, Protocol):
         """{compile_mode, compiled_graphs, graph_breaks[, cudagraph_skips, cuda_graphs]} since the counters `before`."""
 
 
+class TensorFlowBackend(KerasBackend, Protocol):
+    """KerasBackend, and the data-parallel replicas, which Keras on TensorFlow makes and reads back as the
+    tensorflow_raw adapter does."""
+
+    def mirrored_strategy(self, device, replicas):
+        """A tf.distribute.MirroredStrategy over the first `replicas` devices (on a CPU, logical ones)."""
+
+    def strategy_engagement(self, strategy) -> dict:
+        """{data_parallel, collective}: the strategy and its cross-device reduction, read back."""
+
+
 class JaxBackend(KerasBackend, Protocol):
     """KerasBackend for JAX, which the adapters that run on JAX (keras3 on JAX, flax_nnx) call in jax_numpy, and
     what jaxlib reports."""
@@ -143,7 +165,7 @@ class JaxBackend(KerasBackend, Protocol):
 
 
 # The shared surface: the adapters other adapters call beyond the contract, and what they call.
-SHARED = {"pytorch": TorchBackend, "tensorflow_raw": KerasBackend, "jax_numpy": JaxBackend}
+SHARED = {"pytorch": TorchBackend, "tensorflow_raw": TensorFlowBackend, "jax_numpy": JaxBackend}
 
 
 def members(protocol):

@@ -13,6 +13,17 @@ nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear'
 Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and
 device_put per step; streamed image folders go through tf.data (tensorflow_raw.stream, as Keras on JAX), and
 their uint8 batches are made float and normalised as the step's first operations, on the device.
+
+Data-parallel replicas, as Flax's guide to scaling up has it: a one-axis device mesh ("data") over the first N devices
+(on a CPU, N host devices made by XLA_FLAGS=--xla_force_host_platform_device_count, set before the import), the
+model and optimiser state replicated over it, every global batch split over its data axis, and the same step: jax.jit
+(GSPMD) partitions it, each device computing its slice's part of the global batch's mean loss, and inserts the
+all-reduce that sums the gradients' partial sums. Device-staged data is replicated on every device (a jitted step
+takes its arguments on the mesh's devices), gathered inside the step and laid out over the data axis there
+(jax.lax.with_sharding_constraint, the guide's tool for values made inside the step): each device gathers its own
+slice from its own copy, no transfer between devices. The eager variant runs the same step op by op, each
+operation on the sharded arrays partitioned by XLA as jit would (its collectives then per operation). Evaluation
+runs replicated: every device the whole test batch, as one replica would.
 """
 
 import functools
@@ -25,8 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from .. import data, specs, variants
+from .. import data, parallel, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, jax_numpy
 
 FRAMEWORK = "flax"
@@ -53,28 +66,58 @@ def _produced(value):
     return value
 
 
-def configure(device, threads, seed, math_mode):
+def configure(device, threads, seed, math_mode, replicas):
     """The device becomes JAX's default (jax.devices("gpu") raises in an env without a GPU backend); XLA's threads
-    and math mode through jax_numpy, read back."""
+    and math mode through jax_numpy, read back; with replicas, the devices of their mesh."""
     global _seed
     _seed = seed
     target = jax.devices("gpu" if device == "gpu" else "cpu")[0]
     jax.config.update("jax_default_device", target)
-    return {
+    configured = {
         "backend": "jax",
         "backend_version": f"jax {jax.__version__}",
         "device_name": str(target),
         **jax_numpy.apply_threads(threads),
         **jax_numpy.apply_math_mode(math_mode),
     }
+    if replicas == 1:
+        return configured
+    mesh = _replica_mesh(device, replicas)
+    return {**configured, "replicas": mesh.size, "replica_devices": [str(each) for each in mesh.devices.flat]}
+
+
+def _replica_mesh(device, replicas):
+    """A one-axis mesh ("data") over the platform's first `replicas` devices; refused where JAX sees fewer."""
+    platform = "gpu" if device == "gpu" else "cpu"
+    devices = jax.devices(platform)
+    if len(devices) < replicas:
+        made = " (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX is imported)" * (device == "cpu")
+        raise RuntimeError(f"{replicas} replicas need {replicas} {platform} devices, but JAX sees {len(devices)}{made}")
+    return Mesh(np.array(devices[:replicas]), ("data",))
+
+
+def _shardings(experiment):
+    """(replicated, batch) shardings over the replicas' mesh: (None, None) for one replica, where jax.device_put
+    places on the default device as it always has."""
+    if parallel.replicas(experiment) == 1:
+        return None, None
+    mesh = _replica_mesh(experiment["device"], parallel.replicas(experiment))
+    return NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
+
+
+def replica_max(value):
+    """The value itself: one process drives every replica's device."""
+    return value
 
 
 def stage(arrays, experiment):
-    """Device placement: JAX arrays on the device, batches gathered inside the step. Host placement: the NumPy
-    arrays, each batch gathered there and put on the device per step (see _batch_calls)."""
+    """Device placement: JAX arrays on the device (with replicas, a copy on every replica's device), batches gathered
+    inside the step. Host placement: the NumPy arrays, each batch gathered there and put on the device per step (see
+    _batch_calls)."""
     if experiment["data_placement"] == "host":
         return dict(arrays, on_host=True)
-    return dict(_produced({key: jax.device_put(value) for key, value in arrays.items()}), on_host=False)
+    replicated, _ = _shardings(experiment)
+    return dict(_produced({key: jax.device_put(value, replicated) for key, value in arrays.items()}), on_host=False)
 
 
 def stream(meta, experiment, workers):
@@ -233,16 +276,36 @@ def _loss(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
-def _train_on(graphdef, state, loss_sum, images, labels):
-    """One step, functional: the network and optimiser merged from the state, the new state and loss sum returned."""
+class _BatchLayout:
+    """Replicas' batches split over the mesh's data axis inside the step, and the sharding XLA's partitioner gave them
+    there, read back (jax.debug.inspect_array_sharding: when the step compiles, or per call in the eager variant)."""
+
+    def __init__(self, sharding):
+        self.sharding, self.seen = sharding, None
+
+    def __call__(self, images, labels):
+        images, labels = jax.lax.with_sharding_constraint((images, labels), self.sharding)
+        jax.debug.inspect_array_sharding(images, callback=self._saw)
+        return images, labels
+
+    def _saw(self, sharding):
+        self.seen = sharding
+
+
+def _train_on(graphdef, layout, state, loss_sum, images, labels):
+    """One step, functional: the network and optimiser merged from the state, the new state and loss sum returned;
+    with replicas, the batch laid out over them (`layout`, else None)."""
+    if layout is not None:
+        images, labels = layout(images, labels)
     network, optimizer = nnx.merge(graphdef, state)
     loss, gradients = nnx.value_and_grad(lambda net: _loss(net(_normalised(images), True), labels).mean())(network)
     optimizer.update(network, gradients)
     return nnx.state((network, optimizer)), loss_sum + loss
 
 
-def _gather_and_train(graphdef, state, loss_sum, images, labels, batch):
-    return _train_on(graphdef, state, loss_sum, jnp.take(images, batch, axis=0), jnp.take(labels, batch, axis=0))
+def _gather_and_train(graphdef, layout, state, loss_sum, images, labels, batch):
+    gathered = jnp.take(images, batch, axis=0), jnp.take(labels, batch, axis=0)
+    return _train_on(graphdef, layout, state, loss_sum, *gathered)
 
 
 def _evaluate_on(graphdef, state, totals, images, labels):
@@ -256,19 +319,18 @@ def _predict(graphdef, state, images):
     return network(_normalised(images), False)
 
 
-def _steps(graphdef, jitted):
-    """The step functions on the state, the graph definition bound; jitted: jax.jit with the training state and the
-    loss sum donated (updated in place, as Flax's guide has it)."""
+def _steps(graphdef, layout, jitted):
+    """The step functions on the state, the graph definition (and the training steps' batch layout) bound; jitted:
+    jax.jit with the training state and the loss sum donated (updated in place, as Flax's guide has it)."""
     functions = {
-        "train_on": (_train_on, (0, 1)),
-        "gather_and_train": (_gather_and_train, (0, 1)),
-        "evaluate_on": (_evaluate_on, ()),
-        "predict": (_predict, ()),
+        "train_on": (functools.partial(_train_on, graphdef, layout), (0, 1)),
+        "gather_and_train": (functools.partial(_gather_and_train, graphdef, layout), (0, 1)),
+        "evaluate_on": (functools.partial(_evaluate_on, graphdef), ()),
+        "predict": (functools.partial(_predict, graphdef), ()),
     }
-    steps = {name: functools.partial(function, graphdef) for name, (function, _) in functions.items()}
     if not jitted:
-        return steps
-    return {name: jax.jit(steps[name], donate_argnums=donated) for name, (_, donated) in functions.items()}
+        return {name: function for name, (function, _) in functions.items()}
+    return {name: jax.jit(function, donate_argnums=donated) for name, (function, donated) in functions.items()}
 
 
 def build(spec, input_shape, weights, experiment):
@@ -279,8 +341,12 @@ def build(spec, input_shape, weights, experiment):
     network = _Network(spec, input_shape, weights, dtype, nnx.Rngs(_seed))
     optimizer = nnx.Optimizer(network, _make_optimizer(experiment), wrt=nnx.Param)
     graphdef, state = nnx.split((network, optimizer))
-    steps = _steps(graphdef, jitted=variant.mode == "xla")
-    return dict(steps, graphdef=graphdef, state=_produced(state), variant=variant)
+    replicated, batch = _shardings(experiment)
+    layout = _BatchLayout(batch) if batch is not None else None
+    steps = _steps(graphdef, layout, jitted=variant.mode == "xla")
+    if replicated is not None:  # a copy of the state on every replica's device
+        state = jax.device_put(state, replicated)
+    return dict(steps, graphdef=graphdef, state=_produced(state), variant=variant, replicated=replicated, layout=layout)
 
 
 def _network(model):
@@ -297,11 +363,11 @@ def weights(model, spec, input_shape):
 
 def engaged(model):
     """What ran, read back: whether the step is a jax.jit wrapper, the weights' dtype, the dtype of the last dense
-    layer's matmul on a zero input."""
+    layer's matmul on a zero input; with replicas, the shardings of a weight and of the batch in the step."""
     variant, network = model["variant"], _network(model)
     dense = next(module for module in reversed(network.leaves) if isinstance(module, nnx.Linear))
     jitted = hasattr(model["train_on"], "lower")
-    return {
+    result = {
         "variant": variant.name,
         "graph": variant.mode != "eager",
         "xla": jitted,
@@ -311,6 +377,23 @@ def engaged(model):
         "layout": "NHWC",
         "loss_scaling": False,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+    if model["layout"] is None:
+        return result
+    return {**result, **_data_parallel(dense.kernel[...], model["layout"], jitted)}
+
+
+def _data_parallel(weight, layout, jitted):
+    """How the replicas shared the step, read back: a weight replicated over the mesh and the batch split over its
+    data axis in the step (None before the first step), from which XLA's partitioner all-reduces the gradients'
+    partial sums, the loss being the global batch's mean: once per step under jit, per operation in eager."""
+    mesh = dict(weight.sharding.mesh.shape)
+    return {
+        "data_parallel": f"jax.jit over a Mesh {mesh} (GSPMD)" if jitted else f"op by op over a Mesh {mesh} (GSPMD)",
+        "gradient_reduction": "mean: the global batch's mean loss differentiated, partial sums all-reduced",
+        "collective": "XLA all-reduce (GSPMD)" if jitted else "XLA all-reduce (GSPMD), per operation",
+        "weight_sharding": str(weight.sharding.spec),
+        "batch_sharding": str(layout.seen.spec) if layout.seen is not None else None,
     }
 
 
@@ -326,16 +409,21 @@ def _batch_calls(model, staged, order, batch_size):
     on the device before it."""
     if staged.get("stream") or staged["on_host"]:
         for batch in _host_batches(staged, order, batch_size):
-            yield model["train_on"], jax.device_put(batch)
+            yield model["train_on"], jax.device_put(batch, _batch_sharding(model))
         return
-    indices = jax.device_put(order.astype(np.int32))
+    indices = jax.device_put(order.astype(np.int32), model["replicated"])
     for batch in data.batch_slices(len(order), batch_size):
         yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
 
 
+def _batch_sharding(model):
+    """Where a batch made outside the step goes: split over the replicas, or (None) the default device."""
+    return None if model["layout"] is None else model["layout"].sharding
+
+
 def _train_steps(model, calls):
     """One step per call; the mean loss stays on the device until the caller reads it."""
-    loss_sum, steps = jnp.zeros(()), 0
+    loss_sum, steps = jax.device_put(jnp.zeros(()), model["replicated"]), 0
     for step, arguments in calls:
         model["state"], loss_sum = step(model["state"], loss_sum, *arguments)
         steps += 1
@@ -351,10 +439,11 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     """The first batch of `order`, gathered and placed on the device before any timing, trained on `steps` times."""
     if staged.get("stream") or staged["on_host"]:
-        first = jax.device_put(next(iter(_host_batches(staged, order[:batch_size], batch_size))))
+        first = next(iter(_host_batches(staged, order[:batch_size], batch_size)))
     else:
-        indices = jax.device_put(order[:batch_size].astype(np.int32))
+        indices = jax.device_put(order[:batch_size].astype(np.int32), model["replicated"])
         first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
+    first = jax.device_put(first, _batch_sharding(model))
     return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], first), steps))
 
 

@@ -13,12 +13,20 @@ its own order, and on JAX it converts a JAX array back to NumPy every epoch (ker
 array_slicing.py), undoing device staging. Streamed image folders go through tf.data on every backend (the
 pipelines of tensorflow_raw.stream; Keras' documented input for JAX too), and the model then takes uint8
 images, made float and normalised by its first layers, on the device.
+
+Data-parallel replicas: on TensorFlow a tf.distribute.MirroredStrategy (tensorflow_raw's), in whose scope the model
+is built and compiled; fit splits each global batch over the replicas itself (its distributed dataset) and sums the
+replicas' gradients, each replica's mean loss scaled by 1/replicas. On JAX Keras' DataParallel distribution, set in
+configure: variables replicated over a one-axis mesh, each global batch sharded along it, one jitted step whose
+gradient XLA all-reduces. Keras on torch has none (keras.distribution runs on JAX only).
 """
+
+import contextlib
 
 import keras
 import numpy as np
 
-from .. import data, specs, variants
+from .. import data, parallel, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "keras"
@@ -39,15 +47,51 @@ def _backend_version():
     return f"{backend} {module.__version__}"
 
 
-def configure(device, threads, seed, math_mode):
+# The replicas' MirroredStrategy on TensorFlow, made by configure (None otherwise): build works in its scope.
+_strategy = None
+
+
+def configure(device, threads, seed, math_mode, replicas):
     keras.utils.set_random_seed(seed)
-    return {
+    configured = {
         "backend": keras.backend.backend(),
         "backend_version": _backend_version(),
         "device_name": _torch_device(device) if keras.backend.backend() == "torch" else device,
         **_backend_threads(threads),
         **_configure_backend(math_mode),
     }
+    if replicas == 1:
+        return configured
+    return {**configured, **_configure_replicas(device, replicas)}
+
+
+def _configure_replicas(device, replicas):
+    """{replicas, replica_devices}, read back, of the replicas made: on TensorFlow tensorflow_raw's MirroredStrategy
+    (last: it starts TensorFlow's runtime, after which threads cannot be set); on JAX Keras' DataParallel over the
+    first devices (on a CPU as many as XLA_FLAGS made before the import), set before any model is built."""
+    global _strategy
+    backend = keras.backend.backend()
+    if backend == "torch":
+        raise RuntimeError(
+            f"{replicas} replicas: Keras' distribution API runs on JAX only; Keras on torch has no data-parallel path"
+        )
+    if backend == "tensorflow":
+        from . import tensorflow_raw
+
+        _strategy = tensorflow_raw.mirrored_strategy(device, replicas)
+        return {"replicas": _strategy.num_replicas_in_sync, "replica_devices": list(_strategy.extended.worker_devices)}
+    devices = keras.distribution.list_devices(device)
+    if len(devices) < replicas:
+        made = " (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX is imported)" * (device == "cpu")
+        raise RuntimeError(f"{replicas} replicas need {replicas} {device} devices, but JAX sees {len(devices)}{made}")
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:replicas]))
+    mesh = keras.distribution.distribution().device_mesh.backend_mesh
+    return {"replicas": int(mesh.devices.size), "replica_devices": [str(each) for each in mesh.devices.flat]}
+
+
+def replica_max(value):
+    """The value itself: one process drives every replica's device."""
+    return value
 
 
 def _torch_device(device):
@@ -105,8 +149,8 @@ def _configure_backend(math_mode):
 
 def stage(arrays, experiment):
     """JAX and torch: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by
-    fit, one batch ahead); device placement makes the backend's arrays on the device (batches gathered there).
-    TensorFlow: tensors in
+    fit, one batch ahead); device placement makes the backend's arrays on the device (batches gathered there; on JAX
+    with replicas, on every replica's device). TensorFlow: tensors in
     host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml)."""
     if keras.backend.backend() == "tensorflow":
         if experiment["data_placement"] == "device" and experiment["device"] == "gpu":
@@ -120,7 +164,20 @@ def stage(arrays, experiment):
             return {key: tf.constant(value) for key, value in arrays.items()}
     if experiment["data_placement"] == "host":
         return arrays
-    return {key: keras.ops.convert_to_tensor(value) for key, value in arrays.items()}
+    return {key: _on_device(value, sharded=False) for key, value in arrays.items()}
+
+
+def _on_device(array, sharded):
+    """A host array as the backend's tensor on the device; on JAX with replicas on every replica's device: whole on
+    each, or `sharded` along the batch, as fit splits its input (which then places it no more)."""
+    distribution = keras.distribution.distribution()
+    if distribution is None:
+        return keras.ops.convert_to_tensor(array)
+    if sharded:
+        layout = distribution.get_data_layout(array.shape)
+    else:
+        layout = keras.distribution.TensorLayout([None] * len(array.shape), distribution.device_mesh)
+    return keras.distribution.distribute_tensor(array, layout)
 
 
 def stream(meta, experiment, workers):
@@ -236,22 +293,30 @@ def build(spec, input_shape, weights, experiment):
     ):
         modes = " and ".join(_MODES[keras.backend.backend()])
         raise ValueError(f"keras adapter on {keras.backend.backend()} runs {modes}, not {variant.name!r}")
+    if _strategy and variant.mode == "xla":
+        raise ValueError(
+            "keras adapter on tensorflow runs replicas eager and graph, not under XLA: Keras turns jit_compile off "
+            "under tf.distribute (its 'auto'), and jit_compile=True fails on the replicas' variables, which live "
+            "on several devices (keras-team/keras issue 19005)"
+        )
     compute = variants.compute_dtype(variant, experiment["device"])
     keras.config.set_dtype_policy(f"mixed_{compute}" if variant.mixed_precision else "float32")
     streamed = experiment["data_placement"] == "stream"
-    inputs, leaves = keras.Input(shape=input_shape, dtype="uint8" if streamed else None), []
-    x = _normalisation_layers(inputs) if streamed else inputs
-    network = keras.Model(inputs, _apply(spec, input_shape, x, leaves))
-    for keras_layer, params in zip(leaves, weights):
-        if params:
-            keras_layer.set_weights(params)
-    network.compile(
-        optimizer=_make_optimizer(experiment),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        run_eagerly=variant.mode == "eager",
-        jit_compile=variant.mode in ("xla", "compile"),
-    )
-    network.leaves, network.variant = leaves, variant
+    # With replicas on TensorFlow, the variables (the optimiser's too) are made mirrored in the strategy's scope.
+    with _strategy.scope() if _strategy else contextlib.nullcontext():
+        inputs, leaves = keras.Input(shape=input_shape, dtype="uint8" if streamed else None), []
+        x = _normalisation_layers(inputs) if streamed else inputs
+        network = keras.Model(inputs, _apply(spec, input_shape, x, leaves))
+        for keras_layer, params in zip(leaves, weights):
+            if params:
+                keras_layer.set_weights(params)
+        network.compile(
+            optimizer=_make_optimizer(experiment),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            run_eagerly=variant.mode == "eager",
+            jit_compile=variant.mode in ("xla", "compile"),
+        )
+    network.leaves, network.variant, network.replicas = leaves, variant, parallel.replicas(experiment)
     if keras.backend.backend() == "torch":
         from . import pytorch
 
@@ -287,7 +352,32 @@ def engaged(model):
 
         result["torch_compile"] = True
         result.update(pytorch.compile_engagement("default", model.compile_counters))
+    if model.replicas > 1:
+        result.update(_data_parallel(model))
     return result
+
+
+def _data_parallel(model):
+    """How the replicas' gradients were reduced, read back. TensorFlow: the model's strategy and its cross-device
+    reduction (tensorflow_raw's reading); Keras' train step scales each replica's mean loss by 1/replicas
+    (scale_loss_for_distribution) and its optimiser sums the gradients over the replicas. JAX: the distribution and
+    its mesh, over which one jitted step takes the global batch's mean loss, XLA all-reducing the gradient."""
+    if keras.backend.backend() == "tensorflow":
+        from . import tensorflow_raw
+
+        strategy = model.distribute_strategy
+        reduction = (
+            f"sum (all-reduce) over the replicas, each replica's mean loss scaled by 1/"
+            f"{strategy.num_replicas_in_sync}: the global batch's mean gradient"
+        )
+        return {**tensorflow_raw.strategy_engagement(strategy), "gradient_reduction": reduction}
+    distribution = keras.distribution.distribution()
+    mesh = distribution.device_mesh
+    return {
+        "data_parallel": type(distribution).__name__,
+        "gradient_reduction": "mean: the gradient of the global batch's mean loss, the batch sharded over the mesh",
+        "collective": f"XLA all-reduce over mesh axis {distribution.batch_dim_name!r} ({mesh.devices.size} devices)",
+    }
 
 
 def _take(array, indices):
@@ -352,35 +442,46 @@ def loader_pass(staged, order, batch_size):
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    """fit over the first batch, gathered (and, on JAX, placed on the device) before any timing, `steps` times."""
+    """fit over the first batch, gathered (and, on JAX, placed on the device, with replicas split over them) before
+    any timing, `steps` times."""
     images, labels = _first_batch(staged, order, batch_size)
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         return lambda steps: _fit_loss(model, tf.data.Dataset.from_tensors((images, labels)).repeat(steps))
-    placed = keras.ops.convert_to_tensor(images), keras.ops.convert_to_tensor(labels)
+    placed = _on_device(images, sharded=True), _on_device(labels, sharded=True)
     return lambda steps: _fit_loss(model, (placed for _ in range(steps)))
 
 
 def evaluate(model, staged, batch_size):
     """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
     JAX and torch a generator of slices, so that device-staged data stays on the device; streamed, the evaluation
-    loader."""
+    loader. On JAX with replicas, batches padded to whole shares (_whole_shares), the extra predictions dropped."""
     images, count = staged.get("test_x"), len(staged["test_y"])
+    on_jax_replicas = keras.backend.backend() == "jax" and model.replicas > 1
     if staged.get("stream"):
-        predicted = model.predict(staged["test"], verbose=0)
+        test = staged["test"]
+        if on_jax_replicas:
+            test = ((_whole_shares(np.asarray(batch), model.replicas),) for batch, _ in test)
+        predicted = model.predict(test, verbose=0)
     elif keras.backend.backend() == "tensorflow":
         predicted = model.predict(images, batch_size=batch_size, verbose=0)
     else:
-        predicted = model.predict(
-            ((images[start : start + batch_size],) for start in range(0, count, batch_size)), verbose=0
-        )
-    logits = np.asarray(predicted, dtype=np.float64)
+        slices = (images[start : start + batch_size] for start in range(0, count, batch_size))
+        predicted = model.predict(((_whole_shares(batch, model.replicas),) for batch in slices), verbose=0)
+    logits = np.asarray(predicted[:count], dtype=np.float64)
     labels = np.asarray(staged["test_y"])
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     loss = -log_probs[np.arange(len(labels)), labels].mean()
     return float(loss), float((logits.argmax(axis=1) == labels).mean())
+
+
+def _whole_shares(batch, replicas):
+    """A batch of images padded to a multiple of the replicas by repeating its rows (only the last batch can be
+    short): Keras' DataParallel shards only batches that split evenly. Unchanged with one replica."""
+    short = -len(batch) % replicas
+    return _take(batch, np.arange(len(batch) + short) % len(batch)) if short else batch
 
 
 def logits(model, images):

@@ -4,6 +4,12 @@ mx.contrib.amp, float16 compute with float32 master weights and dynamic loss sca
 operators of the whole process, which is one run's). Layout NCHW otherwise, neutral weights
 converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) rescales summed gradients by
 1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
+
+Data-parallel replicas, as Gluon's users train on several devices: one process, a context list (the first N GPUs, or
+N CPU contexts cpu(0..N-1), each with its own engine worker, sharing the cores and memory), the parameters on every
+context, each global batch split into equal contiguous slices, one per context (gluon.utils.split_and_load), a
+forward and backward per context, and the Trainer's kvstore ("device" on GPU, "local" on CPU) summing the gradients
+over the contexts before Trainer.step(global batch) divides them by the global batch.
 """
 
 import ctypes
@@ -14,7 +20,7 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.contrib import amp
 
-from .. import data, mathmode, specs, variants
+from .. import data, mathmode, parallel, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "mxnet"
@@ -30,18 +36,38 @@ def _context(device):
     return mx.gpu(0) if device == "gpu" else mx.cpu()
 
 
-def configure(device, threads, seed, math_mode):
-    mx.random.seed(seed)
+def _contexts(device, count):
+    """The replicas' contexts, replica 0's first: the first `count` GPUs, or `count` CPU contexts (one for a run
+    without replicas: _context's)."""
+    return [mx.gpu(index) if device == "gpu" else mx.cpu(index) for index in range(count)]
+
+
+def configure(device, threads, seed, math_mode, replicas):
+    mx.random.seed(seed)  # every context's generator
     if device == "gpu" and mx.context.num_gpus() == 0:
         raise RuntimeError("device gpu requested but MXNet sees no GPU (is this the mxnet-cu112 env?)")
     # MXNet reads OMP_NUM_THREADS (where threads are pinned) and its math-mode variables (mathmode.environment)
     # from the environment, set by the runner before the import: what is read back here is what MXNet read. Its
     # OpenMP team size is read back in engaged(), once MXNet has set it.
-    return {
+    configured = {
         "device_name": str(_context(device)),
         "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
         "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1"),
     }
+    return {**configured, **_replica_devices(device, replicas)} if replicas > 1 else configured
+
+
+def _replica_devices(device, replicas):
+    """The replicas' contexts, each read back from an array placed on it; refused where MXNet sees fewer GPUs."""
+    if device == "gpu" and mx.context.num_gpus() < replicas:
+        raise RuntimeError(f"{replicas} replicas need {replicas} GPUs, but MXNet sees {mx.context.num_gpus()}")
+    placed = [mx.nd.zeros((1,), ctx=ctx) for ctx in _contexts(device, replicas)]
+    return {"replicas": len(placed), "replica_devices": [str(array.context) for array in placed]}
+
+
+def replica_max(value):
+    """The value itself: one process drives every context."""
+    return value
 
 
 def _image_axes(channels_last):
@@ -49,9 +75,10 @@ def _image_axes(channels_last):
 
 
 def stage(arrays, experiment):
-    """Device placement: the dataset as NDArrays on the training context. Host placement: NumPy arrays in the
-    network's layout, from which every step's batch is gathered and copied (see _batches)."""
-    ctx, channels_last = _context(experiment["device"]), variants.parse(experiment["variant"]).channels_last
+    """Device placement: the dataset as NDArrays on the training context (replica 0's). Host placement: NumPy arrays
+    in the network's layout, from which every step's batch is gathered and copied (see _batches)."""
+    contexts = _contexts(experiment["device"], parallel.replicas(experiment))
+    ctx, channels_last = contexts[0], variants.parse(experiment["variant"]).channels_last
     on_host = experiment["data_placement"] == "host"
 
     def images(key):
@@ -67,7 +94,7 @@ def stage(arrays, experiment):
         "train_y": labels("train_y"),
         "test_x": images("test_x"),
         "test_y": labels("test_y"),
-        "ctx": ctx,
+        "contexts": contexts,
         "on_host": on_host,
     }
 
@@ -117,8 +144,10 @@ class _EpochBatches:
 
 def stream(meta, experiment, workers):
     """Data placement stream: a Gluon DataLoader per split over the image folder, `workers` worker processes,
-    pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the context."""
-    ctx, size, batch_size = _context(experiment["device"]), meta["shape"][0], experiment["batch_size"]
+    pinned memory on a GPU; uint8 NHWC global batches, split over the contexts, made float, normalised and laid out
+    on each."""
+    contexts = _contexts(experiment["device"], parallel.replicas(experiment))
+    size, batch_size = meta["shape"][0], parallel.global_batch_size(experiment)
 
     def loader(split, train, sampler):
         files, labels, _ = data.stream_files(meta, split)
@@ -135,52 +164,67 @@ def stream(meta, experiment, workers):
     test = _EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
     return {
         "stream": True,
-        "ctx": ctx,
+        "contexts": contexts,
         "train_batches": train_batches,
         "train": loader("train", True, train_batches),
         "test": loader("val", False, test),
         "test_y": test_labels,
         "channels_last": variants.parse(experiment["variant"]).channels_last,
-        "mean": mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255,
-        "std": mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255,
+        "mean": [mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255 for ctx in contexts],
+        "std": [mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255 for ctx in contexts],
     }
 
 
-def _streamed_batches(staged, loader):
-    """A loader's uint8 NHWC batches on the context as normalised float32 in the network's layout."""
-    for images, labels in loader:
-        images = images.as_in_context(staged["ctx"]).astype("float32")
-        images = mx.nd.broadcast_div(mx.nd.broadcast_sub(images, staged["mean"]), staged["std"])
-        if not staged["channels_last"]:
-            images = mx.nd.transpose(images, axes=(0, 3, 1, 2))
-        yield images, labels.as_in_context(staged["ctx"]).astype("float32")
+def _split(images, labels, contexts):
+    """One batch as its replicas' shards [(images, labels)], one per context: equal contiguous slices, replica 0's
+    first (as parallel.replica_slice), copied to their contexts by gluon.utils.split_and_load, which puts a host
+    batch on the first context before slicing. With one context: the batch on it."""
+    return list(zip(gluon.utils.split_and_load(images, contexts), gluon.utils.split_and_load(labels, contexts)))
+
+
+def _streamed_batches(staged, loader, contexts):
+    """A loader's uint8 NHWC batches as shards on the contexts, each normalised float32 in the network's layout."""
+    for batch in loader:
+        shards = []
+        for (images, labels), mean, std in zip(_split(*batch, contexts), staged["mean"], staged["std"]):
+            images = mx.nd.broadcast_div(mx.nd.broadcast_sub(images.astype("float32"), mean), std)
+            if not staged["channels_last"]:
+                images = mx.nd.transpose(images, axes=(0, 3, 1, 2))
+            shards.append((images, labels.astype("float32")))
+        yield shards
 
 
 def _batches(staged, order, batch_size):
-    """(images, labels) on the training context for each batch of `order`, gathered where the data lives."""
+    """Each batch of `order` as its shards on the contexts (_split), gathered where the data lives: on replica 0's
+    context (device placement) or in NumPy (host placement)."""
+    contexts = staged["contexts"]
     if staged.get("stream"):
         staged["train_batches"].items = order
-        yield from _streamed_batches(staged, staged["train"])
+        yield from _streamed_batches(staged, staged["train"], contexts)
         return
-    ctx = staged["ctx"]
     if staged["on_host"]:
         for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
-            yield mx.nd.array(images, ctx=ctx), mx.nd.array(labels, ctx=ctx)
+            yield _split(images, labels, contexts)
         return
-    indices = mx.nd.array(order, ctx=ctx, dtype="int64")
+    indices = mx.nd.array(order, ctx=contexts[0], dtype="int64")
     for batch in data.batch_slices(len(order), batch_size):
-        yield mx.nd.take(staged["train_x"], indices[batch]), mx.nd.take(staged["train_y"], indices[batch])
+        yield _split(
+            mx.nd.take(staged["train_x"], indices[batch]), mx.nd.take(staged["train_y"], indices[batch]), contexts
+        )
 
 
 def _test_batches(staged, batch_size):
+    """(images, labels) of the test split on replica 0's context: evaluation runs there alone."""
+    ctx = staged["contexts"][0]
     if staged.get("stream"):
-        yield from _streamed_batches(staged, staged["test"])
+        for [(images, labels)] in _streamed_batches(staged, staged["test"], [ctx]):
+            yield images, labels
         return
     count = staged["test_y"].shape[0]
     for start in range(0, count, batch_size):
         images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
         if staged["on_host"]:
-            images, labels = mx.nd.array(images, ctx=staged["ctx"]), mx.nd.array(labels, ctx=staged["ctx"])
+            images, labels = mx.nd.array(images, ctx=ctx), mx.nd.array(labels, ctx=ctx)
         yield images, labels
 
 
@@ -305,7 +349,7 @@ def _layout_weights(spec, input_shape, weights, channels_last):
     return specs.channels_first_weights(spec, input_shape, weights)
 
 
-def _make_trainer(params, experiment):
+def _make_trainer(params, experiment, mixed_precision):
     name = experiment["optimizer"]
     if name == "adam":
         options = {
@@ -318,7 +362,11 @@ def _make_trainer(params, experiment):
     else:
         options = {"momentum": experiment["momentum"]}
     options.update(learning_rate=experiment["learning_rate"], wd=experiment["weight_decay"])
-    return gluon.Trainer(params, name, options)
+    # The kvstore that sums the gradients of several contexts (none with one): "device" reduces on the GPUs, "local"
+    # in host memory. It also runs the update (MXNet's default) except under AMP, whose loss scaler must skip an
+    # overflowed step before any update: its dynamic loss scaling requires update_on_kvstore=False (MXNet's AMP guide).
+    kvstore = "device" if experiment["device"] == "gpu" else "local"
+    return gluon.Trainer(params, name, options, kvstore=kvstore, update_on_kvstore=False if mixed_precision else None)
 
 
 def build(spec, input_shape, weights, experiment):
@@ -331,19 +379,20 @@ def build(spec, input_shape, weights, experiment):
         raise ValueError("MXNet 1.9's CPU (oneDNN) has no bfloat16 training kernels here: -amp runs on gpu")
     if variant.mixed_precision:
         amp.init(target_dtype="float16")  # before the network exists: it patches the operators it will call
-    ctx, leaves = _context(experiment["device"]), []
+    contexts, leaves = _contexts(experiment["device"], parallel.replicas(experiment)), []
+    ctx = contexts[0]
     network = _sequential(spec, input_shape, variant.channels_last, leaves)
-    network.initialize(ctx=ctx)
+    network.initialize(ctx=contexts)
     for block, params in zip(leaves, _layout_weights(spec, input_shape, weights, variant.channels_last)):
-        for index, (param, value) in enumerate(zip(_parameters_of(block), params)):
+        for index, (param, value) in enumerate(zip(_parameters_of(block), params)):  # set_data: on every context
             param.set_data(mx.nd.array(value.T if _transposed(block, index) else value, ctx=ctx))
         if isinstance(block, _RowLSTM):  # the spec has one bias vector: the second stays zero
             block.lstm.l0_h2h_bias.set_data(mx.nd.zeros(block.lstm.l0_h2h_bias.shape, ctx=ctx))
             block.lstm.l0_h2h_bias.grad_req = "null"
-    if variant.mode == "graph":
+    if variant.mode == "graph":  # one cached graph, its static memory kept per context
         network.hybridize(static_alloc=True, static_shape=True)
     trainable = [param for param in network.collect_params().values() if param.grad_req != "null"]
-    trainer = _make_trainer(trainable, experiment)
+    trainer = _make_trainer(trainable, experiment, variant.mixed_precision)
     if variant.mixed_precision:
         amp.init_trainer(trainer)  # dynamic loss scaling; the step skips updates whose gradients overflowed
     return {
@@ -352,7 +401,7 @@ def build(spec, input_shape, weights, experiment):
         "leaves": leaves,
         "loss": gluon.loss.SoftmaxCrossEntropyLoss(),
         "variant": variant,
-        "ctx": ctx,
+        "contexts": contexts,
     }
 
 
@@ -362,10 +411,10 @@ def parameter_count(model):
 
 
 def weights(model, spec, input_shape):
-    """The current weights in the neutral layout (equivalence tests)."""
-    variant, current = model["variant"], []
+    """The current weights in the neutral layout (equivalence tests), replica 0's."""
+    variant, current, ctx = model["variant"], [], model["contexts"][0]
     for block in model["leaves"]:
-        arrays = [param.data().asnumpy() for param in _parameters_of(block)]
+        arrays = [param.data(ctx).asnumpy() for param in _parameters_of(block)]
         current.append([array.T if _transposed(block, index) else array for index, array in enumerate(arrays)])
     if variant.channels_last:
         return _ohwi_kernels(spec, input_shape, current, (1, 2, 3, 0))
@@ -374,12 +423,13 @@ def weights(model, spec, input_shape):
 
 def engaged(model):
     """What ran, read back: whether hybridize built its cached graph, the parameters' dtype, the dtype a dense layer's
-    matmul computes in (AMP casts its inputs to float16), the layout, loss scaling."""
-    network, variant, ctx = model["network"], model["variant"], model["ctx"]
+    matmul computes in (AMP casts its inputs to float16), the layout, loss scaling; with replicas, the kvstore."""
+    network, variant, contexts = model["network"], model["variant"], model["contexts"]
+    ctx = contexts[0]
     dtype = next(iter(network.collect_params().values())).dtype
     probe = mx.nd.zeros((1, 2), ctx=ctx)
     matmul_dtype = mx.nd.FullyConnected(probe, probe, no_bias=True, num_hidden=1).dtype
-    return {
+    result = {
         "variant": variant.name,
         "graph": variant.mode == "graph",
         "hybridize": {"static_alloc": True, "static_shape": True} if variant.mode == "graph" else None,
@@ -389,6 +439,22 @@ def engaged(model):
         "layout": "NHWC" if variant.channels_last else "NCHW",
         "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"),
         "omp_threads": _omp_threads(),
+    }
+    return {**result, **_data_parallel(model["trainer"])} if len(contexts) > 1 else result
+
+
+def _data_parallel(trainer):
+    """How the Trainer reduced the gradients, from its kvstore (which it makes at its first step: before that, the
+    kvstore it was given) and its optimizer's rescale_grad (1 / the global batch of the last step; under AMP also
+    divided by the loss scale)."""
+    made = trainer._kv_initialized
+    kvstore = trainer._kvstore.type if made else f"{trainer._kvstore_params['kvstore']} (made at the first step)"
+    return {
+        "data_parallel": f"gluon.Trainer over a context list of {len(trainer._contexts)} (split_and_load)",
+        "gradient_reduction": "sum over replicas (kvstore pushpull), rescaled by 1 / the global batch in Trainer.step",
+        "collective": f"kvstore {kvstore}",
+        "update_on_kvstore": trainer._update_on_kvstore if made else None,
+        "rescale_grad": trainer._optimizer.rescale_grad,
     }
 
 
@@ -401,22 +467,26 @@ def _omp_threads():
 
 
 def _train_steps(model, batches):
-    """One training step per batch; the mean loss is read once, after the last step."""
+    """One training step per batch of shards (one per context): a forward and backward on each context, queued
+    together (MXNet's engine runs them concurrently), then Trainer.step over the global batch. The mean loss is read
+    once, after the last step."""
     network, trainer, loss_fn = model["network"], model["trainer"], model["loss"]
     scaled = model["variant"].mixed_precision
-    total, steps = mx.nd.zeros((1,), ctx=model["ctx"]), 0
-    for images, labels in batches:
+    totals, steps = [mx.nd.zeros((1,), ctx=ctx) for ctx in model["contexts"]], 0
+    for shards in batches:
         with autograd.record():
-            loss = loss_fn(network(images), labels)
+            losses = [loss_fn(network(images), labels) for images, labels in shards]
             if scaled:
-                with amp.scale_loss(loss, trainer) as scaled_loss:
-                    autograd.backward(scaled_loss)
+                with amp.scale_loss(losses, trainer) as scaled_losses:
+                    autograd.backward(scaled_losses)
         if not scaled:
-            loss.backward()
-        trainer.step(images.shape[0])
-        total += loss.mean()
+            autograd.backward(losses)
+        trainer.step(sum(images.shape[0] for images, _ in shards))
+        for total, loss in zip(totals, losses):
+            total += loss.mean()  # in place: NDArray.__iadd__
         steps += 1
-    return (total / steps).asscalar()
+    # The global batches' mean loss: the shards are equal, so the mean of the replicas' means.
+    return sum(total.asscalar() for total in totals) / (steps * len(totals))
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -443,9 +513,8 @@ def loader_pass(staged, order, batch_size):
 
 
 def evaluate(model, staged, batch_size):
-    network, loss_fn = model["network"], model["loss"]
-    loss_sum = mx.nd.zeros((1,), ctx=model["ctx"])
-    correct = mx.nd.zeros((1,), ctx=model["ctx"])
+    network, loss_fn, ctx = model["network"], model["loss"], model["contexts"][0]
+    loss_sum, correct = mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx)
     for images, labels in _test_batches(staged, batch_size):
         logits = network(images)
         loss_sum += loss_fn(logits, labels).sum()
@@ -456,7 +525,7 @@ def evaluate(model, staged, batch_size):
 
 def logits(model, images):
     inputs = images.transpose(_image_axes(model["variant"].channels_last))
-    return model["network"](mx.nd.array(inputs, ctx=model["ctx"])).asnumpy()
+    return model["network"](mx.nd.array(inputs, ctx=model["contexts"][0])).asnumpy()
 
 
 def sync(device):

@@ -35,12 +35,22 @@ def _place(device):
     return paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
 
 
-def configure(device, threads, seed, math_mode):
+def configure(device, threads, seed, math_mode, replicas):
+    if replicas > 1:
+        raise RuntimeError(
+            f"{replicas} replicas requested: this stack has no data-parallel path wired (Paddle's DataParallel runs "
+            "one process per device under paddle.distributed.launch, which this adapter does not set up)"
+        )
     paddle.seed(seed)
     if device == "gpu" and not paddle.device.is_compiled_with_cuda():
         raise RuntimeError("device gpu requested but this Paddle is a CPU build (is this the paddle-3.3-cuda env?)")
     paddle.set_device("gpu:0" if device == "gpu" else "cpu")
     return {**_apply_threads(threads), "device_name": paddle.device.get_device(), **_apply_math_mode(math_mode)}
+
+
+def replica_max(value):
+    """The value itself: a paddle run is one process (no data-parallel replicas)."""
+    return value
 
 
 def _apply_threads(threads):

@@ -1,16 +1,20 @@
 """PyTorch adapter. Variants: eager, compile (torch.compile of the network, in its default mode or as
 compile-reduce-overhead / compile-max-autotune), -nhwc (channels_last memory format for the weights and every batch),
 -amp (torch.autocast; GradScaler with float16 on GPU). Layout NCHW; neutral weights converted by
-specs.channels_first_weights.
+specs.channels_first_weights. Data-parallel replicas: DistributedDataParallel, one process per replica started by
+torchrun (parallel.launch), gloo processes sharing the cores on CPU, NCCL over the node's GPUs.
 """
 
+import atexit
+import datetime
 import itertools
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
-from .. import data, mathmode, specs, variants
+from .. import data, mathmode, parallel, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "torch"
@@ -23,14 +27,57 @@ def version():
 
 
 def _torch_device(device):
-    return torch.device("cuda:0" if device == "gpu" else "cpu")
+    """The process's device: on a GPU, its node's GPU LOCAL_RANK (one process per replica under torchrun; GPU 0
+    otherwise)."""
+    return torch.device("cuda", parallel.local_rank()) if device == "gpu" else torch.device("cpu")
 
 
-def configure(device, threads, seed, math_mode):
-    torch.manual_seed(seed)
+def configure(device, threads, seed, math_mode, replicas):
+    torch.manual_seed(seed)  # the same on every replica; DDP broadcasts rank 0's parameters anyway
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("device gpu requested but torch.cuda.is_available() is False in this env")
-    return {**apply_threads(threads), "device_name": str(_torch_device(device)), **apply_math_mode(math_mode)}
+    joined = _join_replicas(device, replicas) if replicas > 1 else {}
+    return {**apply_threads(threads), "device_name": str(_torch_device(device)), **apply_math_mode(math_mode), **joined}
+
+
+def _join_replicas(device, replicas):
+    """This replica's process in the run's process group (gloo on CPU, NCCL on GPU), whose collectives raise after
+    parallel.COLLECTIVE_TIMEOUT_S rather than wait forever for a replica that died; every replica's device, read
+    back. The threads train.py hands over are already this process's share (parallel.threads_per_process)."""
+    if parallel.process_count() != replicas:
+        raise RuntimeError(
+            f"{replicas} replicas run one process each, launched through torchrun (parallel.launch), but this run "
+            f"has {parallel.process_count()} process(es) (torchrun's WORLD_SIZE)"
+        )
+    target = _torch_device(device)
+    if device == "gpu":
+        if target.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"{replicas} replicas: the process of local rank {target.index} needs GPU {target.index}, but torch "
+                f"sees {torch.cuda.device_count()} GPU(s)"
+            )
+        torch.cuda.set_device(target)
+    torch.distributed.init_process_group(
+        "nccl" if device == "gpu" else "gloo",
+        timeout=datetime.timedelta(seconds=parallel.COLLECTIVE_TIMEOUT_S),
+        device_id=target if device == "gpu" else None,
+    )
+    atexit.register(torch.distributed.destroy_process_group)  # else torch warns of a group left open at exit
+    reported = f"cuda:{torch.cuda.current_device()}" if device == "gpu" else str(target)
+    devices = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(devices, reported)
+    return {"replicas": torch.distributed.get_world_size(), "replica_devices": devices}
+
+
+def replica_max(value):
+    """The largest of a host float over the replicas' processes (all-reduce MAX, on the device NCCL reduces on);
+    the value itself in a one-process run."""
+    if not torch.distributed.is_initialized():
+        return value
+    on_gpu = torch.distributed.get_backend() == "nccl"
+    largest = torch.tensor(value, dtype=torch.float64, device="cuda" if on_gpu else "cpu")
+    torch.distributed.all_reduce(largest, op=torch.distributed.ReduceOp.MAX)
+    return largest.item()
 
 
 def apply_threads(threads):
@@ -78,6 +125,7 @@ def stage(arrays, experiment):
         "test_y": labels("test_y"),
         "device": target,
         "on_host": experiment["data_placement"] == "host",
+        "replicas": parallel.replicas(experiment),
     }
 
 
@@ -112,14 +160,15 @@ class _EpochSampler(torch.utils.data.Sampler):
 
 def stream(meta, experiment, workers):
     """Data placement stream: a DataLoader per split over the image folder, `workers` persistent worker processes,
-    pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the device."""
+    pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the device. With replicas,
+    each process's training loader loads its replica's share of every batch; evaluation takes global batches."""
     target, size = _torch_device(experiment["device"]), meta["shape"][0]
 
-    def loader(split, train, sampler, **options):
+    def loader(split, train, sampler, batch_size, **options):
         files, labels, _ = data.stream_files(meta, split)
         return torch.utils.data.DataLoader(
             _ImageFolderStream(files, labels, size, train),
-            experiment["batch_size"],
+            batch_size,
             sampler=sampler,
             num_workers=workers,
             pin_memory=target.type == "cuda",
@@ -134,11 +183,14 @@ def stream(meta, experiment, workers):
         "stream": True,
         "device": target,
         "train_sampler": train_sampler,
-        "train": loader("train", True, train_sampler, drop_last=True),
-        "test": loader("val", False, _EpochSampler(data.eval_order(test_sizes, size))),
+        "train": loader("train", True, train_sampler, parallel.replica_batch_size(experiment), drop_last=True),
+        "test": loader(
+            "val", False, _EpochSampler(data.eval_order(test_sizes, size)), parallel.global_batch_size(experiment)
+        ),
         "test_y": test_labels,
         "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
         "std": torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255,
+        "replicas": parallel.replicas(experiment),
     }
 
 
@@ -160,8 +212,19 @@ def _to_device(array, device):
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
+def _replica_share(order, batch_size, replicas):
+    """(this process's items of `order`, its batch size): its replica's slice of every global batch, in order."""
+    rank = torch.distributed.get_rank()
+    batches = data.batch_slices(len(order), batch_size)
+    share = np.concatenate([parallel.replica_slice(order[batch], rank, replicas) for batch in batches])
+    return share, batch_size // replicas
+
+
 def _batches(staged, order, batch_size, layout):
-    """(images, labels) on the training device for each batch of `order`, gathered where the data lives."""
+    """(images, labels) on the training device for each batch of `order`, gathered where the data lives; with
+    replicas, this process's replica's share of each."""
+    if staged["replicas"] > 1:
+        order, batch_size = _replica_share(order, batch_size, staged["replicas"])
     if staged.get("stream"):
         staged["train_sampler"].items = order
         yield from _streamed_batches(staged, staged["train"], layout)
@@ -314,9 +377,18 @@ def build(spec, input_shape, weights, experiment):
     network = _sequential(spec, input_shape, converted, leaves).to(target, memory_format=_memory_format(variant))
     dtype = getattr(torch, variants.compute_dtype(variant, experiment["device"]))
     trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
+    run = torch.compile(network, mode=variant.compile_mode) if variant.mode == "compile" else network
+    # Replicas: DDP wraps the (compiled) network and all-reduces the gradients in backward, bucket by bucket; Dynamo
+    # compiles the network inside DDP's forward, where DDPOptimizer splits the graph at DDP's buckets so that the
+    # all-reduces overlap backward. (torch.compile of the DDP module instead, as PyTorch's notes write it, runs this
+    # network eagerly: Dynamo skips the frame of torch's own nn.Sequential that DDP calls.) Evaluation runs the
+    # network without DDP: no collectives, every process the whole test set.
+    distributed = _distributed(run, target) if parallel.replicas(experiment) > 1 else None
     return {
         "network": network,
-        "run": torch.compile(network, mode=variant.compile_mode) if variant.mode == "compile" else network,
+        "run": run if distributed is None else distributed,
+        "inference": run,
+        "distributed": distributed,
         "leaves": leaves,
         "optimizer": _make_optimizer(trainable, experiment),
         "device": target,
@@ -326,6 +398,12 @@ def build(spec, input_shape, weights, experiment):
         "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
         "compile_counters": compile_counters(),
     }
+
+
+def _distributed(network, target):
+    """The network in DistributedDataParallel (which starts every replica from rank 0's parameters and buffers), on
+    this process's GPU or on the CPU."""
+    return DistributedDataParallel(network, device_ids=[target] if target.type == "cuda" else None)
 
 
 def _autocast(model):
@@ -369,7 +447,21 @@ def engaged(model):
     }
     if variant.mode == "compile":
         result.update(compile_engagement(variant.compile_mode, model["compile_counters"]))
+    if model["distributed"] is not None:
+        result.update(_data_parallel(model["distributed"]))
     return result
+
+
+def _data_parallel(distributed):
+    """How DDP reduced the gradients, from its own logging data: with no communication hook registered, its
+    built-in all-reduce sums the gradients and divides them by the world size."""
+    logged = distributed._get_ddp_logging_data()
+    average = f"mean (all-reduce of the gradient sums divided by the world size, {logged['world_size']})"
+    return {
+        "data_parallel": type(distributed).__name__,
+        "gradient_reduction": logged.get("comm_hook") or average,
+        "collective": torch.distributed.get_backend(),
+    }
 
 
 def compile_counters():
@@ -413,7 +505,11 @@ def _train_steps(model, batches):
         scaler.update()
         total += loss.detach().float()
         steps += 1
-    return total / steps
+    mean = total / steps
+    if model["distributed"] is not None:  # the global batches' mean: every replica's slice is the same size
+        torch.distributed.all_reduce(mean)
+        mean /= torch.distributed.get_world_size()
+    return mean
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -440,7 +536,7 @@ def loader_pass(staged, order, batch_size):
 
 
 def evaluate(model, staged, batch_size):
-    run = model["run"]
+    run = model["inference"]
     model["network"].eval()
     loss_sum = torch.zeros((), device=model["device"])
     correct = torch.zeros((), dtype=torch.int64, device=model["device"])
@@ -457,7 +553,7 @@ def logits(model, images):
     model["network"].eval()
     with torch.no_grad(), _autocast(model):
         inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model["device"])
-        return model["run"](inputs.contiguous(memory_format=model["memory_format"])).float().cpu().numpy()
+        return model["inference"](inputs.contiguous(memory_format=model["memory_format"])).float().cpu().numpy()
 
 
 def sync(device):

@@ -6,13 +6,21 @@ policies do: each layer casts its weights to the compute dtype, batch-norm stati
 and float16 scales the loss dynamically (_LossScale below, Keras' LossScaleOptimizer's rule). Layout NHWC, the
 neutral layout, so weights load unchanged; padding is explicit (TensorFlow's "SAME" would pad stride-2
 convolutions on even sizes bottom/right only, unlike the spec).
+
+Data-parallel replicas: tf.distribute.MirroredStrategy over N devices (on a CPU, N logical CPUs sharing the cores),
+variables and optimiser slots mirrored on every device, the step run per replica by strategy.run on the replica's
+slice of each global batch. Each replica's loss is its slice's mean divided by the replica count, and the gradients
+are summed over the replicas (all-reduce), which gives the global batch's mean gradient; each replica then applies
+the same update to its own copy. Batch-norm statistics are each replica's own (of its slice), replica 0's read back,
+as DistributedDataParallel broadcasts rank 0's. XLA is refused with replicas (see build).
 """
 
 import itertools
 
+import numpy as np
 import tensorflow as tf
 
-from .. import data, mathmode, specs, variants
+from .. import data, mathmode, parallel, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
 
 FRAMEWORK = "tensorflow"
@@ -28,13 +36,52 @@ def _device_name(device):
     return "/GPU:0" if device == "gpu" else "/CPU:0"
 
 
-def configure(device, threads, seed, math_mode):
+# The replicas' MirroredStrategy, made by configure (None with one replica): build and stage place on its devices.
+_strategy = None
+
+
+def configure(device, threads, seed, math_mode, replicas):
+    global _strategy
     tf.random.set_seed(seed)
     if device == "gpu" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError("device gpu requested but TensorFlow sees no GPU (is this the CUDA env?)")
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
-    return {**apply_threads(threads), "device_name": _device_name(device), **apply_math_mode(math_mode)}
+    configured = {**apply_threads(threads), "device_name": _device_name(device), **apply_math_mode(math_mode)}
+    if replicas == 1:
+        return configured
+    _strategy = mirrored_strategy(device, replicas)  # last: listing the logical devices starts the runtime
+    devices = list(_strategy.extended.worker_devices)
+    return {**configured, "replicas": _strategy.num_replicas_in_sync, "replica_devices": devices}
+
+
+def mirrored_strategy(device, replicas):
+    """A MirroredStrategy over `replicas` devices: on a CPU as many logical CPUs sharing its cores (made here, so
+    before anything starts TensorFlow's runtime), reducing through ReductionToOneDevice (NCCL is GPU-only); on GPUs
+    the first `replicas`, reducing through NcclAllReduce, the all-reduce TensorFlow's guide names for it (named here:
+    left to itself, TensorFlow 2.21 picks its collective ops with an AUTO implementation). RuntimeError where fewer
+    devices exist (also Keras on TensorFlow: shared, contract.TensorFlowBackend)."""
+    if device == "cpu":
+        tf.config.set_logical_device_configuration(
+            tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * replicas
+        )
+    kind = "GPU" if device == "gpu" else "CPU"
+    devices = [logical.name for logical in tf.config.list_logical_devices(kind)]
+    if len(devices) < replicas:
+        raise RuntimeError(f"{replicas} replicas need {replicas} {kind} devices, but TensorFlow sees {len(devices)}")
+    reduction = tf.distribute.ReductionToOneDevice() if device == "cpu" else tf.distribute.NcclAllReduce()
+    return tf.distribute.MirroredStrategy(devices[:replicas], cross_device_ops=reduction)
+
+
+def strategy_engagement(strategy):
+    """{data_parallel, collective}: the strategy and the cross-device reduction its all-reduces of float gradients
+    run through, read back (shared, contract.TensorFlowBackend)."""
+    return {"data_parallel": type(strategy).__name__, "collective": type(strategy.extended._cross_device_ops).__name__}
+
+
+def replica_max(value):
+    """The value itself: one process drives every replica's device."""
+    return value
 
 
 def apply_threads(threads):
@@ -60,13 +107,47 @@ def apply_math_mode(math_mode):
 
 
 def stage(arrays, experiment):
-    """Device placement: the dataset as tensors on the training device, batches gathered inside the step. Host
+    """Device placement: the dataset as tensors on the training device, batches gathered inside the step; with
+    replicas the training split on every replica's device, each gathering its slices from its own copy. Host
     placement: the NumPy arrays, from which every step's batch is gathered and passed to the step (see train_epoch)."""
     if experiment["data_placement"] == "host":
         return dict(arrays, device=_device_name(experiment["device"]), on_host=True)
+    replicated = ("train_x", "train_y") if parallel.replicas(experiment) > 1 else ()
     with tf.device(_device_name(experiment["device"])):
-        staged = {key: tf.identity(tf.constant(value)) for key, value in arrays.items()}
+        staged = {
+            key: _on_every_replica(value) if key in replicated else tf.identity(tf.constant(value))
+            for key, value in arrays.items()
+        }
     return dict(staged, device=_device_name(experiment["device"]), on_host=False)
+
+
+def _on_every_replica(array):
+    """A host array copied to every replica's device: a PerReplica value, which strategy.run hands out per replica."""
+    devices = _strategy.extended.worker_devices
+
+    def place(context):
+        with tf.device(devices[context.replica_id_in_sync_group]):
+            return tf.identity(tf.constant(array))
+
+    return _strategy.experimental_distribute_values_from_function(place)
+
+
+def _split(strategy, parts):
+    """A host batch's parts (arrays or tensors) as the step takes them: tensors; with replicas PerReplica values,
+    each replica's part its slice of the batch (parallel.replica_slice), on its device."""
+    if strategy is None:
+        return tuple(tf.convert_to_tensor(part) for part in parts)
+    devices = strategy.extended.worker_devices
+
+    def place(part):
+        def replica_part(context):
+            rank, count = context.replica_id_in_sync_group, context.num_replicas_in_sync
+            with tf.device(devices[rank]):
+                return tf.identity(parallel.replica_slice(part, rank, count))
+
+        return strategy.experimental_distribute_values_from_function(replica_part)
+
+    return tuple(place(part) for part in parts)
 
 
 def _image_pipeline(meta, split, workers):
@@ -318,6 +399,10 @@ class _LossScale:
         tf.cond(finite, update, skip)
 
 
+# How the replicas' gradients are all-reduced: summed, each replica's loss being its share of the global batch's mean.
+_GRADIENT_REDUCTION = tf.distribute.ReduceOp.SUM
+
+
 def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
     if variant.mode not in ("eager", "graph", "xla") or variant.channels_last:
@@ -327,20 +412,35 @@ def build(spec, input_shape, weights, experiment):
             "tensorflow adapter runs -amp compiled only (graph-amp, xla-amp): eager float16 would read "
             "the loss scale's decision back to the host every step"
         )
+    strategy = _strategy if parallel.replicas(experiment) > 1 else None
+    if strategy and variant.mode == "xla":
+        raise ValueError(
+            "tensorflow adapter runs replicas eager and graph, not under XLA: jit_compile cannot compile a "
+            "MirroredStrategy step, whose variables live on every replica's device (TensorFlow issue 53140; "
+            "Keras turns XLA off under tf.distribute)"
+        )
     compute_dtype = tf.as_dtype(variants.compute_dtype(variant, experiment["device"]))
-    with tf.device(_device_name(experiment["device"])):
+    # With replicas, variables made in the strategy's scope are mirrored on every replica's device.
+    with strategy.scope() if strategy else tf.device(_device_name(experiment["device"])):
         network = _Network(spec, input_shape, weights, compute_dtype)
         variables = network.trainable_variables
         optimizer = _Optimizer(variables, experiment)
         loss_scale = _LossScale() if compute_dtype == tf.float16 else None
-        loss_sum = tf.Variable(0.0)  # accumulated inside the step: no extra eager op per step
+        # Accumulated inside the step (no extra eager op per step); with replicas each adds its share, summed on read.
+        loss_sum = tf.Variable(
+            0.0, synchronization=tf.VariableSynchronization.ON_READ, aggregation=tf.VariableAggregation.SUM
+        )
 
     def train_on(images, labels):
         with tf.GradientTape() as tape:
             logits = network(_normalised(images), training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+            if strategy:  # summed over the replicas' equal slices, these shares make the global batch's mean
+                loss /= strategy.num_replicas_in_sync
             scaled = loss * loss_scale.scale if loss_scale else loss
         gradients = tape.gradient(scaled, variables)
+        if strategy:
+            gradients = tf.distribute.get_replica_context().all_reduce(_GRADIENT_REDUCTION, gradients)
         if loss_scale:
             loss_scale.apply(optimizer, gradients)
         else:
@@ -348,12 +448,16 @@ def build(spec, input_shape, weights, experiment):
         loss_sum.assign_add(loss)
 
     def gather_and_train(images, labels, batch):
+        if strategy:  # one row per replica: its slice of the global batch
+            batch = batch[tf.distribute.get_replica_context().replica_id_in_sync_group]
         train_on(tf.gather(images, batch), tf.gather(labels, batch))
 
     def predict(images):
         return network(_normalised(images), training=False)
 
     steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}
+    if strategy:  # the training steps run on every replica, on its slice (evaluation: on replica 0's variables)
+        steps.update({name: _replicated(strategy, steps[name]) for name in ("train_on", "gather_and_train")})
     if variant.mode != "eager":
         steps = {name: tf.function(step, jit_compile=variant.mode == "xla") for name, step in steps.items()}
     return dict(
@@ -365,7 +469,13 @@ def build(spec, input_shape, weights, experiment):
         example=None,
         loss_scale=loss_scale,
         device=_device_name(experiment["device"]),
+        strategy=strategy,
     )
+
+
+def _replicated(strategy, step):
+    """The step run by every replica (strategy.run), each taking its part of PerReplica arguments."""
+    return lambda *arguments: strategy.run(step, args=arguments)
 
 
 def parameter_count(model):
@@ -393,23 +503,43 @@ def engaged(model):
         step, arguments = model["example"]
         hlo = step.experimental_get_compiler_ir(*arguments)(stage="hlo")
         result["xla_compiled"] = "HloModule" in hlo
+    if model["strategy"]:
+        reduction = (
+            f"{_GRADIENT_REDUCTION.value.lower()} (all-reduce) over the replicas, each replica's loss its slice's "
+            "mean divided by the replica count: the global batch's mean gradient"
+        )
+        result.update(strategy_engagement(model["strategy"]), gradient_reduction=reduction)
     return result
 
 
 def _batch_calls(model, staged, order, batch_size):
     """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
-    in NumPy before it for host data (the step's inputs are then copied to the device)."""
+    in NumPy before it for host data (the step's inputs are then copied to the device); with replicas, each
+    replica's slice of every batch."""
+    strategy = model["strategy"]
     if staged.get("stream"):
-        for images, labels in _host_iterator(staged["train"](order, batch_size)):
-            yield model["train_on"], (images, labels)
+        for batch in _host_iterator(staged["train"](order, batch_size)):
+            yield model["train_on"], _split(strategy, batch)
         return
     if staged["on_host"]:
-        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
-            yield model["train_on"], (tf.constant(images), tf.constant(labels))
+        for batch in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+            yield model["train_on"], _split(strategy, batch)
+        return
+    if strategy:
+        indices = tf.constant(_replica_rows(order, batch_size, strategy.num_replicas_in_sync))
+        for step in range(len(indices)):
+            yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[step])
         return
     indices = tf.constant(order)
     for batch in data.batch_slices(len(order), batch_size):
         yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
+
+
+def _replica_rows(order, batch_size, count):
+    """The indices of `order` per batch and replica (batches, replicas, slice): each replica's slice of each
+    batch (parallel.replica_slice)."""
+    batches = [order[batch] for batch in data.batch_slices(len(order), batch_size)]
+    return np.array([[parallel.replica_slice(batch, rank, count) for rank in range(count)] for batch in batches])
 
 
 def _train_steps(model, calls):
@@ -420,7 +550,7 @@ def _train_steps(model, calls):
             step(*arguments)
             steps += 1
         model["example"] = (step, arguments)
-        return float(model["loss_sum"]) / steps
+        return float(model["loss_sum"].read_value()) / steps  # read_value: with replicas, their shares summed
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -428,16 +558,20 @@ def train_epoch(model, staged, order, batch_size):
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
+    strategy = model["strategy"]
     if staged.get("stream"):
-        images, labels = next(iter(staged["train"](order[:batch_size], batch_size)))
+        batch = next(iter(staged["train"](order[:batch_size], batch_size)))
+    else:  # with replicas, device-staged data from replica 0's copy
+        parts = [staged[key] for key in ("train_x", "train_y")]
+        if strategy and not staged["on_host"]:
+            parts = [strategy.experimental_local_results(part)[0] for part in parts]
+        batch = tuple(tf.gather(part, order[:batch_size]) for part in parts)
+    if strategy:  # each replica's slice of the first batch, on its device before timing
+        batch = _split(strategy, batch)
     else:
-        images, labels = (
-            tf.gather(staged["train_x"], order[:batch_size]),
-            tf.gather(staged["train_y"], order[:batch_size]),
-        )
-    with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
-        images, labels = tf.identity(images), tf.identity(labels)
-    return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], (images, labels)), steps))
+        with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
+            batch = tuple(tf.identity(part) for part in batch)
+    return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], batch), steps))
 
 
 def loader_batches(staged, order, batch_size):

@@ -98,6 +98,8 @@ def summarise(group):
                 f"{column}_ci95_high": high,
             }
         )
+    sizes = group["global_batch_size"].dropna()
+    row["global_batch_size"] = int(sizes.iloc[0]) if len(sizes) else None
     row["interval_note"] = (
         "" if len(ok) >= MIN_REPEATS else f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"
     )

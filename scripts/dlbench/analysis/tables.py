@@ -5,7 +5,17 @@ reads. Each table is results/tables/<name>.csv with the same rows in <name>.parq
 Lists, as pandas reads a tuple of keys as one key. Plain Python: Snakemake's driver imports it while planning.
 """
 
-TABLES = ("runs", "summary", "epochs", "max_batch", "comparisons", "fastest", "versions", "telemetry")  # aggregate.py
+TABLES = (  # aggregate.py
+    "runs",
+    "summary",
+    "epochs",
+    "max_batch",
+    "comparisons",
+    "fastest",
+    "versions",
+    "scaling",
+    "telemetry",
+)
 OPS_TABLE = "ops"  # scripts/aggregate_ops.py: the operator sweep
 FOLDER = "results/tables"
 
@@ -26,6 +36,8 @@ IDENTITY = [
     "epochs",
     "variant",
     "data_placement",
+    "replicas",
+    "scaling",
 ]
 # Experiments equal in these are compared (the aggregation adds the machine they ran on); a round of adaptive repeats
 # is planned per group, so that comparisons stay paired round by round.
@@ -38,10 +50,12 @@ COMPARISON_GROUP = [
     "learning_rate",
     "epochs",
     "data_placement",
+    "replicas",
+    "scaling",
 ]
 GROUP = ["machine", *COMPARISON_GROUP]  # a comparison group, per machine: one family of tests, one reader's question
 # A figure's panel: the experiments drawn side by side in it (stacks and variants, over optimisers and rates).
-PANEL = ["dataset", "model", "batch_size", "device", "machine"]
+PANEL = ["dataset", "model", "batch_size", "device", "machine", "replicas"]
 
 
 def paths(names, extension, key_suffix=""):

@@ -31,6 +31,7 @@ from dlbench.report import (
     provenance,
     resources,
     results,
+    scaling,
     summary,
     throughput,
     versions,
@@ -50,6 +51,7 @@ RESULT_SECTIONS = [
     resources,
     input_pipeline,
     versions,
+    scaling,
     max_batch,
     failures,
     contended,
@@ -72,6 +74,7 @@ class Study:
     comparisons: pd.DataFrame
     fastest: pd.DataFrame
     versions: pd.DataFrame
+    scaling: pd.DataFrame
     telemetry: pd.DataFrame
     max_batch: pd.DataFrame
     ops: pd.DataFrame

@@ -50,8 +50,9 @@ def panel_titles(summary):
 
 
 def panel_title(panel):
-    dataset, model, batch, device, machine = panel
-    return f"{model} on {dataset}, batch {batch}, {device} on {machine}"
+    dataset, model, batch, device, machine, replicas = panel
+    on = f"{replicas} {device} replicas" if replicas > 1 else device
+    return f"{model} on {dataset}, batch {batch}, {on} on {machine}"
 
 
 def panel_rows(frame, panel, keys=PANEL):

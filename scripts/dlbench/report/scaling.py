@@ -1,0 +1,127 @@
+"""Data-parallel scaling: throughput against replicas with the ideal line, scaling efficiency, and each stack's
+scaling against the best at the same number of replicas."""
+
+import pandas as pd
+
+from dlbench.analysis.scaling import FAMILY
+from dlbench.report.common import (
+    figure_grid,
+    label,
+    legend_below,
+    markdown_table,
+    method_word,
+    number,
+    p_text,
+    save,
+    styled_lines,
+    variant_label,
+)
+
+TITLE = "Data-parallel scaling"
+ABSENT = "every experiment ran on one device (config `replicas`: [1])."
+# A figure's panel: the experiments of one question, whatever their replicas.
+PANEL = [key for key in FAMILY if key != "replicas"]
+SCALING_WORDS = {"faster": "scales better", "slower": "scales worse"}
+
+
+def panel_title(row):
+    placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
+    per = "per replica" if row["scaling"] == "weak" else "global"
+    return (
+        f"{row['model']} on {row['dataset']}, batch {row['batch_size']} {per} ({row['scaling']} scaling), "
+        f"{row['device']}{placement}, on {row['machine']}"
+    )
+
+
+def scaling_figure(curves, path):
+    """Geometric-mean throughput against replicas per stack and variant, and dotted beside each its ideal: one
+    replica's throughput times the replicas."""
+    panels = [part for _, part in curves.groupby(PANEL, sort=True, dropna=False)]
+    figure, axes = figure_grid(len(panels))
+    for axis, part in zip(axes, panels):
+        for name, line, style in styled_lines(part, label(part)):
+            line = line.sort_values("replicas")
+            axis.plot(line["replicas"], line["train_images_per_s_gmean"], label=name, **style)
+            one = line[line["replicas"] == 1]["train_images_per_s_gmean"]
+            if len(one):
+                axis.plot(line["replicas"], one.iloc[0] * line["replicas"], color=style["color"], linestyle=":")
+        counts = sorted(part["replicas"].unique())
+        axis.set_xticks(counts, [str(count) for count in counts])
+        axis.set_ylim(bottom=0)
+        axis.set_xlabel("replicas (dotted: ideal, one replica's throughput times the replicas)")
+        axis.set_ylabel("training images/s")
+        axis.set_title(panel_title(part.iloc[0]), fontsize=9)
+    legend_below(figure)
+    save(figure, path)
+
+
+def efficiency_text(row):
+    interval = (
+        ""
+        if pd.isna(row["efficiency_ci95_low"])
+        else f" [{row['efficiency_ci95_low']:.2f}, {row['efficiency_ci95_high']:.2f}]"
+    )
+    return f"{row['efficiency']:.2f}{interval}"
+
+
+def against_best_text(row):
+    """The verdict of a stack's scaling against the best at its replicas, in words."""
+    if row["experiment_id"] == row["best_experiment_id"]:
+        return "best"
+    ratio = f"{row['efficiency_ratio']:.2f}x of {row['best_stack']} · {row['best_variant']}"
+    if not pd.isna(row["efficiency_ratio_ci95_low"]):
+        ratio += f" [{row['efficiency_ratio_ci95_low']:.2f}, {row['efficiency_ratio_ci95_high']:.2f}]"
+    verdict = row["verdict"]
+    if verdict == "inconclusive":
+        verdict = "within noise (inconclusive)"
+    return f"{ratio}: {SCALING_WORDS.get(verdict, verdict)}, p (Holm) {p_text(row['p_holm'])}{method_word(row)}"
+
+
+def scaling_tables(scaling):
+    header = [
+        "stack",
+        "variant",
+        "replicas",
+        "global batch",
+        "images/s",
+        "per replica",
+        "one replica",
+        "efficiency [95%]",
+        "against the best at these replicas",
+    ]
+    sections = []
+    for _, part in scaling.groupby(PANEL, sort=True, dropna=False):
+        rows = [
+            [
+                row["stack"],
+                variant_label(row["variant"], row["data_placement"]),
+                row["replicas"],
+                f"{row['global_batch_size']:,}",
+                number(row["train_images_per_s_gmean"]),
+                number(row["replica_images_per_s_gmean"]),
+                number(row["base_images_per_s_gmean"]),
+                efficiency_text(row),
+                against_best_text(row),
+            ]
+            for _, row in part.sort_values(["replicas", "efficiency"], ascending=[True, False]).iterrows()
+        ]
+        sections.append(f"### {panel_title(part.iloc[0])}\n\n" + markdown_table(header, rows))
+    return "\n".join(sections)
+
+
+def markdown(study, figures):
+    scaling = study.scaling
+    if scaling.empty:
+        return None
+    scaled = set(scaling["experiment_id"]) | set(scaling["base_experiment_id"])
+    curves = study.summary[study.summary["experiment_id"].isin(scaled)]
+    scaling_figure(curves, figures / "scaling.svg")
+    return (
+        "Each experiment on N data-parallel replicas (the stack's own mechanism: the record's `data_parallel`) "
+        "against the same experiment on one, on the same machine. Speedup is the ratio of geometric-mean steady "
+        "throughputs, tested as the comparisons are (paired by round, else unpaired); scaling efficiency is the "
+        "speedup over N, with its 95% interval (1: N times one replica's throughput). At each N the stacks are "
+        "compared with the best-scaling one: the ratio of their efficiencies with its interval, Holm-adjusted "
+        'within the N; "within noise" where neither a difference nor an equivalence is proven.\n\n'
+        "![Throughput against replicas](figures/scaling.svg)\n\n" + scaling_tables(scaling)
+    )

@@ -1,0 +1,72 @@
+"""Run inside a stack's env (under torchrun for a torchrun stack, parallel.launch): one SGD step of the MLP without
+dropout on one global batch, with REPLICAS data-parallel replicas, through Run and train_epoch as train.py calls them.
+tests/frameworks/test_replicas.py compares the weights of REPLICAS 2 with those of REPLICAS 1.
+
+    PYTHONPATH=scripts <env python> tests/probe_replicas.py ADAPTER VARIANTS REPLICAS OUTDIR  (stack variables set)
+VARIANTS comma-separated; writes, from rank 0, OUTDIR/<variant>_replicas<N>.npz (the weights, neutral layout) and
+OUTDIR/<variant>_replicas<N>.json (loss, evaluation, engaged).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlbench import parallel, specs
+from dlbench.adapters import load
+from dlbench.run import Run
+
+GLOBAL_BATCH, RATE, SEED, CLASSES, SHAPE = 16, 0.1, 7, 10, (28, 28, 1)
+
+
+def arrays():
+    rng = np.random.default_rng(3)
+    train = {
+        "train_x": rng.normal(size=(GLOBAL_BATCH, *SHAPE)).astype(np.float32),
+        "train_y": rng.integers(0, CLASSES, GLOBAL_BATCH).astype(np.int32),
+    }
+    return dict(train, test_x=train["train_x"], test_y=train["train_y"])
+
+
+def experiment(variant, replicas):
+    return {
+        "device": "cpu",
+        "variant": variant,
+        "optimizer": "sgd",
+        "learning_rate": RATE,
+        "momentum": 0.0,
+        "weight_decay": 0.0,
+        "data_placement": "device",
+        "seed": SEED,
+        "math_mode": {"tf32": False, "autotune": False},
+        "replicas": replicas,
+        "scaling": "strong",  # the same global batch whatever the replicas
+        "batch_size": GLOBAL_BATCH,
+    }
+
+
+def main():
+    name, variants, replicas, out = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), Path(sys.argv[4])
+    adapter = load(name)
+    configured = Run(adapter, experiment(variants[0], replicas)).configure(1)  # once per process, as train.py does
+    spec = specs.without_dropout(specs.model_spec("mlp", CLASSES))
+    for variant in variants:
+        setup = experiment(variant, replicas)
+        run = Run(adapter, setup)
+        model = run.build(spec, SHAPE)
+        staged = run.stage(arrays())
+        loss = adapter.train_epoch(model, staged, np.arange(GLOBAL_BATCH), parallel.global_batch_size(setup))
+        adapter.sync("cpu")
+        weights = adapter.weights(model, spec, SHAPE)
+        evaluation = adapter.evaluate(model, staged, GLOBAL_BATCH)
+        engaged = dict(configured, **adapter.engaged(model))
+        if parallel.process_rank() == 0:
+            stem = out / f"{variant}_replicas{replicas}"
+            np.savez(f"{stem}.npz", *[array for leaf in weights for array in leaf])
+            result = {"loss": float(loss), "evaluation": [float(value) for value in evaluation], "engaged": engaged}
+            Path(f"{stem}.json").write_text(json.dumps(result, default=str))
+
+
+if __name__ == "__main__":
+    main()

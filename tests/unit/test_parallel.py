@@ -1,0 +1,122 @@
+"""Data-parallel replicas (dlbench/parallel.py): planning them, their batches, and the commands that launch them, on
+one node and across Slurm nodes."""
+
+import shlex
+
+import pytest
+from dlbench import configuration, parallel, plan
+from test_plan import CONFIG
+
+STACKS = configuration.load_stacks()
+
+
+def test_replicas_are_an_axis_named_in_the_id_and_stacks_without_a_mechanism_skip_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    stacks = ["torch-2.13", "keras-3-jax", "keras-3-torch", "paddle-3.3"]
+    config = dict(CONFIG, stacks=stacks, batch_sizes=[32], variants=["eager"], replicas=[1, 2])
+    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, {}))
+    assert sorted(table) == [
+        "keras-3-jax_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager",
+        "keras-3-jax_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager_r2",
+        "keras-3-torch_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager",
+        "paddle-3.3_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager",
+        "torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager",
+        "torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager_r2",
+    ]
+    messages = [plan.skipped_message(entry) for entry in skipped]
+    assert any(
+        message.startswith(
+            "skipping variant 'eager' with device data for keras-3-torch on cpu with 2 replicas: Keras 3's"
+        )
+        for message in messages
+    ), messages
+    assert any("paddle-3.3 on cpu with 2 replicas: Paddle's DataParallel" in message for message in messages)
+    torch = table["torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager_r2"]
+    assert (torch["launcher"], torch["scaling"], parallel.global_batch_size(torch)) == ("torchrun", "weak", 64)
+    jax = table["keras-3-jax_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager_r2"]
+    assert jax["environment"]["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    assert "XLA_FLAGS" not in table["keras-3-jax_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]["environment"]
+    searches = plan.max_batch_searches(
+        dict(
+            config,
+            max_batch={"enabled": True, "stacks": [], "start": 1, "limit": 2, "resolution": 1, "steps": 1},
+            seed=0,
+        ),
+        table,
+    )
+    assert all(search["replicas"] == 1 for search in searches.values())  # one device's memory
+
+
+def test_strong_scaling_splits_the_global_batch_and_weak_scaling_multiplies_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = dict(CONFIG, batch_sizes=[32, 512], variants=["eager"], replicas=[1, 4], scaling="strong")
+    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, {}))
+    strong = table["torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager_r4-strong"]
+    assert (parallel.global_batch_size(strong), parallel.replica_batch_size(strong)) == (32, 8)
+    weak = dict(strong, scaling="weak")
+    assert (parallel.global_batch_size(weak), parallel.replica_batch_size(weak)) == (128, 32)
+    assert parallel.batch_problem(30, 4, "strong").startswith("batch size 30 is not divisible by 4 replicas")
+    assert parallel.batch_problem(30, 4, "weak") is None
+    weak_config = dict(config, batch_sizes=[128], scaling="weak")
+    _, skipped = plan.experiment_table(weak_config, STACKS, plan.train_sizes(weak_config, {}))
+    assert [plan.skipped_message(entry) for entry in skipped] == [
+        "skipping batch size 512 on synthetic-8x8x1: larger than the 256 training examples of synthetic-8x8x1"
+    ]
+
+
+def test_every_replica_gets_an_equal_contiguous_slice_of_the_global_batch():
+    batch = list(range(12))
+    assert [parallel.replica_slice(batch, rank, 3) for rank in range(3)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert parallel.threads_per_process(8, 2) == 4 and parallel.threads_per_process(1, 2) == 1
+    assert parallel.threads_per_process(None, 2) is None
+    assert str(parallel.rank_output("/r/record.json", 1)) == "/r/rank1.record.json"
+    assert str(parallel.rank_output("/r/record.json", 0)) == "/r/record.json"
+
+
+TRAIN = ["--experiment", '{"a": 1}', "--record", "r.json"]
+
+
+def test_torchrun_starts_one_process_per_replica_on_loopback_and_a_process_stack_runs_alone():
+    torch = {"replicas": 4, "launcher": "torchrun"}
+    assert parallel.launch("py", "train.py", TRAIN, torch) == [
+        "py",
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=4",
+        "--standalone",
+        "train.py",
+        *TRAIN,
+    ]
+    assert parallel.launch("py", "train.py", TRAIN, {"replicas": 4, "launcher": "process"}) == [
+        "py",
+        "train.py",
+        *TRAIN,
+    ]
+    assert parallel.launch("py", "train.py", TRAIN, {"replicas": 1, "launcher": "torchrun"}) == [
+        "py",
+        "train.py",
+        *TRAIN,
+    ]
+    assert parallel.training_command("py", "train.py", TRAIN, torch, {})[:3] == ["py", "-m", "torch.distributed.run"]
+
+
+def test_a_slurm_job_across_nodes_runs_one_torchrun_per_node_meeting_at_the_first():
+    torch = {"replicas": 16, "launcher": "torchrun"}
+    command = parallel.training_command("py", "train.py", TRAIN, torch, {"SLURM_JOB_NUM_NODES": "2"})
+    assert command[:2] == ["bash", "-c"]
+    srun = shlex.split(command[2])
+    assert srun[:3] == ["srun", "--nodes=2", "--ntasks-per-node=1"] and srun[3:5] == ["bash", "-c"]
+    inner = srun[5]
+    assert inner.startswith("py -m torch.distributed.run --nproc-per-node=8 --nnodes=2 --rdzv-id=$SLURM_JOB_ID ")
+    assert '--rdzv-endpoint=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):29500' in inner
+    assert inner.endswith("train.py --experiment '{\"a\": 1}' --record r.json")
+    with pytest.raises(ValueError, match="16 replicas cannot be spread evenly over 3 nodes"):
+        parallel.launch("py", "train.py", TRAIN, torch, nodes=3, rendezvous="h:1")
+    # A process stack's replicas never span nodes: planning leaves them out, saying why.
+    mirrored = {"replicas": 16, "launcher": "process", "device": "gpu"}
+    assert "only one-process-per-replica stacks (torchrun) span nodes" in parallel.spanning_problem(
+        mirrored, "slurm", 8
+    )
+    assert parallel.spanning_problem(dict(mirrored, replicas=8), "slurm", 8) is None
+    assert parallel.spanning_problem(dict(torch, device="gpu"), "slurm", 8) is None
+    assert parallel.spanning_problem(mirrored, "local", 8) is None
