@@ -38,10 +38,12 @@ from dlbench.telemetry import (
     IDLE_PHASE,
     Sampler,
     cpu_meter,
+    device_summaries,
     gpu_provenance,
     load_nvml,
     sampler_contention,
     summarise,
+    visible_gpus,
 )
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -65,12 +67,15 @@ def start_telemetry(experiment, record, idle_seconds=IDLE_BASELINE_S):
     power limit, clocks and modes go into the provenance, and the sampler first traces `idle_seconds` of the idle
     GPU (phase IDLE_PHASE), the baseline of the energy above idle."""
     nvml, reason = load_nvml() if experiment["device"] == "gpu" else (None, NO_GPU_REASON)
+    gpus = parallel.sampled_gpus(experiment)
+    if nvml and not gpus:
+        nvml, reason = None, "under torchrun each node's replica process of local rank 0 samples the node's GPUs"
     record["gpu_fields_reason"] = reason
     if experiment["device"] == "gpu":
         cuda, cudnn = cuda_libraries()
         record["provenance"].update(cuda=cuda, cudnn=cudnn)
     if nvml:
-        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        handle = visible_gpus(nvml, 1)[0][1]  # the first replica's
         record["provenance"].update(
             gpu=str(nvml.nvmlDeviceGetName(handle)),
             gpu_driver=str(nvml.nvmlSystemGetDriverVersion()),
@@ -81,6 +86,7 @@ def start_telemetry(experiment, record, idle_seconds=IDLE_BASELINE_S):
     sampler = Sampler(
         experiment["telemetry_hz"],
         nvml,
+        gpus=gpus,
         meter=meter,
         meter_unavailable=unreadable,
         rapl=rapl,
@@ -106,6 +112,8 @@ def record_telemetry(sampler, record, epoch_rows, trace_path):
     steady = {f"epoch {row['epoch']}" for row in epoch_rows[1:]}
     images = sum(row["images"] for row in epoch_rows)
     record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images), **sampler.cpu_energy_origin())
+    if sampler.gpu:
+        record["gpu_devices"] = device_summaries(sampler.rows, sampler.gpu.labels, steady, steady | {"epoch 1"})
     record["contention"] = sampler_contention(sampler, timed_phases(sampler.rows))
 
 
@@ -194,6 +202,8 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         measure_input_share(run, model, staged, order, window, record, sampler)
     if experiment["data_placement"] == "stream":
         measure_loader(run, staged, order_of, record, sampler)
+    if parallel.replicas(experiment) > 1:  # last: without the reduction each replica's weights become its own
+        measure_communication_share(run, model, staged, order, max(len(window), 3), record, sampler)
     record["status"] = "ok"
 
 
@@ -301,12 +311,13 @@ def steady_window(run, model, staged, order_of, record, sampler):
     return window
 
 
-def input_share(fixed_seconds, steady_seconds):
-    """(share, [low, high]): 1 - median fixed-batch epoch / median steady epoch, and the range of that ratio over
-    every pairing of a fixed-batch epoch with a steady one, so the noise of single epochs is stated beside it (a
-    share below zero that the range does not exclude from zero is noise, not input work)."""
-    share = 1 - statistics.median(fixed_seconds) / statistics.median(steady_seconds)
-    return share, [1 - max(fixed_seconds) / min(steady_seconds), 1 - min(fixed_seconds) / max(steady_seconds)]
+def removed_share(without_seconds, with_seconds):
+    """(share, [low, high]): the share of the work of epochs timed `with_seconds` that epochs timed `without_seconds`
+    leave out, 1 - median without / median with, and the range of that ratio over every pairing of a `without` epoch
+    with a `with` one, so the noise of single epochs is stated beside it (a share below zero that the range does not
+    exclude from zero is noise, not work)."""
+    share = 1 - statistics.median(without_seconds) / statistics.median(with_seconds)
+    return share, [1 - max(without_seconds) / min(with_seconds), 1 - min(without_seconds) / max(with_seconds)]
 
 
 def measure_input_share(run, model, staged, order, steady, record, sampler):
@@ -322,7 +333,7 @@ def measure_input_share(run, model, staged, order, steady, record, sampler):
     for index in range(len(steady)):
         sampler.mark(f"fixed-batch epoch {index + 1}")
         fixed.append(run.timed(steps, len(order) // batch_size)[1])
-    share, interval = input_share(fixed, steady)
+    share, interval = removed_share(fixed, steady)
     removed = STREAM_INPUT_WORK if staged.get("stream") else run.adapter.INPUT_WORK
     record.update(
         fixed_batch_epochs_s=fixed,
@@ -335,6 +346,29 @@ def measure_input_share(run, model, staged, order, steady, record, sampler):
         f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {fixed} s vs steady "
         f"epochs {steady} s (removed: {removed})"
     )
+
+
+def measure_communication_share(run, model, staged, order, rounds, record, sampler):
+    """With replicas, where the framework can leave out the gradients' reduction (adapter.unreduced_steps): the share
+    of a step spent communicating that compute does not hide, from `rounds` pairs of epochs of fixed-batch steps, one
+    with the reduction and one without, alternating so that drift falls on both alike (after one untimed call of
+    each, which traces or compiles it where a framework needs to)."""
+    batch_size = parallel.global_batch_size(run.experiment)
+    unreduced = run.adapter.unreduced_steps(model, staged, order, batch_size)
+    if unreduced is None:
+        return
+    reduced, steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size), len(order) // batch_size
+    sampler.mark("communication warm-up")
+    run.timed(reduced, 1)
+    run.timed(unreduced, 1)
+    timed = {"reduced": [], "unreduced": []}
+    for index in range(rounds):
+        for kind, work in (("reduced", reduced), ("unreduced", unreduced)):
+            sampler.mark(f"{kind} epoch {index + 1}")
+            timed[kind].append(run.timed(work, steps)[1])
+    share, interval = removed_share(timed["unreduced"], timed["reduced"])
+    record.update(communication_share=share, communication_share_interval=interval, communication_epochs_s=timed)
+    log(f"communication share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {timed} s")
 
 
 def main():

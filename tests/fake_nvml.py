@@ -96,6 +96,9 @@ class FakeNVML:
     def nvmlDeviceGetHandleByIndex(self, index):
         return ("gpu", index)
 
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return ("gpu", int(uuid.removeprefix("GPU-")))
+
     def nvmlDeviceGetUtilizationRates(self, handle):
         self._query("nvmlDeviceGetUtilizationRates")
         value = self._next("utilisation")
@@ -164,3 +167,20 @@ class FakeNVML:
     def nvmlDeviceGetPersistenceMode(self, handle):
         self._query("nvmlDeviceGetPersistenceMode")
         return 1
+
+
+class FakeGPUs(FakeNVML):
+    """Several GPUs, each scripted by a FakeNVML of its own: a device query goes to the GPU its handle names (by NVML
+    index, or by UUID `GPU-<index>`)."""
+
+    def __init__(self, *devices):
+        self.devices, self.initialised = devices, False
+
+
+def _to_device(name):
+    return lambda self, handle, *args: getattr(self.devices[handle[1]], name)(handle, *args)
+
+
+for _name in dir(FakeNVML):
+    if _name.startswith("nvmlDevice") and not _name.startswith("nvmlDeviceGetHandle"):
+        setattr(FakeGPUs, _name, _to_device(_name))

@@ -1,10 +1,11 @@
-"""Run inside a stack's env (under torchrun for a torchrun stack, parallel.launch): one SGD step of the MLP without
-dropout on one global batch, with REPLICAS data-parallel replicas, through Run and train_epoch as train.py calls them.
+"""Run inside a stack's env (under torchrun for a torchrun stack, parallel.launch): one SGD step on one global batch
+with REPLICAS data-parallel replicas, through Run and train_epoch as train.py calls them, for each of CASES
+(`<model>:<variant>`): model `mlp` (no batch norm, no dropout) or `bn` (a convolution with batch norm).
 tests/frameworks/test_replicas.py compares the weights of REPLICAS 2 with those of REPLICAS 1.
 
-    PYTHONPATH=scripts <env python> tests/probe_replicas.py ADAPTER VARIANTS REPLICAS OUTDIR  (stack variables set)
-VARIANTS comma-separated; writes, from rank 0, OUTDIR/<variant>_replicas<N>.npz (the weights, neutral layout) and
-OUTDIR/<variant>_replicas<N>.json (loss, evaluation, engaged).
+    PYTHONPATH=scripts <env python> tests/probe_replicas.py ADAPTER CASES REPLICAS OUTDIR  (stack variables set)
+CASES comma-separated; writes, from rank 0, OUTDIR/<model>_<variant>_replicas<N>.npz (the weights, neutral layout,
+batch-norm running statistics included) and OUTDIR/<model>_<variant>_replicas<N>.json (loss, evaluation, engaged).
 """
 
 import json
@@ -12,12 +13,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from dlbench import parallel, specs
 from dlbench.adapters import load
 from dlbench.run import Run
 
 GLOBAL_BATCH, RATE, SEED, CLASSES, SHAPE = 16, 0.1, 7, 10, (28, 28, 1)
+MODELS = {
+    "mlp": specs.without_dropout(specs.model_spec("mlp", CLASSES)),
+    "bn": [*specs.conv_bn(4, 3), specs.GlobalAvgPool(), specs.Dense(CLASSES)],
+}
 
 
 def arrays():
@@ -47,12 +51,11 @@ def experiment(variant, replicas):
 
 
 def main():
-    name, variants, replicas, out = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), Path(sys.argv[4])
-    adapter = load(name)
-    configured = Run(adapter, experiment(variants[0], replicas)).configure(1)  # once per process, as train.py does
-    spec = specs.without_dropout(specs.model_spec("mlp", CLASSES))
-    for variant in variants:
-        setup = experiment(variant, replicas)
+    adapter, cases = load(sys.argv[1]), [case.split(":") for case in sys.argv[2].split(",")]
+    replicas, out = int(sys.argv[3]), Path(sys.argv[4])
+    configured = Run(adapter, experiment(cases[0][1], replicas)).configure(1)  # once per process, as train.py does
+    for model_name, variant in cases:
+        setup, spec = experiment(variant, replicas), MODELS[model_name]
         run = Run(adapter, setup)
         model = run.build(spec, SHAPE)
         staged = run.stage(arrays())
@@ -62,7 +65,7 @@ def main():
         evaluation = adapter.evaluate(model, staged, GLOBAL_BATCH)
         engaged = dict(configured, **adapter.engaged(model))
         if parallel.process_rank() == 0:
-            stem = out / f"{variant}_replicas{replicas}"
+            stem = out / f"{model_name}_{variant}_replicas{replicas}"
             np.savez(f"{stem}.npz", *[array for leaf in weights for array in leaf])
             result = {"loss": float(loss), "evaluation": [float(value) for value in evaluation], "engaged": engaged}
             Path(f"{stem}.json").write_text(json.dumps(result, default=str))

@@ -89,6 +89,14 @@ def local_rank():
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def sampled_gpus(experiment):
+    """The GPUs this process's telemetry samples: in a one-process run every replica's; under torchrun the node's
+    local rank 0 samples its node's (LOCAL_WORLD_SIZE) and the other processes none."""
+    if processes(experiment) == 1:
+        return replicas(experiment)
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if local_rank() == 0 else 0
+
+
 def threads_per_process(threads, processes):
     """Pinned CPU threads split over a run's processes, so that N replicas on a CPU use the cores one replica uses
     (None: each framework's own default, which shares the cores anyway)."""

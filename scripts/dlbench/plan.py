@@ -61,7 +61,7 @@ class Experiment(TypedDict):
     optimizer: str  # sgd, adam or rmsprop
     learning_rate: float  # the optimiser's step size
     epochs: int  # training epochs, each followed by an evaluation on the test split
-    variant: str  # <mode>[-<compile mode>][-nhwc][-amp], one the stack declares (dlbench/variants.py)
+    variant: str  # <mode>[-<compile mode>][-nhwc][-syncbn][-amp], one the stack declares (dlbench/variants.py)
     data_placement: str  # device, host or stream: where the training data lives
     replicas: int  # data-parallel replicas (devices), each framework's own mechanism (dlbench/parallel.py)
     scaling: str  # weak (batch_size per replica) or strong (batch_size is the global batch)
@@ -160,8 +160,8 @@ def prepared_train_size(meta):
 
 def experiment_table(config, stacks, train_sizes=None):
     """({id: Experiment}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
-    sorted set of ("variant", stack, variant, device, data placement, replicas, reason) left out because the stack cannot run
-    them, and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
+    sorted set of ("variant", stack, variant, device, data placement, replica counts, reason) left out because the stack
+    cannot run them (replica counts: those the reason is theirs alone, else (1,)), and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
     with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
     as (stack, dataset, batch size, reason)."""
     table, skipped = {}, set()
@@ -171,7 +171,9 @@ def experiment_table(config, stacks, train_sizes=None):
         what = (row["variant"], row["device"], row["data_placement"])
         reason = unsupported_reason(stack, *what, row["replicas"])
         if reason:
-            skipped.add(("variant", row["stack"], *what, row["replicas"], reason))
+            # Said once for every replica count where one replica is left out too, else for this count.
+            alone = unsupported_reason(stack, *what, 1) == reason
+            skipped.add(("variant", row["stack"], *what, 1 if alone else row["replicas"], reason))
             continue
         if row["data_placement"] == "stream" and not is_image_folder(row["dataset"], config):
             skipped.add(("stream", row["dataset"], "only image folders stream (`imagenet`, `image_folders`)"))
@@ -196,7 +198,18 @@ def experiment_table(config, stacks, train_sizes=None):
             )
             continue
         table[experiment["experiment_id"]] = experiment
-    return table, sorted(skipped, key=str)
+    return table, sorted(replica_counts_merged(skipped), key=str)
+
+
+def replica_counts_merged(skipped):
+    """The skipped entries with one "variant" entry per reason and replica counts, as tuples of the counts."""
+    counts, others = {}, set()
+    for entry in skipped:
+        if entry[0] == "variant":
+            counts.setdefault(entry[:5] + entry[6:], []).append(entry[5])
+        else:
+            others.add(entry)
+    return others | {entry[:5] + (tuple(sorted(found)),) + entry[5:] for entry, found in counts.items()}
 
 
 def experiment_row(axes, config, stacks) -> Experiment:
@@ -232,7 +245,7 @@ def skipped_message(entry):
     """One line per left-out group (printed once per invocation)."""
     if entry[0] == "variant":
         _, stack, variant, device, placement, replicas, reason = entry
-        on = f"{device} with {replicas} replicas" if replicas > 1 else device
+        on = device if replicas == (1,) else f"{device} with {', '.join(map(str, replicas))} replicas"
         return f"skipping variant {variant!r} with {placement} data for {stack} on {on}: {reason}"
     if entry[0] == "stream":
         _, dataset, reason = entry

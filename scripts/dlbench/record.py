@@ -190,6 +190,9 @@ def base_record(experiment, env_description, repo):
         input_share=None,
         input_share_interval=None,
         input_share_covers=None,
+        communication_share=None,
+        communication_share_interval=None,
+        communication_epochs_s=None,
         images_per_epoch=None,
         stream=None,
         loader_images_per_s=None,
@@ -211,6 +214,7 @@ def base_record(experiment, env_description, repo):
         contention=None,
         attempt=1,
         contended_attempts=[],
+        gpu_devices=None,
         gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "the run ended before telemetry started",
         **{key: None for key in GPU_FIELDS},
     )

@@ -1,13 +1,16 @@
 """Resource telemetry of a training process: a background sampler and the summaries the run record holds.
 
-The sampler reads, at a fixed rate, the GPU the job uses through NVML (utilisation of the GPU and of its memory,
-memory used, power, SM clock, temperature, the energy counter, why the clocks are held down, other processes on it)
+The sampler reads, at a fixed rate, the GPUs the job uses through NVML (utilisation of the GPU and of its memory,
+memory used, power, SM clock, temperature, the energy counter, why the clocks are held down, other processes on it;
+with data-parallel replicas on several GPUs, the trace holds them together and the record each one's own too)
 and, on every device, the process's CPU time and resident memory, the machine's CPU counters and the CPU packages'
 energy (RAPL). Samples go to a trace CSV together with phase markers (idle baseline, build, epoch boundaries,
 evaluation), from which the summaries are computed over steady or training epochs. Standard library only; NVML is
 injected (pynvml, or a fake module in tests), so the GPU path is testable without a GPU.
 """
 
+import functools
+import operator
 import os
 import threading
 import time
@@ -166,6 +169,69 @@ class GpuReader:
         return {"gpu_foreign_processes": len(self.foreign), "gpu_processes": self.foreign}
 
 
+# How a sample's GPU columns combine the run's GPUs (data-parallel replicas on several): together they draw the sum
+# of their power and energy and hold the sum of their memory, their utilisation is the mean, the slowest clock and
+# the hottest die bound them, and a reason any one's clocks are held down holds the run down.
+COMBINED = {
+    "gpu_util_pct": lambda values: sum(values) / len(values),
+    "mem_util_pct": lambda values: sum(values) / len(values),
+    "gpu_memory_mb": sum,
+    "power_w": sum,
+    "sm_clock_mhz": min,
+    "temperature_c": max,
+    "gpu_energy_mj": sum,
+    "clocks_event_reasons": lambda masks: functools.reduce(operator.or_, masks),
+    "gpu_foreign_processes": sum,
+}
+
+
+class GpuGroup:
+    """The GPUs a run uses, each read by its own GpuReader, with GpuReader's interface: a sample's GPU columns are
+    the devices together (COMBINED), its `gpu_processes` the processes outside the job's tree on any of them, and
+    `devices` each device's own columns, in the order of `labels` (how CUDA names them: CUDA_VISIBLE_DEVICES'
+    entries, else NVML's indices)."""
+
+    def __init__(self, readers, labels):
+        self.readers, self.labels = readers, labels
+
+    @property
+    def unavailable(self):
+        return {name: why for reader in self.readers for name, why in reader.unavailable.items()}
+
+    @property
+    def tree_on_gpu(self):
+        return any(reader.tree_on_gpu for reader in self.readers)
+
+    def reading(self):
+        readings = [reader.reading() for reader in self.readers]
+        row = {}
+        for column, combine in COMBINED.items():
+            values = [reading[column] for reading in readings if reading[column] is not None]
+            row[column] = combine(values) if values else None
+        listed = [reading["gpu_processes"] for reading in readings if reading["gpu_processes"] is not None]
+        row["gpu_processes"] = [process for foreign in listed for process in foreign] if listed else None
+        row["devices"] = [{column: reading[column] for column in GPU_COLUMNS} for reading in readings]
+        return row
+
+
+def visible_gpus(nvml, count, environ=os.environ):
+    """[(label, NVML handle)] of the first `count` GPUs CUDA shows this process: those CUDA_VISIBLE_DEVICES names, by
+    index or UUID, as a scheduler (Slurm) sets it, whose numbering NVML does not follow; else NVML's first `count`."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [(str(index), nvml.nvmlDeviceGetHandleByIndex(index)) for index in range(count)]
+    named = [entry.strip() for entry in visible.split(",") if entry.strip()][:count]
+    if len(named) < count:
+        raise RuntimeError(f"{count} GPUs asked for, but CUDA_VISIBLE_DEVICES={visible!r} names {len(named)}")
+    return [
+        (
+            entry,
+            nvml.nvmlDeviceGetHandleByIndex(int(entry)) if entry.isdigit() else nvml.nvmlDeviceGetHandleByUUID(entry),
+        )
+        for entry in named
+    ]
+
+
 def cpu_meter():
     """(contention.CpuMeter, None), or (None, why the machine's CPU counters cannot be read)."""
     try:
@@ -186,7 +252,7 @@ class Sampler:
         self,
         rate_hz=10.0,
         nvml=None,
-        gpu_index=0,
+        gpus=1,
         clock=time.perf_counter,
         cpu_clock=time.process_time,
         meter=None,
@@ -198,7 +264,10 @@ class Sampler:
         self.period, self.clock, self.cpu_clock = 1.0 / rate_hz, clock, cpu_clock
         self.meter, self.meter_unavailable = meter, meter_unavailable  # contention.CpuMeter, or why there is none
         self.rapl, self.rapl_unavailable = rapl, rapl_unavailable  # rapl.RaplMeter, or why there is none
-        self.gpu = GpuReader(nvml, nvml.nvmlDeviceGetHandleByIndex(gpu_index), proc, clock) if nvml else None
+        self.gpu = None
+        if nvml:  # the run's GPUs (one per replica), read together
+            labels, handles = zip(*visible_gpus(nvml, gpus))
+            self.gpu = GpuGroup([GpuReader(nvml, handle, proc, clock) for handle in handles], list(labels))
         self.rows, self.phase, self.cores = [], "start", os.cpu_count() or 1
         self._stop, self._lock = threading.Event(), threading.Lock()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
@@ -230,7 +299,9 @@ class Sampler:
         return self.meter.reading() if self.meter else None
 
     def gpu_reading(self):
-        return self.gpu.reading() if self.gpu else {**dict.fromkeys(GPU_COLUMNS), "gpu_processes": None}
+        return (
+            self.gpu.reading() if self.gpu else {**dict.fromkeys(GPU_COLUMNS), "gpu_processes": None, "devices": None}
+        )
 
     def cpu_energy_origin(self):
         """{cpu_energy_source, cpu_energy_reason}: where the CPU energy comes from, or why there is none."""
@@ -424,6 +495,33 @@ def process_cpu_share(rows, phases, cores):
     spans = [(last["cpu_s"] - first["cpu_s"], last["t_s"] - first["t_s"]) for first, last in segments(rows, phases)]
     wall = sum(seconds for _, seconds in spans)
     return min(100.0, 100.0 * sum(used for used, _ in spans) / (wall * cores)) if wall > 0 else None
+
+
+def device_summaries(rows, labels, steady_phases, training_phases):
+    """Each GPU's own figures (the record's gpu_devices), from the `devices` of the rows: utilisation over steady
+    epochs, memory peak, power and energy over the training epochs. None without GPU rows."""
+    sampled = [row for row in rows if row.get("devices")]
+    if not sampled:
+        return None
+    summaries = []
+    for index, label in enumerate(labels):
+        device_rows = [{"t_s": row["t_s"], "phase": row["phase"], **row["devices"][index]} for row in sampled]
+
+        def values(name, phases, device_rows=device_rows):
+            return [row[name] for row in device_rows if row["phase"] in phases and row[name] is not None]
+
+        utilisation = values("gpu_util_pct", steady_phases)
+        summaries.append(
+            {
+                "device": label,
+                "utilisation_mean": mean(utilisation),
+                "utilisation_p95": percentile(utilisation, 0.95),
+                "memory_peak_mb": max(values("gpu_memory_mb", {row["phase"] for row in device_rows}), default=None),
+                "power_mean_w": mean(values("power_w", training_phases)),
+                "energy_j": gpu_energy(device_rows, training_phases)[0],
+            }
+        )
+    return summaries
 
 
 def summarise(rows, steady_phases, training_phases, images_trained, cores=None):

@@ -1,11 +1,14 @@
-"""Optimisation variants, one name per experiment: `<mode>[-<compile mode>][-nhwc][-amp]`.
+"""Optimisation variants, one name per experiment: `<mode>[-<compile mode>][-nhwc][-syncbn][-amp]`.
 
 Modes: `eager` (op by op), `graph` (the framework's own graph without XLA: MXNet hybridize with static_alloc and
 static_shape, tf.function, Keras' compiled step on TensorFlow), `xla` (XLA: tf.function(jit_compile=True), Keras
 jit_compile on TensorFlow or JAX, a jitted Flax step), `compile` (torch.compile; Keras jit_compile on PyTorch), in
 torch.compile's default mode or, named after it, `compile-reduce-overhead` (CUDA graphs) or `compile-max-autotune`
 (autotuned kernels, CUDA graphs). Modifiers: `nhwc` runs a channels-first framework's
-convolutions channels-last (MXNet layout NHWC, PyTorch channels_last memory format); `amp` is mixed precision,
+convolutions channels-last (MXNet layout NHWC, PyTorch channels_last memory format); `syncbn`, with data-parallel
+replicas, computes batch-norm statistics over the global batch, all-reducing them between the replicas (PyTorch's
+SyncBatchNorm, Keras' synchronized BatchNormalization, a replica-context all-reduce in tf.nn, Gluon's SyncBatchNorm;
+without it each replica normalises its own slice); `amp` is mixed precision,
 float16 compute with loss scaling on GPU and bfloat16 on CPU (where float16 has no fast kernels), float32 weights.
 Which stack implements which variant, and why a missing one is missing, is in envs/stacks.yaml.
 """
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 MODES = ("eager", "graph", "xla", "compile")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile(mode=...)
-PATTERN = re.compile(rf"({'|'.join(MODES)})(?:-({'|'.join(COMPILE_MODES[1:])}))?(-nhwc)?(-amp)?")
+PATTERN = re.compile(rf"({'|'.join(MODES)})(?:-({'|'.join(COMPILE_MODES[1:])}))?(-nhwc)?(-syncbn)?(-amp)?")
 
 
 @dataclass(frozen=True)
@@ -24,22 +27,24 @@ class Variant:
     channels_last: bool
     mixed_precision: bool
     compile_mode: str = "default"  # torch.compile's mode; "default" for every other mode
+    sync_batch_norm: bool = False  # batch-norm statistics over the replicas' global batch
 
     @property
     def name(self):
         named_mode = self.mode if self.compile_mode == "default" else f"{self.mode}-{self.compile_mode}"
-        return named_mode + "-nhwc" * self.channels_last + "-amp" * self.mixed_precision
+        modifiers = "-nhwc" * self.channels_last + "-syncbn" * self.sync_batch_norm + "-amp" * self.mixed_precision
+        return named_mode + modifiers
 
 
 def parse(name):
     match = PATTERN.fullmatch(name)
     if match is None or (match.group(2) and match.group(1) != "compile"):
         raise ValueError(
-            f"variant {name!r} is not <mode>[-<compile mode>][-nhwc][-amp] with mode one of {', '.join(MODES)} "
+            f"variant {name!r} is not <mode>[-<compile mode>][-nhwc][-syncbn][-amp] with mode one of {', '.join(MODES)} "
             f"and, for compile only, compile mode one of {', '.join(COMPILE_MODES[1:])}"
         )
-    mode, compile_mode, channels_last, mixed_precision = match.groups()
-    return Variant(mode, bool(channels_last), bool(mixed_precision), compile_mode or "default")
+    mode, compile_mode, channels_last, sync_batch_norm, mixed_precision = match.groups()
+    return Variant(mode, bool(channels_last), bool(mixed_precision), compile_mode or "default", bool(sync_batch_norm))
 
 
 def compute_dtype(variant, device):
@@ -59,7 +64,10 @@ def unsupported_reason(stack, variant, device, data_placement="device", replicas
     reasons = stack.get("unsupported", {})
     parsed = parse(variant)
     compile_mode = [f"compile-{parsed.compile_mode}"] * (parsed.compile_mode != "default")
-    keys = [variant, parsed.mode, *compile_mode] + ["nhwc"] * parsed.channels_last + ["amp"] * parsed.mixed_precision
+    if parsed.sync_batch_norm and replicas == 1:
+        return "synchronised batch norm shares statistics between data-parallel replicas: it needs `replicas` above 1"
+    keys = [variant, parsed.mode, *compile_mode] + ["nhwc"] * parsed.channels_last
+    keys += ["syncbn"] * parsed.sync_batch_norm + ["amp"] * parsed.mixed_precision
     keys.append(f"{data_placement}-data")
     if replicas > 1:
         keys += [

@@ -4,7 +4,7 @@ tests/frameworks/test_pytorch_transfer.py)."""
 
 import pytest
 from dlbench import mathmode, peaks
-from train import input_share
+from train import removed_share
 
 
 def test_the_math_mode_policy_sets_each_frameworks_variables():
@@ -49,9 +49,9 @@ def test_model_flops_utilisation_against_the_datasheet_peak():
     assert "lists no bf16 peak" in peaks.peak("Tesla V100-SXM2-16GB", "bf16")[1]
 
 
-def test_the_input_share_carries_the_noise_of_single_epochs():
-    share, (low, high) = input_share([0.9, 0.92], [1.0, 1.02])
+def test_a_removed_share_carries_the_noise_of_single_epochs():
+    share, (low, high) = removed_share([0.9, 0.92], [1.0, 1.02])
     assert share == pytest.approx(1 - 0.91 / 1.01) and low <= share <= high
     assert low == pytest.approx(1 - 0.92 / 1.0) and high == pytest.approx(1 - 0.9 / 1.02)
-    noise, (low, high) = input_share([1.01, 0.97], [0.99, 1.0])  # no input work: the interval holds zero
+    noise, (low, high) = removed_share([1.01, 0.97], [0.99, 1.0])  # no input work: the interval holds zero
     assert low < 0 < high

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from dlbench import contention, record, telemetry
-from fake_nvml import FakeNVML
+from fake_nvml import FakeGPUs, FakeNVML
 
 
 def test_sampler_records_gpu_readings_phases_and_host_figures(tmp_path):
@@ -28,6 +28,40 @@ def test_sampler_records_gpu_readings_phases_and_host_figures(tmp_path):
     header, first = (tmp_path / "trace.csv").read_text().splitlines()[:2]
     assert header.split(",") == list(telemetry.TRACE_COLUMNS)
     assert first.split(",")[1] == "start"
+
+
+def test_a_run_on_several_gpus_traces_them_together_and_records_each_apart():
+    """Two replicas' GPUs: the trace's GPU columns are the two together (utilisation their mean, memory and power
+    their sums), and the record's gpu_devices each one's own figures, in CUDA's order."""
+    nvml = FakeGPUs(
+        FakeNVML(utilisation=[40], memory_mb=[1000], power_mw=[100_000], energy_mj=range(0, 10**7, 1000)),
+        FakeNVML(utilisation=[80], memory_mb=[3000], power_mw=[300_000], energy_mj=range(0, 3 * 10**7, 3000)),
+    )
+    sampler = telemetry.Sampler(rate_hz=100, nvml=nvml, gpus=2).start()
+    sampler.mark("epoch 1")
+    time.sleep(0.03)
+    sampler.mark("epoch 2")
+    time.sleep(0.03)
+    sampler.stop()
+    steady = [row for row in sampler.rows if row["phase"] == "epoch 2"]
+    assert {(row["gpu_util_pct"], row["gpu_memory_mb"], row["power_w"]) for row in steady} == {(60, 4000, 400)}
+    devices = telemetry.device_summaries(sampler.rows, sampler.gpu.labels, {"epoch 2"}, {"epoch 1", "epoch 2"})
+    assert [(device["device"], device["utilisation_mean"], device["memory_peak_mb"]) for device in devices] == [
+        ("0", 40, 1000),
+        ("1", 80, 3000),
+    ]
+    assert [device["power_mean_w"] for device in devices] == [100, 300]
+    assert devices[0]["energy_j"] > 0 and devices[1]["energy_j"] == pytest.approx(3 * devices[0]["energy_j"])
+
+
+def test_the_gpus_a_run_samples_are_those_cuda_visible_devices_names():
+    nvml = FakeGPUs(*[FakeNVML(utilisation=[0], memory_mb=[0], power_mw=[0]) for _ in range(4)])
+    named = telemetry.visible_gpus(nvml, 2, {"CUDA_VISIBLE_DEVICES": "GPU-3,GPU-1,GPU-0"})
+    assert named == [("GPU-3", ("gpu", 3)), ("GPU-1", ("gpu", 1))]
+    assert telemetry.visible_gpus(nvml, 1, {"CUDA_VISIBLE_DEVICES": "2"}) == [("2", ("gpu", 2))]
+    assert telemetry.visible_gpus(nvml, 2, {}) == [("0", ("gpu", 0)), ("1", ("gpu", 1))]
+    with pytest.raises(RuntimeError, match="2 GPUs asked for, but CUDA_VISIBLE_DEVICES='1' names 1"):
+        telemetry.visible_gpus(nvml, 2, {"CUDA_VISIBLE_DEVICES": "1"})
 
 
 def row(t, phase, util, memory, power, cpu_share=0.5):

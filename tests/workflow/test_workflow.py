@@ -201,6 +201,10 @@ def test_replicated_runs_are_scaled_against_one_replica_in_the_tables_and_the_re
     engaged = {record["stack"]: record["engaged"] for record in records}
     assert engaged["torch-2.13"]["collective"] == "gloo" and engaged["mxnet-1.9"]["data_parallel"]
     assert all(record["replica_images_per_s"] == record["train_images_per_s"] / 2 for record in records)
+    shares = {record["stack"]: record["communication_share"] for record in records}
+    assert shares["mxnet-1.9"] is None and shares["torch-2.13"] is not None  # DDP's no_sync; Gluon has no such step
+    communication = {row["stack"]: row["communication_share_mean"] for row in scaling}
+    assert communication["mxnet-1.9"] == "" and communication["torch-2.13"] != ""
     html = (workdir / "results/report/report.html").read_text()
     assert "Data-parallel scaling" in html and "efficiency [95%]" in html
 

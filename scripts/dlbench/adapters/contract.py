@@ -86,6 +86,12 @@ class TrainingAdapter(Adapter, Protocol):
     def fixed_batch_steps(self, model, staged, order, batch_size):
         """run(steps), which trains `steps` steps on the first batch of `order` and returns the mean loss."""
 
+    # With replicas, the same steps without the gradients' reduction between replicas, for train.py's communication
+    # share: each replica then updates its own copy, so they run last, after every reported result.
+    def unreduced_steps(self, model, staged, order, batch_size):
+        """run(steps) as fixed_batch_steps' but skipping the gradients' all-reduce, where the framework has a way
+        to (PyTorch's DDP.no_sync); None where it has none or the run has one replica."""
+
     def evaluate(self, model, staged, batch_size) -> tuple[float, float]:
         """(loss, accuracy) on the test split, host floats."""
 
@@ -150,7 +156,8 @@ class TensorFlowBackend(KerasBackend, Protocol):
         """A tf.distribute.MirroredStrategy over the first `replicas` devices (on a CPU, logical ones)."""
 
     def strategy_engagement(self, strategy) -> dict:
-        """{data_parallel, collective}: the strategy and its cross-device reduction, read back."""
+        """{data_parallel, collective, batch_norm_statistics}: the strategy, its cross-device reduction, read back,
+        and where batch norm takes its statistics unsynchronised (each replica's slice)."""
 
 
 class JaxBackend(KerasBackend, Protocol):

@@ -392,6 +392,7 @@ def _data_parallel(weight, layout, jitted):
         "data_parallel": f"jax.jit over a Mesh {mesh} (GSPMD)" if jitted else f"op by op over a Mesh {mesh} (GSPMD)",
         "gradient_reduction": "mean: the global batch's mean loss differentiated, partial sums all-reduced",
         "collective": "XLA all-reduce (GSPMD)" if jitted else "XLA all-reduce (GSPMD), per operation",
+        "batch_norm_statistics": "global batch: GSPMD keeps the one-device step's mean over every slice",
         "weight_sharding": str(weight.sharding.spec),
         "batch_sharding": str(layout.seen.spec) if layout.seen is not None else None,
     }
@@ -445,6 +446,11 @@ def fixed_batch_steps(model, staged, order, batch_size):
         first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
     first = jax.device_put(first, _batch_sharding(model))
     return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], first), steps))
+
+
+def unreduced_steps(model, staged, order, batch_size):
+    """None: GSPMD derives the all-reduce from the shardings of one jitted step: there is no step without it."""
+    return None
 
 
 def loader_batches(staged, order, batch_size):

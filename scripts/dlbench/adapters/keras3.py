@@ -199,8 +199,9 @@ def _zero_pad_channels(pad):
     return keras.layers.Lambda(lambda x: keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [pad, pad]]))
 
 
-def _leaf_layers(layer, in_shape):
-    """The Keras layers of one spec leaf; the last one holds the leaf's weights."""
+def _leaf_layers(layer, in_shape, synchronized):
+    """The Keras layers of one spec leaf; the last one holds the leaf's weights. `synchronized`: batch norm over the
+    replicas' global batch (Keras' synchronized BatchNormalization, a TensorFlow-backend option)."""
     activation = getattr(layer, "activation", None)
     if isinstance(layer, specs.Conv):
         # "same" where it equals the spec's padding (a separate ZeroPadding2D costs a copy per conv), else explicit.
@@ -217,7 +218,9 @@ def _leaf_layers(layer, in_shape):
             )
         ]
     if isinstance(layer, specs.BatchNorm):
-        return [keras.layers.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon)]
+        return [
+            keras.layers.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon, synchronized=synchronized)
+        ]
     if isinstance(layer, specs.Pool):
         if layer.kind == "avg":
             return [keras.layers.AveragePooling2D(layer.size, layer.step)]
@@ -234,20 +237,21 @@ def _leaf_layers(layer, in_shape):
     return [keras.layers.Dense(layer.units, activation=activation)]
 
 
-def _apply(spec, input_shape, x, leaves):
-    """The spec applied to a functional-API tensor; each leaf's weight-holding layer is appended to `leaves`."""
+def _apply(spec, input_shape, x, leaves, synchronized=False):
+    """The spec applied to a functional-API tensor (batch norm `synchronized` or not); each leaf's weight-holding
+    layer is appended to `leaves`."""
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _apply(layer.body, in_shape, x, leaves)
+            body = _apply(layer.body, in_shape, x, leaves, synchronized)
             if layer.shortcut == "zero_pad":
                 stride, pad = specs.zero_pad_geometry(in_shape, out_shape)
                 subsampled = keras.layers.MaxPooling2D(1, stride)(x)  # a 1x1 pool with a stride subsamples
                 shortcut = _zero_pad_channels(pad)(subsampled)
             else:
-                shortcut = _apply(layer.shortcut, in_shape, x, leaves)
+                shortcut = _apply(layer.shortcut, in_shape, x, leaves, synchronized)
             x = keras.layers.Add()([body, shortcut])
         else:
-            for keras_layer in _leaf_layers(layer, in_shape):
+            for keras_layer in _leaf_layers(layer, in_shape, synchronized):
                 x = keras_layer(x)
             leaves.append(keras_layer)
         if isinstance(layer, (specs.Residual, specs.BatchNorm)) and layer.activation == "relu":
@@ -306,7 +310,7 @@ def build(spec, input_shape, weights, experiment):
     with _strategy.scope() if _strategy else contextlib.nullcontext():
         inputs, leaves = keras.Input(shape=input_shape, dtype="uint8" if streamed else None), []
         x = _normalisation_layers(inputs) if streamed else inputs
-        network = keras.Model(inputs, _apply(spec, input_shape, x, leaves))
+        network = keras.Model(inputs, _apply(spec, input_shape, x, leaves, variant.sync_batch_norm))
         for keras_layer, params in zip(leaves, weights):
             if params:
                 keras_layer.set_weights(params)
@@ -370,13 +374,17 @@ def _data_parallel(model):
             f"sum (all-reduce) over the replicas, each replica's mean loss scaled by 1/"
             f"{strategy.num_replicas_in_sync}: the global batch's mean gradient"
         )
-        return {**tensorflow_raw.strategy_engagement(strategy), "gradient_reduction": reduction}
+        result = {**tensorflow_raw.strategy_engagement(strategy), "gradient_reduction": reduction}
+        if any(getattr(layer, "synchronized", False) for layer in model.layers):
+            result["batch_norm_statistics"] = "global batch: Keras' synchronized BatchNormalization all-reduces them"
+        return result
     distribution = keras.distribution.distribution()
     mesh = distribution.device_mesh
     return {
         "data_parallel": type(distribution).__name__,
         "gradient_reduction": "mean: the gradient of the global batch's mean loss, the batch sharded over the mesh",
         "collective": f"XLA all-reduce over mesh axis {distribution.batch_dim_name!r} ({mesh.devices.size} devices)",
+        "batch_norm_statistics": "global batch: GSPMD keeps the one-device step's mean over every slice",
     }
 
 
@@ -451,6 +459,11 @@ def fixed_batch_steps(model, staged, order, batch_size):
         return lambda steps: _fit_loss(model, tf.data.Dataset.from_tensors((images, labels)).repeat(steps))
     placed = _on_device(images, sharded=True), _on_device(labels, sharded=True)
     return lambda steps: _fit_loss(model, (placed for _ in range(steps)))
+
+
+def unreduced_steps(model, staged, order, batch_size):
+    """None: fit's distributed step (MirroredStrategy, or one jitted step over the mesh) always reduces."""
+    return None
 
 
 def evaluate(model, staged, batch_size):

@@ -265,7 +265,7 @@ class _RowLSTM(gluon.HybridBlock):
         return F.squeeze(F.slice_axis(self.lstm(rows), axis=1, begin=-1, end=None), axis=1)
 
 
-def _leaf_block(layer, in_shape, channels_last):
+def _leaf_block(layer, in_shape, channels_last, synchronised_over):
     activation = getattr(layer, "activation", None)
     layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
@@ -278,6 +278,10 @@ def _leaf_block(layer, in_shape, channels_last):
             use_bias=layer.bias,
             in_channels=in_shape[-1],
             layout=layout,
+        )
+    if isinstance(layer, specs.BatchNorm) and synchronised_over:  # -syncbn: statistics of every context's slice
+        return gluon.contrib.nn.SyncBatchNorm(
+            in_channels=in_shape[-1], num_devices=synchronised_over, momentum=layer.momentum, epsilon=layer.epsilon
         )
     if isinstance(layer, specs.BatchNorm):
         return gluon.nn.BatchNorm(
@@ -317,18 +321,20 @@ def _transposed(block, index):
     return index < 2 and isinstance(block, (gluon.nn.Dense, _RowLSTM))
 
 
-def _sequential(spec, input_shape, channels_last, leaves):
+def _sequential(spec, input_shape, channels_last, leaves, synchronised_over=None):
+    """The spec as blocks, each leaf appended to `leaves`; batch norm synchronised over that many contexts, or not
+    (None)."""
     network = gluon.nn.HybridSequential()
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _sequential(layer.body, in_shape, channels_last, leaves)
+            body = _sequential(layer.body, in_shape, channels_last, leaves, synchronised_over)
             if layer.shortcut == "zero_pad":
                 shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), channels_last)
             else:
-                shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves)
+                shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves, synchronised_over)
             network.add(_Residual(body, shortcut, layer.activation))
         else:
-            leaves.append(_leaf_block(layer, in_shape, channels_last))
+            leaves.append(_leaf_block(layer, in_shape, channels_last, synchronised_over))
             network.add(leaves[-1])
             if isinstance(layer, specs.BatchNorm) and layer.activation == "relu":
                 network.add(gluon.nn.Activation("relu"))
@@ -381,7 +387,8 @@ def build(spec, input_shape, weights, experiment):
         amp.init(target_dtype="float16")  # before the network exists: it patches the operators it will call
     contexts, leaves = _contexts(experiment["device"], parallel.replicas(experiment)), []
     ctx = contexts[0]
-    network = _sequential(spec, input_shape, variant.channels_last, leaves)
+    synchronised_over = len(contexts) if variant.sync_batch_norm else None
+    network = _sequential(spec, input_shape, variant.channels_last, leaves, synchronised_over)
     network.initialize(ctx=contexts)
     for block, params in zip(leaves, _layout_weights(spec, input_shape, weights, variant.channels_last)):
         for index, (param, value) in enumerate(zip(_parameters_of(block), params)):  # set_data: on every context
@@ -440,10 +447,13 @@ def engaged(model):
         "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"),
         "omp_threads": _omp_threads(),
     }
-    return {**result, **_data_parallel(model["trainer"])} if len(contexts) > 1 else result
+    if len(contexts) == 1:
+        return result
+    synchronised = any(isinstance(block, gluon.contrib.nn.SyncBatchNorm) for block in model["leaves"])
+    return {**result, **_data_parallel(model["trainer"], synchronised)}
 
 
-def _data_parallel(trainer):
+def _data_parallel(trainer, synchronised):
     """How the Trainer reduced the gradients, from its kvstore (which it makes at its first step: before that, the
     kvstore it was given) and its optimizer's rescale_grad (1 / the global batch of the last step; under AMP also
     divided by the loss scale)."""
@@ -453,6 +463,11 @@ def _data_parallel(trainer):
         "data_parallel": f"gluon.Trainer over a context list of {len(trainer._contexts)} (split_and_load)",
         "gradient_reduction": "sum over replicas (kvstore pushpull), rescaled by 1 / the global batch in Trainer.step",
         "collective": f"kvstore {kvstore}",
+        "batch_norm_statistics": (
+            "global batch: SyncBatchNorm shares them between the contexts"
+            if synchronised
+            else "per replica: each context normalises its slice of the batch"
+        ),
         "update_on_kvstore": trainer._update_on_kvstore if made else None,
         "rescale_grad": trainer._optimizer.rescale_grad,
     }
@@ -496,6 +511,12 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     first = next(_batches(staged, order, batch_size))
     return lambda steps: _train_steps(model, itertools.repeat(first, steps))
+
+
+def unreduced_steps(model, staged, order, batch_size):
+    """None: Gluon's Trainer reduces the gradients through its kvstore inside every step (which, unless under AMP,
+    also runs the update there)."""
+    return None
 
 
 def loader_batches(staged, order, batch_size):

@@ -12,6 +12,7 @@ import itertools
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from .. import data, mathmode, parallel, specs, variants
@@ -286,14 +287,14 @@ class _RowLSTM(torch.nn.Module):
         return self.lstm(rows)[0][:, -1]
 
 
-def _leaf_module(layer, in_shape):
+def _leaf_module(layer, in_shape, batch_norm):
     if isinstance(layer, specs.Conv):
         return torch.nn.Conv2d(
             in_shape[-1], layer.filters, layer.kernel, stride=layer.stride, padding=layer.padding, bias=layer.bias
         )
     if isinstance(layer, specs.BatchNorm):
         # PyTorch's momentum weighs the new batch: 1 - the spec's decay.
-        return torch.nn.BatchNorm2d(in_shape[-1], eps=layer.epsilon, momentum=1 - layer.momentum)
+        return batch_norm(in_shape[-1], eps=layer.epsilon, momentum=1 - layer.momentum)
     if isinstance(layer, specs.Pool):
         if layer.kind == "avg":
             return torch.nn.AvgPool2d(layer.size, layer.step)
@@ -313,7 +314,7 @@ def _parameters_of(module):
     """The module's weights in the neutral order (channels-first layout), as tensors."""
     if isinstance(module, torch.nn.Linear):
         return [module.weight.T, module.bias]
-    if isinstance(module, torch.nn.BatchNorm2d):
+    if isinstance(module, _BatchNorm):  # BatchNorm2d, SyncBatchNorm
         return [module.weight, module.bias, module.running_mean, module.running_var]
     if isinstance(module, _RowLSTM):
         lstm = module.lstm
@@ -333,19 +334,20 @@ def _load_weights(module, params):
             target.copy_(torch.from_numpy(np.ascontiguousarray(value)))  # a transposed view writes through
 
 
-def _sequential(spec, input_shape, weights, leaves):
-    """The spec as modules; weights (an iterator, depth first) are loaded and each leaf appended to `leaves`."""
+def _sequential(spec, input_shape, weights, leaves, batch_norm):
+    """The spec as modules, batch norm as `batch_norm` (BatchNorm2d, or SyncBatchNorm); weights (an iterator, depth
+    first) are loaded and each leaf appended to `leaves`."""
     modules = []
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _sequential(layer.body, in_shape, weights, leaves)
+            body = _sequential(layer.body, in_shape, weights, leaves, batch_norm)
             if layer.shortcut == "zero_pad":
                 shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape))
             else:
-                shortcut = _sequential(layer.shortcut, in_shape, weights, leaves)
+                shortcut = _sequential(layer.shortcut, in_shape, weights, leaves, batch_norm)
             modules.append(_Residual(body, shortcut, layer.activation))
             continue
-        module = _leaf_module(layer, in_shape)
+        module = _leaf_module(layer, in_shape, batch_norm)
         _load_weights(module, next(weights))
         leaves.append(module)
         modules.append(module)
@@ -374,7 +376,10 @@ def build(spec, input_shape, weights, experiment):
     target = _torch_device(experiment["device"])
     leaves = []
     converted = iter(specs.channels_first_weights(spec, input_shape, weights))
-    network = _sequential(spec, input_shape, converted, leaves).to(target, memory_format=_memory_format(variant))
+    # -syncbn: SyncBatchNorm, which all-reduces the batch statistics over the process group (CUDA tensors only).
+    batch_norm = torch.nn.SyncBatchNorm if variant.sync_batch_norm else torch.nn.BatchNorm2d
+    network = _sequential(spec, input_shape, converted, leaves, batch_norm)
+    network = network.to(target, memory_format=_memory_format(variant))
     dtype = getattr(torch, variants.compute_dtype(variant, experiment["device"]))
     trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
     run = torch.compile(network, mode=variant.compile_mode) if variant.mode == "compile" else network
@@ -448,19 +453,25 @@ def engaged(model):
     if variant.mode == "compile":
         result.update(compile_engagement(variant.compile_mode, model["compile_counters"]))
     if model["distributed"] is not None:
-        result.update(_data_parallel(model["distributed"]))
+        result.update(_data_parallel(model["distributed"], model["network"]))
     return result
 
 
-def _data_parallel(distributed):
-    """How DDP reduced the gradients, from its own logging data: with no communication hook registered, its
-    built-in all-reduce sums the gradients and divides them by the world size."""
+def _data_parallel(distributed, network):
+    """How DDP reduced the gradients, from its own logging data (with no communication hook registered, its
+    built-in all-reduce sums the gradients and divides them by the world size), and the network's batch norm."""
     logged = distributed._get_ddp_logging_data()
     average = f"mean (all-reduce of the gradient sums divided by the world size, {logged['world_size']})"
+    synchronised = any(isinstance(module, torch.nn.SyncBatchNorm) for module in network.modules())
     return {
         "data_parallel": type(distributed).__name__,
         "gradient_reduction": logged.get("comm_hook") or average,
         "collective": torch.distributed.get_backend(),
+        "batch_norm_statistics": (
+            "global batch: SyncBatchNorm all-reduces them"
+            if synchronised
+            else "per replica: each process normalises its slice"
+        ),
     }
 
 
@@ -519,6 +530,20 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     first = next(_batches(staged, order, batch_size, model["memory_format"]))
     return lambda steps: _train_steps(model, itertools.repeat(first, steps))
+
+
+def unreduced_steps(model, staged, order, batch_size):
+    """fixed_batch_steps' steps inside DDP's no_sync, which leaves out the gradients' all-reduce (PyTorch's way to
+    accumulate gradients locally): what a step costs without its communication. None with one replica."""
+    if model["distributed"] is None:
+        return None
+    steps = fixed_batch_steps(model, staged, order, batch_size)
+
+    def unreduced(count):
+        with model["distributed"].no_sync():
+            return steps(count)
+
+    return unreduced
 
 
 def loader_batches(staged, order, batch_size):

@@ -76,7 +76,11 @@ def mirrored_strategy(device, replicas):
 def strategy_engagement(strategy):
     """{data_parallel, collective}: the strategy and the cross-device reduction its all-reduces of float gradients
     run through, read back (shared, contract.TensorFlowBackend)."""
-    return {"data_parallel": type(strategy).__name__, "collective": type(strategy.extended._cross_device_ops).__name__}
+    return {
+        "data_parallel": type(strategy).__name__,
+        "collective": type(strategy.extended._cross_device_ops).__name__,
+        "batch_norm_statistics": "per replica: each replica normalises its slice of the batch",
+    }
 
 
 def replica_max(value):
@@ -245,9 +249,9 @@ class _Network(tf.Module):
     """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf), computing
     in `compute_dtype` (float32 variables are cast per call under mixed precision)."""
 
-    def __init__(self, spec, input_shape, weights, compute_dtype=tf.float32):
+    def __init__(self, spec, input_shape, weights, compute_dtype=tf.float32, synchronised=False):
         super().__init__()
-        self.compute_dtype = compute_dtype
+        self.compute_dtype, self.synchronised = compute_dtype, synchronised
         self.params = []
         for (layer, in_shape, _), arrays in zip(specs.leaves(spec, input_shape), weights):
             trainable = specs.parameter_shapes(layer, in_shape)[1]
@@ -275,7 +279,7 @@ class _Network(tf.Module):
 
     def leaf(self, layer, in_shape, x, training, params):
         if isinstance(layer, specs.BatchNorm):
-            return _batch_norm(layer, x, training, *params)
+            return _batch_norm(layer, x, training, self.synchronised, *params)
         params = [tf.cast(param, self.compute_dtype) for param in params]
         if isinstance(layer, specs.Conv):
             x = tf.nn.conv2d(x, params[0], [1, layer.stride, layer.stride, 1], _spatial_padding(layer.padding))
@@ -296,17 +300,28 @@ class _Network(tf.Module):
         return tf.matmul(x, params[0]) + params[1]
 
 
-def _batch_norm(layer, x, training, gamma, beta, moving_mean, moving_variance):
+def _batch_norm(layer, x, training, synchronised, gamma, beta, moving_mean, moving_variance):
     """Statistics and normalisation in float32 whatever the compute dtype (Keras' BatchNormalization does the same
-    under mixed precision); the result in the input's dtype."""
+    under mixed precision); the result in the input's dtype. `synchronised`: statistics of the replicas' global
+    batch."""
     dtype, x = x.dtype, tf.cast(x, tf.float32)
     if training:
-        mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
+        mean, variance = _global_moments(x) if synchronised else tf.nn.moments(x, axes=[0, 1, 2])
         moving_mean.assign(moving_mean * layer.momentum + mean * (1 - layer.momentum))
         moving_variance.assign(moving_variance * layer.momentum + variance * (1 - layer.momentum))
     else:
         mean, variance = moving_mean, moving_variance
     return tf.cast(tf.nn.batch_normalization(x, mean, variance, beta, gamma, layer.epsilon), dtype)
+
+
+def _global_moments(x):
+    """Mean and variance over N, H, W of every replica's slice: the sums, sums of squares and counts all-reduced in
+    the replica context, as Keras' synchronized BatchNormalization computes them on TensorFlow."""
+    count = tf.cast(tf.reduce_prod(tf.shape(x)[:3]), tf.float32)
+    local = [tf.reduce_sum(x, axis=[0, 1, 2]), tf.reduce_sum(tf.square(x), axis=[0, 1, 2]), count]
+    total, squares, count = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local)
+    mean = total / count
+    return mean, squares / count - tf.square(mean)
 
 
 def _row_lstm(x, in_shape, kernel, recurrent, bias):
@@ -422,7 +437,7 @@ def build(spec, input_shape, weights, experiment):
     compute_dtype = tf.as_dtype(variants.compute_dtype(variant, experiment["device"]))
     # With replicas, variables made in the strategy's scope are mirrored on every replica's device.
     with strategy.scope() if strategy else tf.device(_device_name(experiment["device"])):
-        network = _Network(spec, input_shape, weights, compute_dtype)
+        network = _Network(spec, input_shape, weights, compute_dtype, variant.sync_batch_norm)
         variables = network.trainable_variables
         optimizer = _Optimizer(variables, experiment)
         loss_scale = _LossScale() if compute_dtype == tf.float16 else None
@@ -509,6 +524,8 @@ def engaged(model):
             "mean divided by the replica count: the global batch's mean gradient"
         )
         result.update(strategy_engagement(model["strategy"]), gradient_reduction=reduction)
+        if model["network"].synchronised:
+            result["batch_norm_statistics"] = "global batch: sums all-reduced in the replica context"
     return result
 
 
@@ -572,6 +589,11 @@ def fixed_batch_steps(model, staged, order, batch_size):
         with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
             batch = tuple(tf.identity(part) for part in batch)
     return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], batch), steps))
+
+
+def unreduced_steps(model, staged, order, batch_size):
+    """None: MirroredStrategy keeps one mirrored copy of each variable, which only a reduced update may change."""
+    return None
 
 
 def loader_batches(staged, order, batch_size):

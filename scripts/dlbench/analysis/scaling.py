@@ -7,6 +7,9 @@ Welch); scaling efficiency is the speedup over N (1: the ideal, N times one repl
 95% interval divided by N. Weak scaling keeps each replica's batch, strong scaling the global batch (the record's
 `scaling`); efficiencies of the two are different questions and never compared.
 
+Where the framework can leave out its gradients' reduction (PyTorch's no_sync), the runs measured the share of a
+step spent communicating that compute does not hide (the record's communication_share): its mean over the repeats.
+
 Stacks are compared at one N within a family (dataset, model, device, batch size, optimiser, rate, epochs, placement,
 scaling, N and machine): the ratio of two efficiencies is the ratio of their speedups, whose log is the difference of
 the two speedups' log ratios, with their errors added in quadrature and Welch-Satterthwaite's degrees of freedom. Each
@@ -35,6 +38,7 @@ SCALING_COLUMNS = [
     "train_images_per_s_gmean",
     "replica_images_per_s_gmean",
     "base_images_per_s_gmean",
+    "communication_share_mean",
     "method",
     "pairs",
     "speedup",
@@ -77,6 +81,7 @@ def speedups(runs, summary):
                 "train_images_per_s_gmean": row["train_images_per_s_gmean"],
                 "replica_images_per_s_gmean": row["train_images_per_s_gmean"] / count,
                 "base_images_per_s_gmean": base["train_images_per_s_gmean"],
+                "communication_share_mean": row["communication_share_mean"],
                 "method": method,
                 "pairs": pairs,
                 "speedup": speedup,
@@ -135,6 +140,10 @@ def scaling_table(runs, summary, margin):
         for position, log_ratio, outcome in zip(others, ratios, decisions(ratios, margin)):
             rows[position].update(against_best(rows[position], rows[best], log_ratio), **outcome)
         rows[best].update(against_best(rows[best], rows[best], None))
-    numbers = [name for name in SCALING_COLUMNS if name.startswith(("efficiency", "speedup", "p_")) or "gmean" in name]
+    numbers = [
+        name
+        for name in SCALING_COLUMNS
+        if name.startswith(("efficiency", "speedup", "p_", "communication")) or "gmean" in name
+    ]
     table = pd.DataFrame(rows, columns=SCALING_COLUMNS)
     return table.astype({name: "float64" for name in numbers} | {"pairs": "int64", "repeats_to_decide": "Int64"})

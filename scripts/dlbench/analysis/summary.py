@@ -20,6 +20,7 @@ STATISTICS = {
 
 RESOURCES = [
     "input_share",
+    "communication_share",
     "loader_images_per_s",
     "input_bound_share",
     "host_rss_peak_mb",

@@ -205,8 +205,9 @@ def percent(value, digits=0):
 
 
 def share(value, digits):
-    """An input share; a negative one (the fixed-batch epochs ran slower than the steady ones) is noise, not a
-    share, and says so instead of printing as a result."""
+    """A share of the work that fixed-batch epochs leave out (input work, communication); a negative one (they ran
+    slower than the epochs they are compared with) is noise, not a share, and says so instead of printing as a
+    result."""
     if pd.notna(value) and value < 0:
         return "noise (below 0)"
     return percent(value, digits)

@@ -13,6 +13,7 @@ from dlbench.report.common import (
     number,
     p_text,
     save,
+    share,
     styled_lines,
     variant_label,
 )
@@ -87,6 +88,7 @@ def scaling_tables(scaling):
         "per replica",
         "one replica",
         "efficiency [95%]",
+        "communication",
         "against the best at these replicas",
     ]
     sections = []
@@ -101,6 +103,7 @@ def scaling_tables(scaling):
                 number(row["replica_images_per_s_gmean"]),
                 number(row["base_images_per_s_gmean"]),
                 efficiency_text(row),
+                share(row["communication_share_mean"], 0),
                 against_best_text(row),
             ]
             for _, row in part.sort_values(["replicas", "efficiency"], ascending=[True, False]).iterrows()
@@ -122,6 +125,8 @@ def markdown(study, figures):
         "throughputs, tested as the comparisons are (paired by round, else unpaired); scaling efficiency is the "
         "speedup over N, with its 95% interval (1: N times one replica's throughput). At each N the stacks are "
         "compared with the best-scaling one: the ratio of their efficiencies with its interval, Holm-adjusted "
-        'within the N; "within noise" where neither a difference nor an equivalence is proven.\n\n'
+        'within the N; "within noise" where neither a difference nor an equivalence is proven. Communication is '
+        "the share of a fixed-batch step that leaving out the gradients' reduction saves, compute not hiding it "
+        "(PyTorch's no_sync; a dash where a framework has no step without it).\n\n"
         "![Throughput against replicas](figures/scaling.svg)\n\n" + scaling_tables(scaling)
     )
