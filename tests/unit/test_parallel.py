@@ -68,7 +68,8 @@ def test_every_replica_gets_an_equal_contiguous_slice_of_the_global_batch():
     batch = list(range(12))
     assert [parallel.replica_slice(batch, rank, 3) for rank in range(3)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     assert parallel.threads_per_process(8, 2) == 4 and parallel.threads_per_process(1, 2) == 1
-    assert parallel.threads_per_process(None, 2) is None
+    assert parallel.threads_per_process(None, 1) is None  # one process: each framework's own default
+    assert parallel.threads_per_process(None, 2, cores=8) == 4  # else every process would take all 8
     assert str(parallel.rank_output("/r/record.json", 1)) == "/r/rank1.record.json"
     assert str(parallel.rank_output("/r/record.json", 0)) == "/r/record.json"
 
