@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 from dlbench import configuration, parallel, plan
-from test_plan import CONFIG
+from test_plan import CONFIG, tiny_searches
 
 STACKS = configuration.load_stacks()
 
@@ -36,14 +36,7 @@ def test_replicas_are_an_axis_named_in_the_id_and_stacks_without_a_mechanism_ski
     jax = table["keras-3-jax_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager_r2"]
     assert jax["environment"]["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
     assert "XLA_FLAGS" not in table["keras-3-jax_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]["environment"]
-    searches = plan.max_batch_searches(
-        dict(
-            config,
-            max_batch={"enabled": True, "stacks": [], "start": 1, "limit": 2, "resolution": 1, "steps": 1},
-            seed=0,
-        ),
-        table,
-    )
+    searches = tiny_searches(config, table)
     assert all(search["replicas"] == 1 for search in searches.values())  # one device's memory
 
 

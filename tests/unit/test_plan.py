@@ -102,14 +102,7 @@ def test_only_image_folders_stream_and_a_streamed_row_carries_its_loader_options
     assert streamed["stream"] == config["stream"] and streamed["images_per_epoch"] == 64
     assert plan.prepared_meta("flowers", "stream") == "results/stream/flowers/meta.json"
     assert plan.prepared_meta("flowers", "host") == "results/data/flowers/meta.json"
-    searches = plan.max_batch_searches(
-        dict(
-            config,
-            max_batch={"enabled": True, "stacks": [], "start": 1, "limit": 2, "resolution": 1, "steps": 1},
-            seed=0,
-        ),
-        table,
-    )
+    searches = tiny_searches(config, table)
     assert not any(search["search_id"].endswith("_stream-data") for search in searches.values())
     assert "stream" not in table["torch-2.13_flowers_mlp_cpu_b32_adam-lr0.001_e2_eager"]
 
@@ -275,3 +268,9 @@ def test_an_unreadable_prepared_meta_does_not_stop_planning(tmp_path, monkeypatc
     meta.write_text('{"train_size": ')
     config = dict(CONFIG, datasets=["synthetic-8x8x1"], synthetic={"classes": 4, "train_size": 64})
     assert plan.train_sizes(config, {}) == {"synthetic-8x8x1": 64}
+
+
+def tiny_searches(config, table):
+    """The largest-batch searches planned for `table` with a one-step search of every stack."""
+    searches = {"enabled": True, "stacks": [], "start": 1, "limit": 2, "resolution": 1, "steps": 1}
+    return plan.max_batch_searches(dict(config, max_batch=searches, seed=0), table)
