@@ -24,7 +24,7 @@ from dlbench.cli import run_main
 from dlbench.io import write_json_atomic, write_text_atomic
 from dlbench.process import run_child
 from dlbench.record import base_record, utc_now, write_epochs_csv
-from dlbench.telemetry import TRACE_COLUMNS, load_nvml
+from dlbench.telemetry import TRACE_COLUMNS, load_nvml, visible_gpus
 
 SCRIPTS = Path(__file__).resolve().parent
 
@@ -106,21 +106,23 @@ def record_of_try(argv, outcome, processes):
 def gpu_check(argv, thresholds):
     """Before a GPU job's timed part: wait for (or refuse) another process on its GPU, as the config says; the
     error to record, or None."""
-    if json.loads(option(argv, "--experiment"))["device"] != "gpu":
+    experiment = json.loads(option(argv, "--experiment"))
+    if experiment["device"] != "gpu":
         return None
     nvml, _ = load_nvml()
     if nvml is None:  # train.py records why there is no GPU telemetry
         return None
-    handle = nvml.nvmlDeviceGetHandleByIndex(0)
     try:
-        contention.wait_for_free_gpu(
-            nvml,
-            handle,
-            contention.tree_members(os.getpid()),
-            thresholds["foreign_gpu_process"],
-            thresholds["gpu_wait_seconds"],
-            log,
-        )
+        on_this_node = parallel.replicas(experiment) // parallel.job_nodes(experiment, os.environ)
+        for _, handle in visible_gpus(nvml, on_this_node):  # every GPU the run uses here
+            contention.wait_for_free_gpu(
+                nvml,
+                handle,
+                contention.tree_members(os.getpid()),
+                thresholds["foreign_gpu_process"],
+                thresholds["gpu_wait_seconds"],
+                log,
+            )
     except contention.GpuBusy as error:
         return str(error)
     return None

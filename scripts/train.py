@@ -110,7 +110,9 @@ def record_telemetry(sampler, record, epoch_rows, trace_path):
     sampler.stop()
     sampler.write_trace(trace_path)
     steady = {f"epoch {row['epoch']}" for row in epoch_rows[1:]}
-    images = sum(row["images"] for row in epoch_rows)
+    # The images the sampled GPUs trained: under torchrun across nodes, replica process 0's node's share.
+    share = len(sampler.gpu.labels) / parallel.replicas(record) if sampler.gpu else 1
+    images = share * sum(row["images"] for row in epoch_rows)
     record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images), **sampler.cpu_energy_origin())
     if sampler.gpu:
         record["gpu_devices"] = device_summaries(sampler.rows, sampler.gpu.labels, steady, steady | {"epoch 1"})
@@ -134,6 +136,8 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         for key, version in zip(("cuda", "cudnn"), reported):
             record["provenance"][key] = version or record["provenance"][key]
     device, batch_size = experiment["device"], parallel.global_batch_size(experiment)
+    # Evaluation runs one replica's batches: on one device (DDP, tf.nn, Gluon), or split over them (Keras' predict).
+    eval_batch_size = parallel.replica_batch_size(experiment)
     record["engaged"].update(run.configure(threads))
     log(f"{experiment['framework']} {record['framework_version']} on {device}: {record['engaged']}")
     data.verify(dataset_dir)  # before the clock: hashing is not loading
@@ -158,7 +162,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         sampler.mark(f"epoch {epoch + 1}")
         loss, train_s = run.timed(adapter.train_epoch, model, staged, order, batch_size)
         sampler.mark(f"eval {epoch + 1}")
-        (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, batch_size)
+        (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, eval_batch_size)
         trained_seconds += train_s
         record["epoch_train_s"].append(train_s)
         record["epoch_eval_s"].append(eval_s)
@@ -196,6 +200,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
             record["engaged"],
             device,
             record["provenance"]["gpu"],
+            parallel.replicas(experiment),
         )
     )
     if experiment["measure_input_share"] and window:

@@ -48,9 +48,10 @@ class Machine:
     config asks for a GPU), its CPU cores, its memory, and whether software is deployed there with conda (Snakemake's
     --sdm conda)."""
 
-    def __init__(self, gpus=None, memory_bytes=None, conda=False, cores=None):
+    def __init__(self, gpus=None, memory_bytes=None, conda=False, cores=None, gpu_resource=None):
         self._gpus, self.memory_bytes, self.conda = gpus, memory_bytes, conda
         self.cores = cores or len(os.sched_getaffinity(0))
+        self.gpu_resource = gpu_resource  # Snakemake's `gpu` resource (--resources gpu=N); None: not limited
 
     @property
     def gpus(self):
@@ -63,8 +64,8 @@ class Machine:
         return self.gpus > 0
 
 
-def this_machine(conda=False):
-    return Machine(memory_bytes=memory_bytes(), conda=conda)
+def this_machine(conda=False, gpu_resource=None):
+    return Machine(memory_bytes=memory_bytes(), conda=conda, gpu_resource=gpu_resource)
 
 
 def gpu_count():
@@ -433,6 +434,11 @@ def gpu_replica_problems(config, machine, key, count):
         yield (
             f"config error in `{key}`: {count} replicas on gpu, but this machine has {machine.gpus} GPUs "
             f"(`nvidia-smi -L`); use at most {machine.gpus}, or run on a cluster (--profile profiles/slurm)"
+        )
+    elif config["scheduler"] == "local" and machine.gpu_resource is not None and count > machine.gpu_resource:
+        yield (
+            f"config error in `{key}`: {count} replicas on gpu take {count} of Snakemake's `gpu` resource, but this "
+            f"invocation gives {machine.gpu_resource} (profiles/default: gpu=1); run with --resources gpu={count}"
         )
     per_node = config["slurm"]["gpus_per_node"]
     if config["scheduler"] == "slurm" and per_node and count > per_node and count % per_node:

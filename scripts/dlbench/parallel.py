@@ -15,8 +15,7 @@ import os
 import shlex
 from pathlib import Path
 
-SCALING = ("weak", "strong")
-LAUNCHERS = ("process", "torchrun")
+LAUNCHERS = ("process", "torchrun")  # envs/stacks.yaml data_parallel.launcher (tests/unit/test_parallel.py)
 # A collective that waits longer than this for a replica raises: a replica that dies or hangs ends the run `error`
 # instead of leaving the others waiting forever.
 COLLECTIVE_TIMEOUT_S = 300
@@ -135,12 +134,15 @@ def launch(python, script, argv, experiment, nodes=1, rendezvous=None):
 
 def slurm_launch(python, script, argv, experiment, nodes, job_id="$SLURM_JOB_ID"):
     """The shell command of a Slurm multi-node run: srun starts one torchrun per node (one task each), which meet at
-    the job's first node (scontrol's expansion of $SLURM_JOB_NODELIST) under the job's id."""
+    the job's first node (scontrol's expansion of $SLURM_JOB_NODELIST) under the job's id. Untested on a cluster of
+    several nodes (the test cluster has one); tests/frameworks/test_replicas.py runs the rendezvous on loopback."""
     head = '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
     inner = launch(python, script, argv, experiment, nodes, rendezvous=f"{head}:{RENDEZVOUS_PORT}")
     inner.insert(inner.index("--rdzv-backend=c10d"), f"--rdzv-id={job_id}")
     quoted = " ".join(word if "$" in word else shlex.quote(word) for word in inner)
-    return f"srun --nodes={nodes} --ntasks-per-node=1 bash -c {shlex.quote(quoted)}"
+    # --overlap: the job's own step (the one running this command) holds its resources; without it a nested step
+    # waits for them (Slurm 20.11 and later).
+    return f"srun --overlap --nodes={nodes} --ntasks-per-node=1 bash -c {shlex.quote(quoted)}"
 
 
 def stack_environment(stack, device, count):
@@ -150,10 +152,16 @@ def stack_environment(stack, device, count):
     return {**stack["environment"], **{name: value.format(replicas=count) for name, value in extra.items()}}
 
 
+def job_nodes(experiment, environ):
+    """The nodes a run spans: those of its Slurm job for a torchrun stack (whose replicas exceed one node's GPUs),
+    else one."""
+    return int(environ.get("SLURM_JOB_NUM_NODES", "1")) if processes(experiment) > 1 else 1
+
+
 def training_command(python, script, argv, experiment, environ):
-    """The argv of a run's training: launch's, or inside a Slurm job that spans several nodes (a torchrun stack
-    whose replicas exceed one node's GPUs), bash running slurm_launch's srun."""
-    nodes = int(environ.get("SLURM_JOB_NUM_NODES", "1"))
-    if nodes > 1 and processes(experiment) > 1:
+    """The argv of a run's training: launch's, or inside a Slurm job that spans several nodes, bash running
+    slurm_launch's srun."""
+    nodes = job_nodes(experiment, environ)
+    if nodes > 1:
         return ["bash", "-c", slurm_launch(python, script, argv, experiment, nodes)]
     return launch(python, script, argv, experiment)

@@ -70,11 +70,14 @@ def peak(gpu_name, precision_name):
     return None, f"no datasheet peak for {gpu_name!r} in dlbench/peaks.py"
 
 
-def utilisation(flops_per_image, images_per_s, engaged, device, gpu_name):
-    """The record's MFU fields: achieved training FLOP/s, the precision, the peak and its source, and their ratio."""
+def utilisation(flops_per_image, images_per_s, engaged, device, gpu_name, devices=1):
+    """The record's MFU fields: achieved training FLOP/s, the precision, the peak and its source, and their ratio;
+    with data-parallel replicas on `devices` GPUs, the peak of them all."""
     achieved = TRAIN_FLOPS_PER_FORWARD_FLOP * flops_per_image * images_per_s if images_per_s else None
     ran_in = precision(engaged, device)
     peak_flops, source = peak(gpu_name, ran_in)
+    if peak_flops and devices > 1:
+        peak_flops, source = peak_flops * devices, f"{devices} x {source}"
     return {
         "train_flops_per_s": achieved,
         "mfu_precision": ran_in,

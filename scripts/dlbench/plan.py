@@ -64,7 +64,7 @@ class Experiment(TypedDict):
     variant: str  # <mode>[-<compile mode>][-nhwc][-syncbn][-amp], one the stack declares (dlbench/variants.py)
     data_placement: str  # device, host or stream: where the training data lives
     replicas: int  # data-parallel replicas (devices), each framework's own mechanism (dlbench/parallel.py)
-    scaling: str  # weak (batch_size per replica) or strong (batch_size is the global batch)
+    scaling: str  # weak (batch_size per replica) or strong (batch_size is the global batch); weak with one replica
     launcher: str  # process (one process drives every replica) or torchrun (one process per replica)
     framework: str  # the stack's framework, as the record calls it
     backend: str  # the stack's execution backend (Keras: KERAS_BACKEND)
@@ -218,7 +218,8 @@ def experiment_row(axes, config, stacks) -> Experiment:
     stack = stacks[axes["stack"]]
     row = Experiment(
         **axes,
-        scaling=config["scaling"],
+        # One replica is the same experiment under either scaling: one id, one record, one `weak`.
+        scaling=config["scaling"] if axes["replicas"] > 1 else "weak",
         launcher=stack.get("data_parallel", {}).get("launcher", "process"),
         framework=stack["framework"],
         backend=stack["backend"],

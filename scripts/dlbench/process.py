@@ -35,7 +35,10 @@ def prepare_process(environment, threads, math_mode):
         else:
             os.environ[name] = str(threads)
     os.environ.update(mathmode.environment(math_mode))
-    os.environ.update(environment)
+    stack = dict(environment)
+    if "XLA_FLAGS" in stack:  # a stack's XLA flags (its CPU replicas' host devices) join the policy's
+        stack["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {stack['XLA_FLAGS']}".strip()
+    os.environ.update(stack)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,6 +113,11 @@ def test_more_gpu_replicas_than_the_machine_or_a_slurm_node_holds_are_refused(tm
         "config error in `replicas`: 8 replicas on gpu, but this machine has 2 GPUs (`nvidia-smi -L`); use at most "
         "2, or run on a cluster (--profile profiles/slurm)"
     ]
+    one_gpu_resource = configuration.Machine(gpus=8, memory_bytes=2**40, cores=16, gpu_resource=1)
+    assert configuration.refusals(config, stacks, registry, one_gpu_resource)[-1] == (
+        "config error in `replicas`: 8 replicas on gpu take 8 of Snakemake's `gpu` resource, but this invocation "
+        "gives 1 (profiles/default: gpu=1); run with --resources gpu=8"
+    )
     cluster = dict(config, scheduler="slurm", slurm=dict(config["slurm"], gpus_per_node=3))
     assert configuration.refusals(cluster, stacks, registry, configuration.Machine(gpus=0, cores=16)) == [
         "config error in `replicas`: 8 replicas on gpu span nodes of 3 GPUs (`slurm.gpus_per_node`) but do not "

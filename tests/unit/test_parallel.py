@@ -99,8 +99,8 @@ def test_a_slurm_job_across_nodes_runs_one_torchrun_per_node_meeting_at_the_firs
     command = parallel.training_command("py", "train.py", TRAIN, torch, {"SLURM_JOB_NUM_NODES": "2"})
     assert command[:2] == ["bash", "-c"]
     srun = shlex.split(command[2])
-    assert srun[:3] == ["srun", "--nodes=2", "--ntasks-per-node=1"] and srun[3:5] == ["bash", "-c"]
-    inner = srun[5]
+    assert srun[:4] == ["srun", "--overlap", "--nodes=2", "--ntasks-per-node=1"] and srun[4:6] == ["bash", "-c"]
+    inner = srun[6]
     assert inner.startswith("py -m torch.distributed.run --nproc-per-node=8 --nnodes=2 --rdzv-id=$SLURM_JOB_ID ")
     assert '--rdzv-endpoint=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):29500' in inner
     assert inner.endswith("train.py --experiment '{\"a\": 1}' --record r.json")
@@ -114,3 +114,11 @@ def test_a_slurm_job_across_nodes_runs_one_torchrun_per_node_meeting_at_the_firs
     assert parallel.spanning_problem(dict(mirrored, replicas=8), "slurm", 8) is None
     assert parallel.spanning_problem(dict(torch, device="gpu"), "slurm", 8) is None
     assert parallel.spanning_problem(mirrored, "local", 8) is None
+
+
+def test_every_stack_names_a_known_launcher_or_says_why_it_has_no_mechanism():
+    for name, stack in STACKS.items():
+        if "data_parallel" in stack:
+            assert stack["data_parallel"]["launcher"] in parallel.LAUNCHERS, name
+        else:
+            assert "replicas" in stack["unsupported"], name

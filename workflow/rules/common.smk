@@ -27,7 +27,13 @@ configuration.with_defaults(config, workflow.config_settings.config)
 STACKS = configuration.load_stacks()
 REGISTRY = configuration.load_registry(config)
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-configuration.check(config, STACKS, REGISTRY, configuration.this_machine(conda=USE_CONDA))
+GPU_RESOURCE = workflow.global_resources.get("gpu")  # --resources gpu=N (profiles/default: 1), a Resource
+configuration.check(
+    config,
+    STACKS,
+    REGISTRY,
+    configuration.this_machine(conda=USE_CONDA, gpu_resource=getattr(GPU_RESOURCE, "value", GPU_RESOURCE)),
+)
 for warning in configuration.warnings(config):
     print(warning, file=sys.stderr)
 

@@ -145,7 +145,7 @@ class _EpochBatches:
 def stream(meta, experiment, workers):
     """Data placement stream: a Gluon DataLoader per split over the image folder, `workers` worker processes,
     pinned memory on a GPU; uint8 NHWC global batches, split over the contexts, made float, normalised and laid out
-    on each."""
+    on each; the evaluation split in one replica's batches, on replica 0's context."""
     contexts = _contexts(experiment["device"], parallel.replicas(experiment))
     size, batch_size = meta["shape"][0], parallel.global_batch_size(experiment)
 
@@ -161,7 +161,7 @@ def stream(meta, experiment, workers):
 
     train_batches = _EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
-    test = _EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
+    test = _EpochBatches(data.eval_order(test_sizes, size), parallel.replica_batch_size(experiment), False)
     return {
         "stream": True,
         "contexts": contexts,

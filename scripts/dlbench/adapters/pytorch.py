@@ -162,7 +162,7 @@ class _EpochSampler(torch.utils.data.Sampler):
 def stream(meta, experiment, workers):
     """Data placement stream: a DataLoader per split over the image folder, `workers` persistent worker processes,
     pinned memory on a GPU; uint8 NHWC batches, made float, normalised and laid out on the device. With replicas,
-    each process's training loader loads its replica's share of every batch; evaluation takes global batches."""
+    each process's training loader loads its replica's share of every batch, and evaluation one replica's batches."""
     target, size = _torch_device(experiment["device"]), meta["shape"][0]
 
     def loader(split, train, sampler, batch_size, **options):
@@ -186,7 +186,7 @@ def stream(meta, experiment, workers):
         "train_sampler": train_sampler,
         "train": loader("train", True, train_sampler, parallel.replica_batch_size(experiment), drop_last=True),
         "test": loader(
-            "val", False, _EpochSampler(data.eval_order(test_sizes, size)), parallel.global_batch_size(experiment)
+            "val", False, _EpochSampler(data.eval_order(test_sizes, size)), parallel.replica_batch_size(experiment)
         ),
         "test_y": test_labels,
         "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,

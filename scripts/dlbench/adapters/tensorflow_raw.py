@@ -204,7 +204,7 @@ def stream(meta, experiment, workers):
     batches made float and normalised inside the compiled step, on the device (_normalised)."""
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
-    test = _image_pipeline(meta, "val", workers)(test_items, experiment["batch_size"])
+    test = _image_pipeline(meta, "val", workers)(test_items, parallel.replica_batch_size(experiment))
     return {
         "stream": True,
         "train": _image_pipeline(meta, "train", workers),

@@ -24,8 +24,9 @@ from dlbench.analysis.comparisons import DECISION_COLUMNS, ok_throughputs, on_ma
 from dlbench.analysis.statistics import LogRatio, compared, decisions, interval
 from dlbench.analysis.tables import GROUP, IDENTITY
 
-# An experiment's identity but its replicas and id: the one-replica experiment it scales from.
-SCALES_FROM = [key for key in IDENTITY if key not in ("experiment_id", "replicas")]
+# An experiment's identity but its replicas, scaling and id: the one-replica experiment it scales from (one replica
+# runs the same experiment under either scaling, recorded `weak`).
+SCALES_FROM = [key for key in IDENTITY if key not in ("experiment_id", "replicas", "scaling")]
 FAMILY = GROUP  # GROUP holds replicas and scaling: the stacks and variants at one N
 SCALING_COLUMNS = [
     *FAMILY,

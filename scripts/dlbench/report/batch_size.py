@@ -18,6 +18,8 @@ SWEEP = [
     "stack",
     "variant",
     "data_placement",
+    "replicas",
+    "scaling",
 ]
 
 
@@ -30,13 +32,13 @@ def batch_sweeps(summary):
 
 def batch_size_figure(sweeps, path):
     """Steady throughput against batch size (log-log, 95% intervals), a line per stack, variant and optimiser, a
-    panel per dataset, model, device and machine."""
-    where = ["dataset", "model", "device", "machine"]
+    panel per dataset, model, device, machine and replica count."""
+    where = ["dataset", "model", "device", "machine", "replicas"]
     panels = sorted(set(zip(*(sweeps[key] for key in where))))
     figure, axes = figure_grid(len(panels))
     for axis, panel in zip(axes, panels):
         part = panel_rows(sweeps, panel, where)
-        dataset, model, device, machine = panel
+        dataset, model, device, machine, replicas = panel
         training = (
             part["optimizer"]
             + " lr "
@@ -60,7 +62,8 @@ def batch_size_figure(sweeps, path):
         sizes = sorted(part["batch_size"].unique())
         axis.set_xticks(sizes, [str(size) for size in sizes])
         axis.xaxis.set_minor_formatter(NullFormatter())
-        axis.set_title(f"{model} on {dataset}, {device} on {machine}", fontsize=10)
+        on = f"{replicas} {device} replicas" if replicas > 1 else device
+        axis.set_title(f"{model} on {dataset}, {on} on {machine}", fontsize=10)
         axis.set_xlabel("batch size")
         axis.set_ylabel("training images/s (steady)")
     legend_below(figure)

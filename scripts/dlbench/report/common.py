@@ -129,8 +129,9 @@ def save(figure, path):
 def group_title(row):
     """An experiment group: what its members share (comparisons are made within one)."""
     placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
+    on = row["device"] if row["replicas"] == 1 else f"{row['replicas']} {row['device']} replicas ({row['scaling']})"
     return (
-        f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {row['device']}, {row['optimizer']} "
+        f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {on}, {row['optimizer']} "
         f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}"
     )
 

@@ -98,7 +98,7 @@ def scaling_tables(scaling):
                 row["stack"],
                 variant_label(row["variant"], row["data_placement"]),
                 row["replicas"],
-                f"{row['global_batch_size']:,}",
+                number(row["global_batch_size"]),
                 number(row["train_images_per_s_gmean"]),
                 number(row["replica_images_per_s_gmean"]),
                 number(row["base_images_per_s_gmean"]),
