@@ -154,10 +154,6 @@ def test_the_seeds_study_plans_every_grid(tmp_path):
         "torch-2.13_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_compile_host-data",
     ):
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
-    assert "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r2" not in planned
-    assert (
-        "skipping variant 'xla-amp' with device data for tensorflow-2.21 on gpu with 2 replicas: jit_compile" in planned
-    )
     assert "skipping variant 'xla' with device data for mxnet-1.9 on gpu: MXNet 1.9 has no XLA backend" in planned
     assert "keras-3-tensorflow_cifar10_resnet18_gpu_b32_adam-lr0.001_e10_xla/" not in planned
     assert "skipping variant 'xla' with device data for keras-3-tensorflow on gpu: fit on TensorFlow reads" in planned
@@ -217,13 +213,18 @@ def test_the_scaling_study_plans_every_gpu_count_and_refuses_more_than_the_machi
         "torch-2.13_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_eager-amp",
         "torch-2.13_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_compile-amp_r8",
         "mxnet-1.9_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_r4",
-        "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp",
         "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_r2",
         "keras-3-jax_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r8",
         "keras-3-tensorflow_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_graph-amp_host-data_r8",
         "flax-0.12_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r2",
     ):
         assert f"results/runs/{expected}/rep3/record.json" in planned, expected
+    # MirroredStrategy runs graph, not XLA: TensorFlow's xla-amp is left out above one replica, saying why
+    assert "tensorflow-2.21_synthetic-imagenet_resnet50_gpu_b128_sgd-lr0.1_e3_xla-amp_r2" not in planned
+    assert (
+        "skipping variant 'xla-amp' with device data for tensorflow-2.21 on gpu with 2, 4, 8 replicas: jit_compile"
+        in planned
+    )
     fewer = subprocess.run(
         command[:-2] + ["--configfile", "config/scaling.yaml"],
         cwd=REPO,
