@@ -30,6 +30,9 @@ LOSS_TOLERANCE = {True: 1e-5, False: 1e-4}  # measured worst: 1.9e-5, ResNet-50 
 # Adam and RMSprop divide each gradient by its own running magnitude, so an element whose gradient is near zero
 # turns the rounding of that gradient (absolute, ~1e-9) into a visible update difference (measured worst 2.6e-3).
 OPTIMIZER_TOLERANCE = {False: 1e-4, True: 1e-2}
+# Paddle's Adam against PyTorch's: its CPU kernels round near-zero gradients differently by processor (measured
+# 6.9e-3 on an AMD EPYC, 1.2e-2 on an Intel Xeon, run to run the same).
+PADDLE_ADAM_TOLERANCE = 2e-2
 REFERENCE_STACK = "torch-2.13"
 
 
@@ -194,6 +197,8 @@ def test_optimisers_and_weight_decay_update_alike(probes, case):
         want_weights = saved_weights(probes, REFERENCE_STACK, f"optimizer_{case}.npz") if pytorch else expected
         for got, want in zip(saved_weights(probes, stack, f"optimizer_{case}.npz"), want_weights):
             tolerance = OPTIMIZER_TOLERANCE[pytorch_differs and STACKS[stack]["framework"] != "torch"]
+            if STACKS[stack]["framework"] == "paddle" and case == "adam-decay":
+                tolerance = PADDLE_ADAM_TOLERANCE
             assert np.abs(got - want).max() / largest_update < tolerance, (
                 stack,
                 case,
