@@ -2,7 +2,16 @@
 
 from matplotlib.ticker import NullFormatter
 
-from dlbench.report.common import figure_grid, label, legend_below, log_ticks, panel_rows, save, styled_lines
+from dlbench.report.common import (
+    figure_grid,
+    label,
+    legend_below,
+    log_ticks,
+    on_devices,
+    panel_rows,
+    save,
+    styled_lines,
+)
 
 TITLE = "Throughput versus batch size"
 ABSENT = "each experiment ran at one batch size (`batch_sizes` in the config sweeps it)."
@@ -62,8 +71,7 @@ def batch_size_figure(sweeps, path):
         sizes = sorted(part["batch_size"].unique())
         axis.set_xticks(sizes, [str(size) for size in sizes])
         axis.xaxis.set_minor_formatter(NullFormatter())
-        on = f"{replicas} {device} replicas" if replicas > 1 else device
-        axis.set_title(f"{model} on {dataset}, {on} on {machine}", fontsize=10)
+        axis.set_title(f"{model} on {dataset}, {on_devices(device, replicas)} on {machine}", fontsize=10)
         axis.set_xlabel("batch size")
         axis.set_ylabel("training images/s (steady)")
     legend_below(figure)

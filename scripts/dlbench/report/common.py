@@ -49,9 +49,14 @@ def panel_titles(summary):
     return sorted(set(zip(*(summary[key] for key in PANEL))))
 
 
+def on_devices(device, replicas):
+    """Where a panel or group ran: the device, or its data-parallel replicas."""
+    return f"{replicas} {device} replicas" if replicas > 1 else device
+
+
 def panel_title(panel):
     dataset, model, batch, device, machine, replicas = panel
-    on = f"{replicas} {device} replicas" if replicas > 1 else device
+    on = on_devices(device, replicas)
     return f"{model} on {dataset}, batch {batch}, {on} on {machine}"
 
 
@@ -129,7 +134,8 @@ def save(figure, path):
 def group_title(row):
     """An experiment group: what its members share (comparisons are made within one)."""
     placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
-    on = row["device"] if row["replicas"] == 1 else f"{row['replicas']} {row['device']} replicas ({row['scaling']})"
+    scaling = "" if row["replicas"] == 1 else f" ({row['scaling']})"
+    on = on_devices(row["device"], row["replicas"]) + scaling
     return (
         f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {on}, {row['optimizer']} "
         f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}"
