@@ -68,12 +68,12 @@ def failed_record(argv, error):
 
 
 def train_once(argv):
-    """One try in fresh processes (one, or one per replica under torchrun); its record (train.py's, or one made
-    here if it died first)."""
+    """One try in fresh processes (one, one per replica under torchrun, or one per node of a process-per-node stack
+    across nodes); its record (train.py's, or one made here if it died first)."""
     experiment = json.loads(option(argv, "--experiment"))
     command = parallel.training_command(sys.executable, SCRIPTS / "train.py", argv, experiment, os.environ)
     outcome = run_child(command, log=sys.stderr)
-    return record_of_try(argv, outcome, parallel.processes(experiment))
+    return record_of_try(argv, outcome, parallel.processes(experiment, parallel.job_nodes(experiment, os.environ)))
 
 
 def record_of_try(argv, outcome, processes):

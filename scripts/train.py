@@ -69,7 +69,7 @@ def start_telemetry(experiment, record, idle_seconds=IDLE_BASELINE_S):
     nvml, reason = load_nvml() if experiment["device"] == "gpu" else (None, NO_GPU_REASON)
     gpus = parallel.sampled_gpus(experiment)
     if nvml and not gpus:
-        nvml, reason = None, "under torchrun each node's replica process of local rank 0 samples the node's GPUs"
+        nvml, reason = None, "under torchrun each node's process of local rank 0 samples the node's GPUs"
     record["gpu_fields_reason"] = reason
     if experiment["device"] == "gpu":
         cuda, cudnn = cuda_libraries()
@@ -110,7 +110,7 @@ def record_telemetry(sampler, record, epoch_rows, trace_path):
     sampler.stop()
     sampler.write_trace(trace_path)
     steady = {f"epoch {row['epoch']}" for row in epoch_rows[1:]}
-    # The images the sampled GPUs trained: under torchrun across nodes, replica process 0's node's share.
+    # The images the sampled GPUs trained: across nodes, the first node's share.
     share = len(sampler.gpu.labels) / parallel.replicas(record) if sampler.gpu else 1
     images = share * sum(row["images"] for row in epoch_rows)
     record.update(summarise(sampler.rows, steady, steady | {"epoch 1"}, images), **sampler.cpu_energy_origin())
@@ -388,9 +388,9 @@ def main():
     args = parser.parse_args()
     experiment = json.loads(args.experiment)
     env_description = json.loads(Path(args.env_description).read_text())
-    # One process per replica (torchrun): each trains and writes its own outputs; rank 0's are the run's.
+    # One process per replica (torchrun) or per node: each trains and writes its own outputs; rank 0's are the run's.
     rank, processes = parallel.process_rank(), parallel.process_count()
-    threads = parallel.threads_per_process(args.threads, processes)
+    threads = parallel.threads_per_process(args.threads, parallel.local_process_count())
     record = base_record(experiment, env_description, SCRIPTS.parent)
     record["provenance"]["threads"] = thread_policy(threads)
     epoch_rows = []
@@ -417,7 +417,12 @@ def main():
     write_json_atomic(parallel.rank_output(args.record, rank), record)
     log(f"status {record['status']}: record written to {parallel.rank_output(args.record, rank)}")
     if processes > 1 and record["status"] != "ok":
-        sys.exit(1)  # torchrun then stops the other replicas at once, not at their collectives' timeout
+        # Leave at once, exit code 1, so that torchrun (or srun --kill-on-bad-exit) stops the other processes now, not
+        # at their collectives' timeout: no exit handlers, one of which (jax.distributed's shutdown barrier) would
+        # wait for the others, which wait for this one.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 if __name__ == "__main__":

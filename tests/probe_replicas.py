@@ -4,8 +4,10 @@ with REPLICAS data-parallel replicas, through Run and train_epoch as train.py ca
 tests/frameworks/test_replicas.py compares the weights of REPLICAS 2 with those of REPLICAS 1.
 
     PYTHONPATH=scripts <env python> tests/probe_replicas.py ADAPTER CASES REPLICAS OUTDIR  (stack variables set)
-CASES comma-separated; writes, from rank 0, OUTDIR/<model>_<variant>_replicas<N>.npz (the weights, neutral layout,
-batch-norm running statistics included) and OUTDIR/<model>_<variant>_replicas<N>.json (loss, evaluation, engaged).
+CASES comma-separated, each `<model>:<variant>` with the data staged on the device, or `<model>:<variant>:host` with
+each batch handed over from the host; writes, from rank 0, OUTDIR/<case's stem>.npz (the weights, neutral layout,
+batch-norm running statistics included) and OUTDIR/<case's stem>.json (loss, evaluation, engaged), the stem
+`<model>_<variant>_replicas<N>` (then `_host` for a host case).
 """
 
 import json
@@ -33,7 +35,7 @@ def arrays():
     return dict(train, test_x=train["train_x"], test_y=train["train_y"])
 
 
-def experiment(variant, replicas):
+def experiment(variant, replicas, placement="device"):
     return {
         "device": "cpu",
         "variant": variant,
@@ -41,7 +43,7 @@ def experiment(variant, replicas):
         "learning_rate": RATE,
         "momentum": 0.0,
         "weight_decay": 0.0,
-        "data_placement": "device",
+        "data_placement": placement,
         "seed": SEED,
         "math_mode": {"tf32": False, "autotune": False},
         "replicas": replicas,
@@ -54,8 +56,8 @@ def main():
     adapter, cases = load(sys.argv[1]), [case.split(":") for case in sys.argv[2].split(",")]
     replicas, out = int(sys.argv[3]), Path(sys.argv[4])
     configured = Run(adapter, experiment(cases[0][1], replicas)).configure(1)  # once per process, as train.py does
-    for model_name, variant in cases:
-        setup, spec = experiment(variant, replicas), MODELS[model_name]
+    for model_name, variant, *placement in cases:
+        setup, spec = experiment(variant, replicas, *placement), MODELS[model_name]
         run = Run(adapter, setup)
         model = run.build(spec, SHAPE)
         staged = run.stage(arrays())
@@ -65,7 +67,7 @@ def main():
         evaluation = adapter.evaluate(model, staged, GLOBAL_BATCH)
         engaged = dict(configured, **adapter.engaged(model))
         if parallel.process_rank() == 0:
-            stem = out / f"{model_name}_{variant}_replicas{replicas}"
+            stem = out / f"{model_name}_{variant}_replicas{replicas}{''.join(f'_{p}' for p in placement)}"
             np.savez(f"{stem}.npz", *[array for leaf in weights for array in leaf])
             result = {"loss": float(loss), "evaluation": [float(value) for value in evaluation], "engaged": engaged}
             Path(f"{stem}.json").write_text(json.dumps(result, default=str))

@@ -1,15 +1,16 @@
-"""train.py whose replica process 1 dies in its first epoch (PyTorch's train_epoch replaced by one that raises), while
-process 0 waits in DDP's first all-reduce: a replica that dies mid-training.
+"""train.py whose replica process 1 dies in its first epoch (its adapter's train_epoch replaced by one that raises),
+while process 0 waits in the first all-reduce: a replica that dies mid-training.
 
-PYTHONPATH=scripts <torch env python> -m torch.distributed.run --standalone --nproc-per-node=2 \
-    tests/replica_death.py <train.py arguments>
+PYTHONPATH=scripts <stack's env python> -m torch.distributed.run --standalone --nproc-per-node=2 \
+    tests/replica_death.py <train.py arguments>          (or as parallel.training_command runs train.py)
 """
 
+import json
 import sys
 
 import train
 from dlbench import parallel
-from dlbench.adapters import pytorch
+from dlbench.adapters import load
 
 
 def lost_device(*args, **kwargs):
@@ -17,6 +18,6 @@ def lost_device(*args, **kwargs):
 
 
 if parallel.process_rank() == 1:
-    pytorch.train_epoch = lost_device
+    load(json.loads(sys.argv[sys.argv.index("--experiment") + 1])["adapter"]).train_epoch = lost_device
 sys.argv = ["train.py", *sys.argv[1:]]
 train.main()

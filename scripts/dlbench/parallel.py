@@ -7,19 +7,27 @@ replicas; `strong` keeps it as the global batch, which the replicas split. Every
 slice of each global batch, so one step with N replicas sees exactly the examples of one step with one replica.
 
 A stack's `data_parallel` entry in envs/stacks.yaml names its mechanism and launcher: `process` (one process drives
-every replica: tf.distribute, Keras' and JAX's sharding, MXNet's context lists) or `torchrun` (one process per
-replica, PyTorch's DistributedDataParallel); on CPU, replicas are logical devices or processes sharing the cores.
+every replica: tf.distribute, Keras' sharding, MXNet's context lists), `process-per-node` (one process drives its
+node's replicas, and across the nodes of a Slurm job the processes join through the framework's own coordination
+service: jax.distributed for Flax's mesh) or `torchrun` (one process per replica, PyTorch's
+DistributedDataParallel); on CPU, replicas are logical devices or processes sharing the cores. Every process of a
+multi-process run knows its place from RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun sets them; for
+`process-per-node`, slurm_launch does, with the coordinator's address in COORDINATOR_VARIABLE).
 """
 
 import os
 import shlex
 from pathlib import Path
 
-LAUNCHERS = ("process", "torchrun")  # envs/stacks.yaml data_parallel.launcher (tests/unit/test_parallel.py)
+LAUNCHERS = ("process", "process-per-node", "torchrun")  # envs/stacks.yaml data_parallel.launcher
+SPANNING_LAUNCHERS = ("process-per-node", "torchrun")  # those whose replicas span a Slurm job's nodes
 # A collective that waits longer than this for a replica raises: a replica that dies or hangs ends the run `error`
 # instead of leaving the others waiting forever.
 COLLECTIVE_TIMEOUT_S = 300
-RENDEZVOUS_PORT = 29500
+# The first node's port where the processes of a multi-node run meet (torchrun's rendezvous, JAX's coordinator): the
+# base plus the Slurm job's id modulo PORT_SPREAD, so that two jobs sharing a first node do not collide.
+RENDEZVOUS_PORT, PORT_SPREAD = 29500, 1000
+COORDINATOR_VARIABLE = "DLBENCH_COORDINATOR"  # host:port of a process-per-node run's coordination service
 
 
 def replicas(experiment):
@@ -54,46 +62,73 @@ def replica_slice(batch, rank, count):
     return batch[rank * share : (rank + 1) * share]
 
 
-def processes(experiment):
-    """The processes a run starts: one per replica under torchrun, else one."""
-    return replicas(experiment) if experiment.get("launcher", "process") == "torchrun" else 1
+def launcher(experiment):
+    return experiment.get("launcher", "process")
+
+
+def processes(experiment, nodes=1):
+    """The processes a run on `nodes` nodes starts: one per replica under torchrun, one per node for a
+    process-per-node stack, else one."""
+    if launcher(experiment) == "torchrun":
+        return replicas(experiment)
+    return nodes if launcher(experiment) == "process-per-node" else 1
 
 
 def spanning_problem(experiment, scheduler, gpus_per_node):
     """Why a run cannot span the Slurm nodes its replicas need (more than `gpus_per_node`): a `process` stack drives
-    one node's devices from one process. None where it fits one node or its launcher spans nodes (torchrun)."""
+    one node's devices from one process. None where it fits one node or its launcher spans nodes."""
     count = replicas(experiment)
     if scheduler != "slurm" or experiment["device"] != "gpu" or not gpus_per_node or count <= gpus_per_node:
         return None
-    if processes(experiment) > 1:
+    if launcher(experiment) in SPANNING_LAUNCHERS:
         return None
     return (
         f"{count} replicas span nodes of {gpus_per_node} GPUs (`slurm.gpus_per_node`), and this stack's mechanism "
-        "drives one node's GPUs from one process; only one-process-per-replica stacks (torchrun) span nodes"
+        "drives one node's devices from one process; only torchrun and process-per-node stacks span nodes"
     )
 
 
 def process_rank():
-    """This process's rank among a multi-process run's replicas (torchrun's RANK); 0 in a single-process run."""
+    """This process's rank among a multi-process run's processes (RANK); 0 in a single-process run."""
     return int(os.environ.get("RANK", "0"))
 
 
 def process_count():
-    """The processes of this run (torchrun's WORLD_SIZE); 1 in a single-process run."""
+    """The processes of this run (WORLD_SIZE); 1 in a single-process run."""
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def local_rank():
-    """This process's device index on its node (torchrun's LOCAL_RANK)."""
+    """This process's index among its node's processes: its GPU under torchrun (LOCAL_RANK)."""
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def local_process_count():
+    """This run's processes on this node (LOCAL_WORLD_SIZE), which share its cores; 1 in a single-process run."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def coordinator():
+    """host:port of a process-per-node run's coordination service, on the job's first node."""
+    return os.environ[COORDINATOR_VARIABLE]
+
+
 def sampled_gpus(experiment):
-    """The GPUs this process's telemetry samples: in a one-process run every replica's; under torchrun the node's
-    local rank 0 samples its node's (LOCAL_WORLD_SIZE) and the other processes none."""
-    if processes(experiment) == 1:
-        return replicas(experiment)
-    return int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if local_rank() == 0 else 0
+    """The GPUs this process's telemetry samples: its node's replicas' in the node's first process, none in the
+    node's other processes (torchrun's)."""
+    return replicas(experiment) // process_count() * local_process_count() if local_rank() == 0 else 0
+
+
+def process_share(order, batch_size):
+    """(this process's items of the index array `order`, its batch size): its contiguous slice of every global
+    batch, in order; in a single-process run, `order` itself."""
+    count = process_count()
+    if count == 1:
+        return order, batch_size
+    share = batch_size // count
+    first = process_rank() * share
+    starts = range(0, len(order) - batch_size + 1, batch_size)
+    return order[[start + first + offset for start in starts for offset in range(share)]], share
 
 
 def threads_per_process(threads, processes, cores=None):
@@ -132,17 +167,24 @@ def launch(python, script, argv, experiment, nodes=1, rendezvous=None):
     return [*torchrun, str(script), *argv]
 
 
-def slurm_launch(python, script, argv, experiment, nodes, job_id="$SLURM_JOB_ID"):
-    """The shell command of a Slurm multi-node run: srun starts one torchrun per node (one task each), which meet at
-    the job's first node (scontrol's expansion of $SLURM_JOB_NODELIST) under the job's id. Untested on a cluster of
-    several nodes (the test cluster has one); tests/frameworks/test_replicas.py runs the rendezvous on loopback."""
+def slurm_launch(python, script, argv, experiment, nodes):
+    """The shell command of a Slurm multi-node run: srun starts one task per node, which meet at the job's first node
+    (scontrol's expansion of $SLURM_JOB_NODELIST) on a port of the job's own: under torchrun each task is the node's
+    torchrun (a c10d rendezvous under the job's id); for a process-per-node stack each task is the node's process,
+    told its rank (srun's SLURM_PROCID), the process count and the coordinator. Untested on a cluster of several
+    nodes (the test cluster has one); tests/frameworks/test_replicas.py runs both on loopback under a stand-in srun."""
     head = '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
-    inner = launch(python, script, argv, experiment, nodes, rendezvous=f"{head}:{RENDEZVOUS_PORT}")
-    inner.insert(inner.index("--rdzv-backend=c10d"), f"--rdzv-id={job_id}")
+    meeting = f"{head}:$(({RENDEZVOUS_PORT} + SLURM_JOB_ID % {PORT_SPREAD}))"
+    if launcher(experiment) == "torchrun":
+        inner = launch(python, script, argv, experiment, nodes, rendezvous=meeting)
+        inner.insert(inner.index("--rdzv-backend=c10d"), "--rdzv-id=$SLURM_JOB_ID")
+    else:
+        place = ["RANK=$SLURM_PROCID", f"WORLD_SIZE={nodes}", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"]
+        inner = [*place, f"{COORDINATOR_VARIABLE}={meeting}", *launch(python, script, argv, experiment)]
     quoted = " ".join(word if "$" in word else shlex.quote(word) for word in inner)
     # --overlap: the job's own step (the one running this command) holds its resources; without it a nested step
-    # waits for them (Slurm 20.11 and later).
-    return f"srun --overlap --nodes={nodes} --ntasks-per-node=1 bash -c {shlex.quote(quoted)}"
+    # waits for them (Slurm 20.11 and later). --kill-on-bad-exit: a node's task that fails stops the others at once.
+    return f"srun --overlap --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 bash -c {shlex.quote(quoted)}"
 
 
 def stack_environment(stack, device, count):
@@ -153,9 +195,10 @@ def stack_environment(stack, device, count):
 
 
 def job_nodes(experiment, environ):
-    """The nodes a run spans: those of its Slurm job for a torchrun stack (whose replicas exceed one node's GPUs),
-    else one."""
-    return int(environ.get("SLURM_JOB_NUM_NODES", "1")) if processes(experiment) > 1 else 1
+    """The nodes a run spans: those of its Slurm job where its launcher spans nodes (and its replicas exceed one
+    node's GPUs, for which the job asked for several), else one."""
+    spans = launcher(experiment) in SPANNING_LAUNCHERS and replicas(experiment) > 1
+    return int(environ.get("SLURM_JOB_NUM_NODES", "1")) if spans else 1
 
 
 def training_command(python, script, argv, experiment, environ):

@@ -65,7 +65,7 @@ class Experiment(TypedDict):
     data_placement: str  # device, host or stream: where the training data lives
     replicas: int  # data-parallel replicas (devices), each framework's own mechanism (dlbench/parallel.py)
     scaling: str  # weak (batch_size per replica) or strong (batch_size is the global batch); weak with one replica
-    launcher: str  # process (one process drives every replica) or torchrun (one process per replica)
+    launcher: str  # process, process-per-node or torchrun (parallel.LAUNCHERS)
     framework: str  # the stack's framework, as the record calls it
     backend: str  # the stack's execution backend (Keras: KERAS_BACKEND)
     adapter: str  # the module under dlbench/adapters that trains it (a TrainingAdapter)

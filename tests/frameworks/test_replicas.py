@@ -6,14 +6,18 @@ compute them so), while per-replica statistics measurably differ; and the record
 through what, and where batch norm took its statistics."""
 
 import json
+import os
 import socket
 import subprocess
 
 import numpy as np
 import pytest
 from conftest import REPO, STACKS, library_environment
+import run_experiment
 from dlbench import parallel, specs, variants
+from dlbench.process import run_child
 from probe_replicas import MODELS, SEED, SHAPE
+from runs import ENV_DESCRIPTION, experiment, prepare_synthetic, runner_command
 
 # The step's weights with 2 replicas against 1, relative to the step's largest update: each replica's gradient of
 # half the batch, then reduced (summed or averaged), rounds differently from one gradient of the whole batch, at
@@ -130,66 +134,128 @@ def test_the_record_says_how_gradients_were_reduced_and_through_what(replica_pro
         assert "data_parallel" not in alone, (stack, alone)
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+STAND_IN_SLURM = REPO / "tests" / "stand_in_slurm"  # srun and scontrol for a two-"node" job on this machine
+# The stacks whose replicas span nodes, and the probe's cases across two: the MLP (and for Flax, its batches handed
+# over from the host by each process, and batch norm over the global batch) in the stack's base variant.
+ACROSS_NODES = {"torch-2.13": ["mlp:eager"], "flax-0.12": ["mlp:xla", "mlp:xla:host", "bn:xla"]}
 
 
-def test_two_nodes_meet_at_the_rendezvous_and_train_as_one_replica_would(replica_probes, tmp_path, env_python):
-    """The multi-node launch (one torchrun per node meeting at a c10d rendezvous, as a Slurm job spanning nodes
-    starts them: parallel.slurm_launch) with both nodes on loopback: 2 replicas, one per node, take the step that
-    one replica takes on the global batch."""
-    entry = PARALLEL["torch-2.13"]
-    experiment = {"replicas": 2, "launcher": "torchrun", "device": "cpu"}
-    argv = [entry["adapter"], "mlp:eager", "2", str(tmp_path)]
-    command = parallel.launch(
-        env_python(entry["env"]["cpu"]),
-        REPO / "tests" / "probe_replicas.py",
-        argv,
-        experiment,
-        nodes=2,
-        rendezvous=f"127.0.0.1:{free_port()}",
+def free_job_id():
+    """A Slurm job id whose rendezvous port (parallel.slurm_launch's) is free on loopback."""
+    for job_id in range(1, parallel.PORT_SPREAD):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", parallel.RENDEZVOUS_PORT + job_id))
+            except OSError:
+                continue
+            return job_id
+    raise RuntimeError("no free port in the rendezvous range")
+
+
+def test_every_launcher_that_spans_nodes_is_tried_across_two():
+    assert {PARALLEL[name]["data_parallel"]["launcher"] for name in ACROSS_NODES} == set(parallel.SPANNING_LAUNCHERS)
+
+
+@pytest.mark.parametrize("stack", sorted(ACROSS_NODES))
+def test_a_slurm_job_across_two_nodes_trains_as_one_replica_would(replica_probes, stack, tmp_path, env_python):
+    """The command a Slurm job spanning two nodes runs (parallel.training_command: srun starting one task per node,
+    which meet at the first node: torchrun's c10d rendezvous, or jax.distributed's coordinator), under stand-ins for
+    srun and scontrol that run both "nodes" here on loopback: 2 replicas, one per node, take the step one replica
+    takes on the global batch."""
+    entry = PARALLEL[stack]
+    experiment = {"replicas": 2, "launcher": entry["data_parallel"]["launcher"], "device": "cpu"}
+    argv = [entry["adapter"], ",".join(ACROSS_NODES[stack]), "2", str(tmp_path)]
+    probe = REPO / "tests" / "probe_replicas.py"
+    command = parallel.training_command(
+        env_python(entry["env"]["cpu"]), probe, argv, experiment, {"SLURM_JOB_NUM_NODES": "2"}
     )
-    assert "--nnodes=2" in command and "--nproc-per-node=1" in command
-    environment = library_environment(parallel.stack_environment(entry, "cpu", 2))
-    nodes = [
-        subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(2)
-    ]
-    outputs = [node.communicate(timeout=300)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], "\n".join(output[-3000:] for output in outputs)
-    one = weights(replica_probes["torch-2.13"] / "mlp_eager_replicas1.npz")
-    two = weights(tmp_path / "mlp_eager_replicas2.npz")
-    assert step_difference(two, one) < STEP_TOLERANCE
-    assert result(tmp_path, "mlp", "eager", 2)["engaged"]["replicas"] == 2
+    assert command[:2] == ["bash", "-c"] and "srun --overlap --kill-on-bad-exit=1 --nodes=2" in command[2]
+    environment = library_environment(parallel.stack_environment(entry, "cpu", 1))  # one replica's device a node
+    environment.update(
+        PATH=f"{STAND_IN_SLURM}:{environment['PATH']}", SLURM_JOB_ID=str(free_job_id()), SLURM_JOB_NODELIST="node1"
+    )
+    finished = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, (finished.stdout + finished.stderr)[-4000:]
+    for case in ACROSS_NODES[stack]:
+        model, variant, *placement = case.split(":")
+        stem = f"{model}_{variant}_replicas2" + "".join(f"_{where}" for where in placement)
+        alone = variant if model == "mlp" else entry["variants"][0]  # the one-replica probe's batch norm: base variant
+        one = weights(replica_probes[stack] / f"{model}_{alone}_replicas1.npz")
+        assert step_difference(weights(tmp_path / f"{stem}.npz"), one, model) < STEP_TOLERANCE, case
+        engaged = json.loads((tmp_path / f"{stem}.json").read_text())["engaged"]
+        assert engaged["replicas"] == 2, (case, engaged)
+    if stack == "flax-0.12":  # two processes, their collectives through gloo
+        assert engaged["processes"] == 2 and "across 2 processes (gloo)" in engaged["collective"], engaged
 
 
-def test_a_replica_that_dies_ends_the_run_as_error_naming_it_and_nothing_waits(tmp_path, env_python):
-    """Process 1 of a 2-replica PyTorch run raises in its first epoch while process 0 waits in an all-reduce:
-    process 1 records its error and exits non-zero, torchrun stops process 0 at once (long before the collectives'
-    timeout), and the run's record names the failed replica."""
-    import run_experiment
-    from dlbench.process import run_child
-    from runs import ENV_DESCRIPTION, experiment, prepare_synthetic
+def two_nodes_here(monkeypatch):
+    """The variables of a Slurm job spanning two nodes, both this machine (the stand-in srun and scontrol first on
+    PATH); the environ that makes parallel.training_command launch across them."""
+    monkeypatch.setenv("PATH", f"{STAND_IN_SLURM}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", str(free_job_id()))
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node1")
+    return {"SLURM_JOB_NUM_NODES": "2"}
 
-    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 64, 16)
-    row = experiment(replicas=2, scaling="weak", launcher="torchrun", batch_size=16)
-    (tmp_path / "env.json").write_text(json.dumps(ENV_DESCRIPTION))
+
+def train_argv(folder, dataset, row):
+    """train.py's (and run_experiment.py's) arguments for `row`, its outputs in `folder`."""
+    (folder / "env.json").write_text(json.dumps(ENV_DESCRIPTION))
     argv = [
         "--experiment",
         json.dumps(row),
         "--dataset-dir",
         str(dataset),
         "--env-description",
-        str(tmp_path / "env.json"),
+        str(folder / "env.json"),
     ]
-    argv += ["--threads", "1", "--record", str(tmp_path / "record.json")]
-    argv += ["--epochs-csv", str(tmp_path / "epochs.csv"), "--telemetry-csv", str(tmp_path / "telemetry.csv")]
-    command = parallel.launch(env_python("torch-2.13-cpu"), REPO / "tests" / "replica_death.py", argv, row)
+    argv += ["--threads", "1", "--record", str(folder / "record.json")]
+    return argv + ["--epochs-csv", str(folder / "epochs.csv"), "--telemetry-csv", str(folder / "telemetry.csv")]
+
+
+def two_replica_row(stack, **changes):
+    entry = PARALLEL[stack]
+    launcher = entry["data_parallel"]["launcher"]
+    row = experiment(stack=stack, framework=entry["framework"], adapter=entry["adapter"], replicas=2)
+    row["variant"] = variants.compiled_variant(entry)
+    return row | dict(launcher=launcher, batch_size=16, environment={}, **changes)
+
+
+@pytest.fixture(scope="module")
+def small_dataset(env_python, tmp_path_factory):
+    return prepare_synthetic(env_python("tools"), tmp_path_factory.mktemp("replica-runs") / "dataset", 10, 64, 16)
+
+
+@pytest.mark.parametrize("stack", sorted(ACROSS_NODES))
+def test_a_replica_that_dies_ends_the_run_as_error_naming_it_and_nothing_waits(
+    stack, small_dataset, tmp_path, env_python, monkeypatch
+):
+    """Process 1 of a 2-replica run raises in its first epoch while process 0 waits in an all-reduce: process 1
+    records its error and exits non-zero, its launcher stops process 0 at once (long before the collectives'
+    timeout: torchrun on one node; srun --kill-on-bad-exit across two, for Flax's process per node), and the run's
+    record names the failed replica."""
+    row = two_replica_row(stack)
+    across = two_nodes_here(monkeypatch) if row["launcher"] == "process-per-node" else {}
+    argv = train_argv(tmp_path, small_dataset, row)
+    python = env_python(PARALLEL[stack]["env"]["cpu"])
+    command = parallel.training_command(python, REPO / "tests" / "replica_death.py", argv, row, across)
     outcome = run_child(command, pythonpath=[REPO / "scripts"], timeout=240)
     assert not outcome.timed_out and outcome.seconds < parallel.COLLECTIVE_TIMEOUT_S / 2
     assert not outcome.ok
     record = run_experiment.record_of_try(argv, outcome, 2)
     assert record["status"] == "error"
     assert record["error"].startswith("replica process 1 of 2 failed: RuntimeError: replica lost its device"), record
+
+
+def test_a_flax_run_across_two_nodes_ends_ok_with_one_record(small_dataset, tmp_path, env_python, monkeypatch):
+    """run_experiment.py in a Slurm job of two nodes (both here): one Flax process per node, joined by
+    jax.distributed, trains the run; rank 0's record is the run's, and the other process's outputs are gone."""
+    across = two_nodes_here(monkeypatch)
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", across["SLURM_JOB_NUM_NODES"])
+    row = two_replica_row("flax-0.12", epochs=2, data_placement="host")
+    command = runner_command(env_python(PARALLEL["flax-0.12"]["env"]["cpu"]), row, small_dataset, tmp_path)
+    finished = subprocess.run(command, env=library_environment(), capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["status"] == "ok", record.get("error")
+    assert record["engaged"]["processes"] == 2 and record["replicas"] == 2 and record["global_batch_size"] == 32
+    assert sorted(path.name for path in tmp_path.glob("rank*")) == []

@@ -3,6 +3,7 @@ one node and across Slurm nodes."""
 
 import shlex
 
+import numpy as np
 import pytest
 from dlbench import configuration, parallel, plan
 from test_plan import CONFIG, tiny_searches
@@ -94,26 +95,70 @@ def test_torchrun_starts_one_process_per_replica_on_loopback_and_a_process_stack
     assert parallel.training_command("py", "train.py", TRAIN, torch, {})[:3] == ["py", "-m", "torch.distributed.run"]
 
 
-def test_a_slurm_job_across_nodes_runs_one_torchrun_per_node_meeting_at_the_first():
-    torch = {"replicas": 16, "launcher": "torchrun"}
-    command = parallel.training_command("py", "train.py", TRAIN, torch, {"SLURM_JOB_NUM_NODES": "2"})
+HEAD = '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'  # the job's first node
+PORT = f"$(({parallel.RENDEZVOUS_PORT} + SLURM_JOB_ID % {parallel.PORT_SPREAD}))"  # the job's own port there
+
+
+def srun_task(command, nodes):
+    """The command each of srun's tasks runs, after checking that srun starts one task per node."""
     assert command[:2] == ["bash", "-c"]
     srun = shlex.split(command[2])
-    assert srun[:4] == ["srun", "--overlap", "--nodes=2", "--ntasks-per-node=1"] and srun[4:6] == ["bash", "-c"]
-    inner = srun[6]
+    assert srun[:5] == ["srun", "--overlap", "--kill-on-bad-exit=1", f"--nodes={nodes}", "--ntasks-per-node=1"]
+    assert srun[5:7] == ["bash", "-c"]
+    return srun[7]
+
+
+def test_a_slurm_job_across_nodes_runs_one_torchrun_per_node_meeting_at_the_first():
+    torch = {"replicas": 16, "launcher": "torchrun"}
+    inner = srun_task(parallel.training_command("py", "train.py", TRAIN, torch, {"SLURM_JOB_NUM_NODES": "2"}), 2)
     assert inner.startswith("py -m torch.distributed.run --nproc-per-node=8 --nnodes=2 --rdzv-id=$SLURM_JOB_ID ")
-    assert '--rdzv-endpoint=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):29500' in inner
+    assert f"--rdzv-endpoint={HEAD}:{PORT}" in inner
     assert inner.endswith("train.py --experiment '{\"a\": 1}' --record r.json")
     with pytest.raises(ValueError, match="16 replicas cannot be spread evenly over 3 nodes"):
         parallel.launch("py", "train.py", TRAIN, torch, nodes=3, rendezvous="h:1")
-    # A process stack's replicas never span nodes: planning leaves them out, saying why.
-    mirrored = {"replicas": 16, "launcher": "process", "device": "gpu"}
-    assert "only one-process-per-replica stacks (torchrun) span nodes" in parallel.spanning_problem(
-        mirrored, "slurm", 8
+
+
+def test_a_slurm_job_across_nodes_runs_one_flax_process_per_node_told_its_rank_and_the_coordinator():
+    flax = {"replicas": 16, "launcher": "process-per-node"}
+    inner = srun_task(parallel.training_command("py", "train.py", TRAIN, flax, {"SLURM_JOB_NUM_NODES": "2"}), 2)
+    place = "RANK=$SLURM_PROCID WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1"
+    assert (
+        inner
+        == f"{place} {parallel.COORDINATOR_VARIABLE}={HEAD}:{PORT} py train.py --experiment '{{\"a\": 1}}' --record r.json"
     )
+    assert parallel.processes(flax, nodes=2) == 2 and parallel.processes(flax) == 1
+    # On one node it is one process driving every replica, as a `process` stack's.
+    assert parallel.training_command("py", "train.py", TRAIN, flax, {}) == ["py", "train.py", *TRAIN]
+
+
+def test_a_process_stack_never_spans_nodes_and_planning_says_why():
+    mirrored = {"replicas": 16, "launcher": "process", "device": "gpu"}
+    assert "only torchrun and process-per-node stacks span nodes" in parallel.spanning_problem(mirrored, "slurm", 8)
     assert parallel.spanning_problem(dict(mirrored, replicas=8), "slurm", 8) is None
-    assert parallel.spanning_problem(dict(torch, device="gpu"), "slurm", 8) is None
+    for spanning in parallel.SPANNING_LAUNCHERS:
+        assert parallel.spanning_problem(dict(mirrored, launcher=spanning), "slurm", 8) is None
     assert parallel.spanning_problem(mirrored, "local", 8) is None
+    assert parallel.job_nodes(mirrored, {"SLURM_JOB_NUM_NODES": "2"}) == 1
+
+
+def test_each_process_of_a_multi_process_run_takes_its_share_of_every_global_batch(monkeypatch):
+    order = np.arange(100, 112)
+    assert parallel.process_share(order, 6) == (order, 6)  # one process: all of it
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    share, batch_size = parallel.process_share(order, 6)
+    assert batch_size == 3 and share.tolist() == [103, 104, 105, 109, 110, 111]
+
+
+def test_the_first_process_of_each_node_samples_the_node_s_gpus(monkeypatch):
+    assert parallel.sampled_gpus({"replicas": 4, "launcher": "process"}) == 4
+    monkeypatch.setenv("WORLD_SIZE", "2")  # process-per-node on 2 nodes: each its own node's
+    assert parallel.sampled_gpus({"replicas": 16, "launcher": "process-per-node"}) == 8
+    monkeypatch.setenv("WORLD_SIZE", "16")  # torchrun on 2 nodes: local rank 0 the node's 8, the others none
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert parallel.sampled_gpus({"replicas": 16, "launcher": "torchrun"}) == 8
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert parallel.sampled_gpus({"replicas": 16, "launcher": "torchrun"}) == 0
 
 
 def test_every_stack_names_a_known_launcher_or_says_why_it_has_no_mechanism():

@@ -24,6 +24,12 @@ takes its arguments on the mesh's devices), gathered inside the step and laid ou
 slice from its own copy, no transfer between devices. The eager variant runs the same step op by op, each
 operation on the sharded arrays partitioned by XLA as jit would (its collectives then per operation). Evaluation
 runs replicated: every device the whole test batch, as one replica would.
+
+Across the nodes of a Slurm job (launcher process-per-node: one process per node driving its devices), the processes
+join through jax.distributed (JAX's coordination service on the first node) and the mesh spans every node's devices:
+the same program in every process (multi-controller JAX), each handing its own data to its own devices
+(jax.make_array_from_process_local_data: the replicated values whole, and of host batches its contiguous share of
+each global batch); XLA's collectives cross the nodes (NCCL on GPUs; gloo between CPU processes).
 """
 
 import functools
@@ -36,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -46,6 +53,9 @@ FRAMEWORK = "flax"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"
 _VARIANTS = ("eager", "xla", "xla-amp")
+# What XLA's collectives go through between processes: NCCL between GPUs, jax_cpu_collectives_implementation
+# (gloo by default) between CPU processes.
+_CROSS_PROCESS = {"gpu": "NCCL", "cuda": "NCCL", "cpu": "gloo"}
 _MEAN = np.asarray(data.IMAGENET_MEAN, np.float32) * 255
 _STD = np.asarray(data.IMAGENET_STD, np.float32) * 255
 
@@ -68,10 +78,12 @@ def _produced(value):
 
 def configure(device, threads, seed, math_mode, replicas):
     """The device becomes JAX's default (jax.devices("gpu") raises in an env without a GPU backend); XLA's threads
-    and math mode through jax_numpy, read back; with replicas, the devices of their mesh."""
+    and math mode through jax_numpy, read back; with replicas, the devices of their mesh (and across processes, the
+    processes' cluster, joined first)."""
     global _seed
     _seed = seed
-    target = jax.devices("gpu" if device == "gpu" else "cpu")[0]
+    joined = _join_processes() if parallel.process_count() > 1 else {}
+    target = jax.local_devices(backend="gpu" if device == "gpu" else "cpu")[0]
     jax.config.update("jax_default_device", target)
     configured = {
         "backend": "jax",
@@ -83,16 +95,35 @@ def configure(device, threads, seed, math_mode, replicas):
     if replicas == 1:
         return configured
     mesh = _replica_mesh(device, replicas)
-    return {**configured, "replicas": mesh.size, "replica_devices": [str(each) for each in mesh.devices.flat]}
+    return {**configured, **joined, "replicas": mesh.size, "replica_devices": [str(d) for d in mesh.devices.flat]}
+
+
+def _join_processes():
+    """This node's process in the run's cluster (parallel.slurm_launch's process-per-node tasks): jax.distributed at
+    the first node's coordinator, before any device is touched, giving up after parallel.COLLECTIVE_TIMEOUT_S.
+    JAX's own Slurm detection is off: it would give each process the one GPU of its SLURM_LOCALID (one process per
+    GPU), where here a process drives all its node's GPUs."""
+    jax.distributed.initialize(
+        coordinator_address=parallel.coordinator(),
+        num_processes=parallel.process_count(),
+        process_id=parallel.process_rank(),
+        cluster_detection_method="deactivate",
+        initialization_timeout=parallel.COLLECTIVE_TIMEOUT_S,
+    )
+    return {"processes": jax.process_count(), "process_index": jax.process_index()}
 
 
 def _replica_mesh(device, replicas):
-    """A one-axis mesh ("data") over the platform's first `replicas` devices; refused where JAX sees fewer."""
+    """A one-axis mesh ("data") over the platform's first `replicas` devices (every process's, process 0's first);
+    refused where JAX sees fewer, or across processes other than all of them."""
     platform = "gpu" if device == "gpu" else "cpu"
     devices = jax.devices(platform)
-    if len(devices) < replicas:
+    if len(devices) < replicas or (jax.process_count() > 1 and len(devices) != replicas):
         made = " (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX is imported)" * (device == "cpu")
-        raise RuntimeError(f"{replicas} replicas need {replicas} {platform} devices, but JAX sees {len(devices)}{made}")
+        raise RuntimeError(
+            f"{replicas} replicas need {replicas} {platform} devices, but JAX sees {len(devices)} over "
+            f"{jax.process_count()} process(es){made}"
+        )
     return Mesh(np.array(devices[:replicas]), ("data",))
 
 
@@ -106,8 +137,19 @@ def _shardings(experiment):
 
 
 def replica_max(value):
-    """The value itself: one process drives every replica's device."""
-    return value
+    """The slowest process's value (an epoch's seconds) across processes; in one process, which drives every
+    replica's device, the value itself."""
+    if jax.process_count() == 1:
+        return value
+    return float(multihost_utils.process_allgather(np.asarray(value, np.float32)).max())
+
+
+def _placed(value, sharding):
+    """A pytree of host (or default-device) arrays on the replicas' mesh, each process handing its own: with the
+    replicated sharding the whole value (alike in every process), with the batch sharding its share of the global
+    batch (jax.make_array_from_process_local_data: multi-process JAX's way in; device_put in one process, where it is
+    the whole batch). A sharding of None: the default device."""
+    return jax.device_put(value) if sharding is None else jax.make_array_from_process_local_data(sharding, value)
 
 
 def stage(arrays, experiment):
@@ -117,7 +159,7 @@ def stage(arrays, experiment):
     if experiment["data_placement"] == "host":
         return dict(arrays, on_host=True)
     replicated, _ = _shardings(experiment)
-    return dict(_produced({key: jax.device_put(value, replicated) for key, value in arrays.items()}), on_host=False)
+    return dict(_produced(_placed(dict(arrays), replicated)), on_host=False)
 
 
 def stream(meta, experiment, workers):
@@ -345,7 +387,7 @@ def build(spec, input_shape, weights, experiment):
     layout = _BatchLayout(batch) if batch is not None else None
     steps = _steps(graphdef, layout, jitted=variant.mode == "xla")
     if replicated is not None:  # a copy of the state on every replica's device
-        state = jax.device_put(state, replicated)
+        state = _placed(state, replicated)
     return dict(steps, graphdef=graphdef, state=_produced(state), variant=variant, replicated=replicated, layout=layout)
 
 
@@ -373,7 +415,7 @@ def engaged(model):
         "xla": jitted,
         "jit": jitted,
         "dtype": str(dense.kernel[...].dtype),
-        "matmul_dtype": str(dense(jnp.zeros((1, dense.in_features))).dtype),
+        "matmul_dtype": str(jax.eval_shape(dense, jax.ShapeDtypeStruct((1, dense.in_features), jnp.float32)).dtype),
         "layout": "NHWC",
         "loss_scaling": False,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
@@ -386,12 +428,14 @@ def engaged(model):
 def _data_parallel(weight, layout, jitted):
     """How the replicas shared the step, read back: a weight replicated over the mesh and the batch split over its
     data axis in the step (None before the first step), from which XLA's partitioner all-reduces the gradients'
-    partial sums, the loss being the global batch's mean: once per step under jit, per operation in eager."""
-    mesh = dict(weight.sharding.mesh.shape)
+    partial sums, the loss being the global batch's mean: once per step under jit, per operation in eager; across
+    processes through the platform's cross-process collectives."""
+    mesh, processes = dict(weight.sharding.mesh.shape), jax.process_count()
+    across = f" across {processes} processes ({_CROSS_PROCESS[jax.default_backend()]})" if processes > 1 else ""
     return {
         "data_parallel": f"jax.jit over a Mesh {mesh} (GSPMD)" if jitted else f"op by op over a Mesh {mesh} (GSPMD)",
         "gradient_reduction": "mean: the global batch's mean loss differentiated, partial sums all-reduced",
-        "collective": "XLA all-reduce (GSPMD)" if jitted else "XLA all-reduce (GSPMD), per operation",
+        "collective": f"XLA all-reduce (GSPMD){across}" + ("" if jitted else ", per operation"),
         "batch_norm_statistics": "global batch: GSPMD keeps the one-device step's mean over every slice",
         "weight_sharding": str(weight.sharding.spec),
         "batch_sharding": str(layout.seen.spec) if layout.seen is not None else None,
@@ -409,10 +453,10 @@ def _batch_calls(model, staged, order, batch_size):
     """(step, arguments) per batch of `order`: device-staged data is gathered inside the step, host batches are put
     on the device before it."""
     if staged.get("stream") or staged["on_host"]:
-        for batch in _host_batches(staged, order, batch_size):
-            yield model["train_on"], jax.device_put(batch, _batch_sharding(model))
+        for batch in _host_batches(staged, *parallel.process_share(order, batch_size)):
+            yield model["train_on"], _placed(batch, _batch_sharding(model))
         return
-    indices = jax.device_put(order.astype(np.int32), model["replicated"])
+    indices = _placed(order.astype(np.int32), model["replicated"])
     for batch in data.batch_slices(len(order), batch_size):
         yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
 
@@ -424,7 +468,7 @@ def _batch_sharding(model):
 
 def _train_steps(model, calls):
     """One step per call; the mean loss stays on the device until the caller reads it."""
-    loss_sum, steps = jax.device_put(jnp.zeros(()), model["replicated"]), 0
+    loss_sum, steps = _placed(np.zeros((), np.float32), model["replicated"]), 0
     for step, arguments in calls:
         model["state"], loss_sum = step(model["state"], loss_sum, *arguments)
         steps += 1
@@ -440,11 +484,12 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     """The first batch of `order`, gathered and placed on the device before any timing, trained on `steps` times."""
     if staged.get("stream") or staged["on_host"]:
-        first = next(iter(_host_batches(staged, order[:batch_size], batch_size)))
+        share = parallel.process_share(order[:batch_size], batch_size)
+        first = _placed(next(iter(_host_batches(staged, *share))), _batch_sharding(model))
     else:
-        indices = jax.device_put(order[:batch_size].astype(np.int32), model["replicated"])
+        indices = _placed(order[:batch_size].astype(np.int32), model["replicated"])
         first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
-    first = jax.device_put(first, _batch_sharding(model))
+        first = jax.device_put(first, _batch_sharding(model))
     return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], first), steps))
 
 
@@ -466,19 +511,19 @@ def loader_pass(staged, order, batch_size):
     jax.block_until_ready(placed)
 
 
-def _test_batches(staged, batch_size):
-    """(images, labels) of the test split in order, on the device."""
+def _test_batches(staged, batch_size, replicated):
+    """(images, labels) of the test split in order, on the device (every replica's, with `replicated`)."""
     if staged.get("stream"):
-        yield from map(jax.device_put, staged["test"].as_numpy_iterator())
+        yield from (_placed(batch, replicated) for batch in staged["test"].as_numpy_iterator())
         return
     for start in range(0, len(staged["test_y"]), batch_size):
         batch = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-        yield jax.device_put(batch) if staged["on_host"] else batch
+        yield _placed(batch, replicated) if staged["on_host"] else batch
 
 
 def evaluate(model, staged, batch_size):
-    totals = jnp.zeros(2)
-    for images, labels in _test_batches(staged, batch_size):
+    totals = _placed(np.zeros(2, np.float32), model["replicated"])
+    for images, labels in _test_batches(staged, batch_size, model["replicated"]):
         totals = model["evaluate_on"](model["state"], totals, images, labels)
     loss_sum, correct = np.asarray(totals, dtype=np.float64)
     count = len(staged["test_y"])

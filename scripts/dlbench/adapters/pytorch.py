@@ -213,19 +213,10 @@ def _to_device(array, device):
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-def _replica_share(order, batch_size, replicas):
-    """(this process's items of `order`, its batch size): its replica's slice of every global batch, in order."""
-    rank = torch.distributed.get_rank()
-    batches = data.batch_slices(len(order), batch_size)
-    share = np.concatenate([parallel.replica_slice(order[batch], rank, replicas) for batch in batches])
-    return share, batch_size // replicas
-
-
 def _batches(staged, order, batch_size, layout):
     """(images, labels) on the training device for each batch of `order`, gathered where the data lives; with
     replicas, this process's replica's share of each."""
-    if staged["replicas"] > 1:
-        order, batch_size = _replica_share(order, batch_size, staged["replicas"])
+    order, batch_size = parallel.process_share(order, batch_size)
     if staged.get("stream"):
         staged["train_sampler"].items = order
         yield from _streamed_batches(staged, staged["train"], layout)
