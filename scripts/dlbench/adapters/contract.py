@@ -170,6 +170,9 @@ class JaxBackend(KerasBackend, Protocol):
     def allocator_peak_mb(self, device) -> float | None:
         """The JAX allocator's peak in MiB (None on CPU)."""
 
+    def replica_devices(self, devices, replicas, device) -> list:
+        """The first `replicas` of the `devices` JAX lists, refused (RuntimeError) where it lists too few."""
+
 
 # The shared surface: the adapters other adapters call beyond the contract, and what they call.
 SHARED = {"pytorch": TorchBackend, "tensorflow_raw": TensorFlowBackend, "jax_numpy": JaxBackend}

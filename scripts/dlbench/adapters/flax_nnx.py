@@ -114,17 +114,9 @@ def _join_processes():
 
 
 def _replica_mesh(device, replicas):
-    """A one-axis mesh ("data") over the platform's first `replicas` devices (every process's, process 0's first);
-    refused where JAX sees fewer, or across processes other than all of them."""
-    platform = "gpu" if device == "gpu" else "cpu"
-    devices = jax.devices(platform)
-    if len(devices) < replicas or (jax.process_count() > 1 and len(devices) != replicas):
-        made = " (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX is imported)" * (device == "cpu")
-        raise RuntimeError(
-            f"{replicas} replicas need {replicas} {platform} devices, but JAX sees {len(devices)} over "
-            f"{jax.process_count()} process(es){made}"
-        )
-    return Mesh(np.array(devices[:replicas]), ("data",))
+    """A one-axis mesh ("data") over the platform's first `replicas` devices (jax_numpy.replica_devices)."""
+    devices = jax.devices("gpu" if device == "gpu" else "cpu")
+    return Mesh(np.array(jax_numpy.replica_devices(devices, replicas, device)), ("data",))
 
 
 def _shardings(experiment):

@@ -17,6 +17,18 @@ def version():
     return jax.__version__
 
 
+def replica_devices(devices, replicas, device):
+    """The first `replicas` of the `devices` JAX lists (every process's, process 0's first), refused where it lists
+    fewer, or, across processes, other than all of them: every process drives its own (shared, contract.JaxBackend)."""
+    if len(devices) < replicas or (jax.process_count() > 1 and len(devices) != replicas):
+        made = " (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX is imported)" * (device == "cpu")
+        raise RuntimeError(
+            f"{replicas} replicas need {replicas} {device} devices, but JAX sees {len(devices)} over "
+            f"{jax.process_count()} process(es){made}"
+        )
+    return devices[:replicas]
+
+
 def _jax_device(device):
     return jax.devices("gpu" if device == "gpu" else "cpu")[0]
 

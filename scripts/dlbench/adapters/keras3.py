@@ -80,11 +80,10 @@ def _configure_replicas(device, replicas):
 
         _strategy = tensorflow_raw.mirrored_strategy(device, replicas)
         return {"replicas": _strategy.num_replicas_in_sync, "replica_devices": list(_strategy.extended.worker_devices)}
-    devices = keras.distribution.list_devices(device)
-    if len(devices) < replicas:
-        made = " (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX is imported)" * (device == "cpu")
-        raise RuntimeError(f"{replicas} replicas need {replicas} {device} devices, but JAX sees {len(devices)}{made}")
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:replicas]))
+    from . import jax_numpy
+
+    devices = jax_numpy.replica_devices(keras.distribution.list_devices(device), replicas, device)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
     mesh = keras.distribution.distribution().device_mesh.backend_mesh
     return {"replicas": int(mesh.devices.size), "replica_devices": [str(each) for each in mesh.devices.flat]}
 

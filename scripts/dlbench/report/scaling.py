@@ -66,16 +66,17 @@ def efficiency_text(row):
 
 
 def against_best_text(row):
-    """The verdict of a stack's scaling against the best at its replicas, in words."""
+    """The verdict of a stack's scaling against the best at its replicas (the row marked "best"), in words: short,
+    the table's last column."""
     if row["experiment_id"] == row["best_experiment_id"]:
         return "best"
-    ratio = f"{row['efficiency_ratio']:.2f}x of {row['best_stack']} · {row['best_variant']}"
+    ratio = f"{row['efficiency_ratio']:.2f}x"
     if not pd.isna(row["efficiency_ratio_ci95_low"]):
         ratio += f" [{row['efficiency_ratio_ci95_low']:.2f}, {row['efficiency_ratio_ci95_high']:.2f}]"
     verdict = row["verdict"]
     if verdict == "inconclusive":
         verdict = "within noise (inconclusive)"
-    return f"{ratio}: {SCALING_WORDS.get(verdict, verdict)}, p (Holm) {p_text(row['p_holm'])}{method_word(row)}"
+    return f"{ratio}: {SCALING_WORDS.get(verdict, verdict)}, p {p_text(row['p_holm'])}{method_word(row)}"
 
 
 def scaling_tables(scaling):
@@ -89,7 +90,7 @@ def scaling_tables(scaling):
         "one replica",
         "efficiency [95%]",
         "communication",
-        "against the best at these replicas",
+        "efficiency against the best",
     ]
     sections = []
     for _, part in scaling.groupby(PANEL, sort=True, dropna=False):
@@ -124,9 +125,9 @@ def markdown(study, figures):
         "against the same experiment on one, on the same machine. Speedup is the ratio of geometric-mean steady "
         "throughputs, tested as the comparisons are (paired by round, else unpaired); scaling efficiency is the "
         "speedup over N, with its 95% interval (1: N times one replica's throughput). At each N the stacks are "
-        "compared with the best-scaling one: the ratio of their efficiencies with its interval, Holm-adjusted "
-        'within the N; "within noise" where neither a difference nor an equivalence is proven. Communication is '
-        "the share of a fixed-batch step that leaving out the gradients' reduction saves, compute not hiding it "
-        "(PyTorch's no_sync; a dash where a framework has no step without it).\n\n"
+        'compared with the best-scaling one (marked "best"): the ratio of their efficiencies with its interval, '
+        'p Holm-adjusted within the N; "within noise" where neither a difference nor an equivalence is proven. '
+        "Communication is the share of a fixed-batch step that leaving out the gradients' reduction saves, compute "
+        "not hiding it (PyTorch's no_sync; a dash where a framework has no step without it).\n\n"
         "![Throughput against replicas](figures/scaling.svg)\n\n" + scaling_tables(scaling)
     )
