@@ -78,8 +78,8 @@ def train_once(argv):
 
 def record_of_try(argv, outcome, processes):
     """The record of a try whose processes ended with `outcome`: rank 0's, unless another replica process failed
-    first, whose error then names the run's failure (rank 0 only saw a collective break, or was stopped by torchrun
-    before it could write)."""
+    first, whose error then names the run's failure (rank 0 only saw a collective break, or was stopped by torchrun or
+    srun before it could write)."""
     record_path = Path(option(argv, "--record"))
     failed = [
         (rank, json.loads(path.read_text()))

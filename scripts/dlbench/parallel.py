@@ -21,8 +21,8 @@ from pathlib import Path
 
 LAUNCHERS = ("process", "process-per-node", "torchrun")  # envs/stacks.yaml data_parallel.launcher
 SPANNING_LAUNCHERS = ("process-per-node", "torchrun")  # those whose replicas span a Slurm job's nodes
-# A collective that waits longer than this for a replica raises: a replica that dies or hangs ends the run `error`
-# instead of leaving the others waiting forever.
+# A PyTorch collective that waits longer than this for a replica raises (and JAX gives up joining its cluster after
+# it): a replica that dies or hangs ends the run `error` instead of leaving the others waiting forever.
 COLLECTIVE_TIMEOUT_S = 300
 # The first node's port where the processes of a multi-node run meet (torchrun's rendezvous, JAX's coordinator): the
 # base plus the Slurm job's id modulo PORT_SPREAD, so that two jobs sharing a first node do not collide.
@@ -63,6 +63,7 @@ def replica_slice(batch, rank, count):
 
 
 def launcher(experiment):
+    """How the experiment's processes start (LAUNCHERS; `process` for a row without the field)."""
     return experiment.get("launcher", "process")
 
 
@@ -84,7 +85,8 @@ def spanning_problem(experiment, scheduler, gpus_per_node):
         return None
     return (
         f"{count} replicas span nodes of {gpus_per_node} GPUs (`slurm.gpus_per_node`), and this stack's mechanism "
-        "drives one node's devices from one process; only torchrun and process-per-node stacks span nodes"
+        "drives one node's devices from one process; only torchrun (PyTorch) and process-per-node (Flax) stacks "
+        "span nodes"
     )
 
 
@@ -125,14 +127,13 @@ def process_share(order, batch_size):
     count = process_count()
     if count == 1:
         return order, batch_size
-    share = batch_size // count
-    first = process_rank() * share
     starts = range(0, len(order) - batch_size + 1, batch_size)
-    return order[[start + first + offset for start in starts for offset in range(share)]], share
+    batches = (range(start, start + batch_size) for start in starts)
+    return order[[at for batch in batches for at in replica_slice(batch, process_rank(), count)]], batch_size // count
 
 
 def threads_per_process(threads, processes, cores=None):
-    """A process's CPU threads when a run has `processes` (one per replica under torchrun): the pinned `threads`, or
+    """A process's CPU threads when `processes` of a run share a node (torchrun's): the pinned `threads`, or
     with each framework's own default (None) the `cores` the job holds, split over them, so that N replicas use the
     cores one replica uses. Left to itself each process would take every core (PyTorch: the physical cores), N-fold
     oversubscription, which measured 5 times slower than one process on a 2-core machine. One process: unchanged."""
@@ -195,8 +196,8 @@ def stack_environment(stack, device, count):
 
 
 def job_nodes(experiment, environ):
-    """The nodes a run spans: those of its Slurm job where its launcher spans nodes (and its replicas exceed one
-    node's GPUs, for which the job asked for several), else one."""
+    """The nodes a run spans: those of its Slurm job where its launcher spans nodes (the profile asks for several
+    only where GPU replicas exceed one node's GPUs: slurm.nodes_of), else one."""
     spans = launcher(experiment) in SPANNING_LAUNCHERS and replicas(experiment) > 1
     return int(environ.get("SLURM_JOB_NUM_NODES", "1")) if spans else 1
 

@@ -122,10 +122,8 @@ def test_a_slurm_job_across_nodes_runs_one_flax_process_per_node_told_its_rank_a
     flax = {"replicas": 16, "launcher": "process-per-node"}
     inner = srun_task(parallel.training_command("py", "train.py", TRAIN, flax, {"SLURM_JOB_NUM_NODES": "2"}), 2)
     place = "RANK=$SLURM_PROCID WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1"
-    assert (
-        inner
-        == f"{place} {parallel.COORDINATOR_VARIABLE}={HEAD}:{PORT} py train.py --experiment '{{\"a\": 1}}' --record r.json"
-    )
+    coordinator = f"{parallel.COORDINATOR_VARIABLE}={HEAD}:{PORT}"
+    assert inner == f"{place} {coordinator} py train.py --experiment '{{\"a\": 1}}' --record r.json"
     assert parallel.processes(flax, nodes=2) == 2 and parallel.processes(flax) == 1
     # On one node it is one process driving every replica, as a `process` stack's.
     assert parallel.training_command("py", "train.py", TRAIN, flax, {}) == ["py", "train.py", *TRAIN]
@@ -133,7 +131,9 @@ def test_a_slurm_job_across_nodes_runs_one_flax_process_per_node_told_its_rank_a
 
 def test_a_process_stack_never_spans_nodes_and_planning_says_why():
     mirrored = {"replicas": 16, "launcher": "process", "device": "gpu"}
-    assert "only torchrun and process-per-node stacks span nodes" in parallel.spanning_problem(mirrored, "slurm", 8)
+    assert "only torchrun (PyTorch) and process-per-node (Flax) stacks span nodes" in parallel.spanning_problem(
+        mirrored, "slurm", 8
+    )
     assert parallel.spanning_problem(dict(mirrored, replicas=8), "slurm", 8) is None
     for spanning in parallel.SPANNING_LAUNCHERS:
         assert parallel.spanning_problem(dict(mirrored, launcher=spanning), "slurm", 8) is None

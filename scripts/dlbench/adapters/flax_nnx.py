@@ -10,8 +10,8 @@ other stacks run it): it has float32's exponent range, so no loss scaling. Layou
 weights load unchanged: HWIO conv kernels, (in, out) dense kernels, and the LSTM's Keras-layout kernels are
 nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear's).
 
-Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and
-device_put per step; streamed image folders go through tf.data (tensorflow_raw.stream, as Keras on JAX), and
+Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and put on
+the device per step (_placed); streamed image folders go through tf.data (tensorflow_raw.stream, as Keras on JAX), and
 their uint8 batches are made float and normalised as the step's first operations, on the device.
 
 Data-parallel replicas, as Flax's guide to scaling up has it: a one-axis device mesh ("data") over the first N devices
@@ -53,9 +53,6 @@ FRAMEWORK = "flax"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"
 _VARIANTS = ("eager", "xla", "xla-amp")
-# What XLA's collectives go through between processes: NCCL between GPUs, jax_cpu_collectives_implementation
-# (gloo by default) between CPU processes.
-_CROSS_PROCESS = {"gpu": "NCCL", "cuda": "NCCL", "cpu": "gloo"}
 _MEAN = np.asarray(data.IMAGENET_MEAN, np.float32) * 255
 _STD = np.asarray(data.IMAGENET_STD, np.float32) * 255
 
@@ -110,7 +107,7 @@ def _join_processes():
         cluster_detection_method="deactivate",
         initialization_timeout=parallel.COLLECTIVE_TIMEOUT_S,
     )
-    return {"processes": jax.process_count(), "process_index": jax.process_index()}
+    return {"processes": jax.process_count()}
 
 
 def _replica_mesh(device, replicas):
@@ -396,8 +393,9 @@ def weights(model, spec, input_shape):
 
 
 def engaged(model):
-    """What ran, read back: whether the step is a jax.jit wrapper, the weights' dtype, the dtype of the last dense
-    layer's matmul on a zero input; with replicas, the shardings of a weight and of the batch in the step."""
+    """What ran, read back: whether the step is a jax.jit wrapper, the weights' dtype, the dtype the last dense
+    layer's matmul gives (traced abstractly: jax.eval_shape); with replicas, the shardings of a weight and of the
+    batch in the step."""
     variant, network = model["variant"], _network(model)
     dense = next(module for module in reversed(network.leaves) if isinstance(module, nnx.Linear))
     jitted = hasattr(model["train_on"], "lower")
@@ -417,13 +415,21 @@ def engaged(model):
     return {**result, **_data_parallel(dense.kernel[...], model["layout"], jitted)}
 
 
+def _cross_process_collectives():
+    """What XLA's collectives go through between processes: NCCL between GPUs; between CPU processes the
+    implementation JAX is configured with (jax_cpu_collectives_implementation, gloo by default)."""
+    if jax.default_backend() == "gpu":
+        return "NCCL"
+    return jax.config.jax_cpu_collectives_implementation
+
+
 def _data_parallel(weight, layout, jitted):
     """How the replicas shared the step, read back: a weight replicated over the mesh and the batch split over its
     data axis in the step (None before the first step), from which XLA's partitioner all-reduces the gradients'
     partial sums, the loss being the global batch's mean: once per step under jit, per operation in eager; across
     processes through the platform's cross-process collectives."""
     mesh, processes = dict(weight.sharding.mesh.shape), jax.process_count()
-    across = f" across {processes} processes ({_CROSS_PROCESS[jax.default_backend()]})" if processes > 1 else ""
+    across = f" across {processes} processes ({_cross_process_collectives()})" if processes > 1 else ""
     return {
         "data_parallel": f"jax.jit over a Mesh {mesh} (GSPMD)" if jitted else f"op by op over a Mesh {mesh} (GSPMD)",
         "gradient_reduction": "mean: the global batch's mean loss differentiated, partial sums all-reduced",
@@ -476,8 +482,8 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     """The first batch of `order`, gathered and placed on the device before any timing, trained on `steps` times."""
     if staged.get("stream") or staged["on_host"]:
-        share = parallel.process_share(order[:batch_size], batch_size)
-        first = _placed(next(iter(_host_batches(staged, *share))), _batch_sharding(model))
+        own_order, own_batch_size = parallel.process_share(order[:batch_size], batch_size)
+        first = _placed(next(iter(_host_batches(staged, own_order, own_batch_size))), _batch_sharding(model))
     else:
         indices = _placed(order[:batch_size].astype(np.int32), model["replicated"])
         first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
@@ -498,7 +504,7 @@ def loader_batches(staged, order, batch_size):
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput); the
     last one waited for, so that every copy has finished."""
-    for batch in _host_batches(staged, order, batch_size):
+    for batch in _host_batches(staged, *parallel.process_share(order, batch_size)):
         placed = jax.device_put(batch)
     jax.block_until_ready(placed)
 
@@ -523,7 +529,7 @@ def evaluate(model, staged, batch_size):
 
 
 def logits(model, images):
-    return np.asarray(model["predict"](model["state"], jnp.asarray(images)), dtype=np.float32)
+    return np.asarray(model["predict"](model["state"], _placed(images, model["replicated"])), dtype=np.float32)
 
 
 def sync(device):

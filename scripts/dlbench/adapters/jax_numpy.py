@@ -30,7 +30,9 @@ def replica_devices(devices, replicas, device):
 
 
 def _jax_device(device):
-    return jax.devices("gpu" if device == "gpu" else "cpu")[0]
+    """This process's first device (across processes, jax.devices() lists process 0's first, which others cannot
+    address)."""
+    return jax.local_devices(backend="gpu" if device == "gpu" else "cpu")[0]
 
 
 def apply_threads(threads):
