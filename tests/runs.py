@@ -53,11 +53,15 @@ LENIENT = dict(CONFIG_SCHEMA["properties"]["contention"]["default"], **SHARED_MA
 
 
 def runner_command(python, row, dataset_dir, folder, contention=LENIENT):
+    command = [str(python), str(REPO / "scripts" / "run_experiment.py")]
+    return [*command, *train_arguments(row, dataset_dir, folder), "--contention", json.dumps(contention)]
+
+
+def train_arguments(row, dataset_dir, folder):
+    """train.py's arguments for `row` (run_experiment.py's, less --contention), its outputs in `folder`."""
     env_json = folder / "env.json"
     env_json.write_text(json.dumps(ENV_DESCRIPTION))
     return [
-        str(python),
-        str(REPO / "scripts" / "run_experiment.py"),
         "--experiment",
         json.dumps(row),
         "--dataset-dir",
@@ -72,8 +76,6 @@ def runner_command(python, row, dataset_dir, folder, contention=LENIENT):
         str(folder / "epochs.csv"),
         "--telemetry-csv",
         str(folder / "telemetry.csv"),
-        "--contention",
-        json.dumps(contention),
     ]
 
 

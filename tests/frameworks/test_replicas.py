@@ -17,7 +17,7 @@ import run_experiment
 from dlbench import parallel, specs, variants
 from dlbench.process import run_child
 from probe_replicas import MODELS, SEED, SHAPE
-from runs import ENV_DESCRIPTION, experiment, prepare_synthetic, runner_command
+from runs import experiment, prepare_synthetic, runner_command, train_arguments
 
 # The step's weights with 2 replicas against 1, relative to the step's largest update: each replica's gradient of
 # half the batch, then reduced (summed or averaged), rounds differently from one gradient of the whole batch, at
@@ -152,12 +152,23 @@ def free_job_id():
     raise RuntimeError("no free port in the rendezvous range")
 
 
+def two_nodes_here(monkeypatch):
+    """The variables of a Slurm job spanning two nodes, both this machine (the stand-in srun and scontrol first on
+    PATH); the environ that makes parallel.training_command launch across them."""
+    monkeypatch.setenv("PATH", f"{STAND_IN_SLURM}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", str(free_job_id()))
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node1")
+    return {"SLURM_JOB_NUM_NODES": "2"}
+
+
 def test_every_launcher_that_spans_nodes_is_tried_across_two():
     assert {PARALLEL[name]["data_parallel"]["launcher"] for name in ACROSS_NODES} == set(parallel.SPANNING_LAUNCHERS)
 
 
 @pytest.mark.parametrize("stack", sorted(ACROSS_NODES))
-def test_a_slurm_job_across_two_nodes_trains_as_one_replica_would(replica_probes, stack, tmp_path, env_python):
+def test_a_slurm_job_across_two_nodes_trains_as_one_replica_would(
+    replica_probes, stack, tmp_path, env_python, monkeypatch
+):
     """The command a Slurm job spanning two nodes runs (parallel.training_command: srun starting one task per node,
     which meet at the first node: torchrun's c10d rendezvous, or jax.distributed's coordinator), under stand-ins for
     srun and scontrol that run both "nodes" here on loopback: 2 replicas, one per node, take the step one replica
@@ -167,13 +178,10 @@ def test_a_slurm_job_across_two_nodes_trains_as_one_replica_would(replica_probes
     argv = [entry["adapter"], ",".join(ACROSS_NODES[stack]), "2", str(tmp_path)]
     probe = REPO / "tests" / "probe_replicas.py"
     command = parallel.training_command(
-        env_python(entry["env"]["cpu"]), probe, argv, experiment, {"SLURM_JOB_NUM_NODES": "2"}
+        env_python(entry["env"]["cpu"]), probe, argv, experiment, two_nodes_here(monkeypatch)
     )
     assert command[:2] == ["bash", "-c"] and "srun --overlap --kill-on-bad-exit=1 --nodes=2" in command[2]
     environment = library_environment(parallel.stack_environment(entry, "cpu", 1))  # one replica's device a node
-    environment.update(
-        PATH=f"{STAND_IN_SLURM}:{environment['PATH']}", SLURM_JOB_ID=str(free_job_id()), SLURM_JOB_NODELIST="node1"
-    )
     finished = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, (finished.stdout + finished.stderr)[-4000:]
     for case in ACROSS_NODES[stack]:
@@ -186,30 +194,6 @@ def test_a_slurm_job_across_two_nodes_trains_as_one_replica_would(replica_probes
         assert engaged["replicas"] == 2, (case, engaged)
     if stack == "flax-0.12":  # two processes, their collectives through gloo
         assert engaged["processes"] == 2 and "across 2 processes (gloo)" in engaged["collective"], engaged
-
-
-def two_nodes_here(monkeypatch):
-    """The variables of a Slurm job spanning two nodes, both this machine (the stand-in srun and scontrol first on
-    PATH); the environ that makes parallel.training_command launch across them."""
-    monkeypatch.setenv("PATH", f"{STAND_IN_SLURM}:{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_JOB_ID", str(free_job_id()))
-    monkeypatch.setenv("SLURM_JOB_NODELIST", "node1")
-    return {"SLURM_JOB_NUM_NODES": "2"}
-
-
-def train_argv(folder, dataset, row):
-    """train.py's (and run_experiment.py's) arguments for `row`, its outputs in `folder`."""
-    (folder / "env.json").write_text(json.dumps(ENV_DESCRIPTION))
-    argv = [
-        "--experiment",
-        json.dumps(row),
-        "--dataset-dir",
-        str(dataset),
-        "--env-description",
-        str(folder / "env.json"),
-    ]
-    argv += ["--threads", "1", "--record", str(folder / "record.json")]
-    return argv + ["--epochs-csv", str(folder / "epochs.csv"), "--telemetry-csv", str(folder / "telemetry.csv")]
 
 
 def two_replica_row(stack, **changes):
@@ -235,7 +219,7 @@ def test_a_replica_that_dies_ends_the_run_as_error_naming_it_and_nothing_waits(
     record names the failed replica."""
     row = two_replica_row(stack)
     across = two_nodes_here(monkeypatch) if row["launcher"] == "process-per-node" else {}
-    argv = train_argv(tmp_path, small_dataset, row)
+    argv = train_arguments(row, small_dataset, tmp_path)
     python = env_python(PARALLEL[stack]["env"]["cpu"])
     command = parallel.training_command(python, REPO / "tests" / "replica_death.py", argv, row, across)
     outcome = run_child(command, pythonpath=[REPO / "scripts"], timeout=240)

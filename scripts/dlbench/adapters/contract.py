@@ -42,7 +42,8 @@ class TrainingAdapter(Adapter, Protocol):
     # Data-parallel replicas (experiment `replicas` > 1): build wraps the model in the stack's mechanism, and
     # train_epoch, fixed_batch_steps and evaluate take the global batch size, each replica training on its equal
     # slice of every batch (parallel.replica_slice); the loss they return is the global batch's, the same in every
-    # process. A multi-process stack (launcher torchrun, or process-per-node across nodes) runs every call below in every process.
+    # process. A multi-process stack (launcher torchrun, or process-per-node across nodes) runs every call below in
+    # every process.
     def replica_max(self, value) -> float:
         """The largest of a host float over the run's processes (the value itself in a one-process run): every
         process then takes the same time-based decisions, such as the steady window's extra epochs."""

@@ -441,7 +441,9 @@ def _data_parallel(weight, layout, jitted):
 
 
 def _host_batches(staged, order, batch_size):
-    """The batches of `order` on the host: the loader's (streamed), or gathered from the NumPy arrays."""
+    """This process's batches of `order` on the host (across processes, its share of each global batch:
+    parallel.process_share): the loader's (streamed), or gathered from the NumPy arrays."""
+    order, batch_size = parallel.process_share(order, batch_size)
     if staged.get("stream"):
         return staged["train"](order, batch_size).as_numpy_iterator()
     return data.host_batches(staged["train_x"], staged["train_y"], order, batch_size)
@@ -451,7 +453,7 @@ def _batch_calls(model, staged, order, batch_size):
     """(step, arguments) per batch of `order`: device-staged data is gathered inside the step, host batches are put
     on the device before it."""
     if staged.get("stream") or staged["on_host"]:
-        for batch in _host_batches(staged, *parallel.process_share(order, batch_size)):
+        for batch in _host_batches(staged, order, batch_size):
             yield model["train_on"], _placed(batch, _batch_sharding(model))
         return
     indices = _placed(order.astype(np.int32), model["replicated"])
@@ -482,8 +484,7 @@ def train_epoch(model, staged, order, batch_size):
 def fixed_batch_steps(model, staged, order, batch_size):
     """The first batch of `order`, gathered and placed on the device before any timing, trained on `steps` times."""
     if staged.get("stream") or staged["on_host"]:
-        own_order, own_batch_size = parallel.process_share(order[:batch_size], batch_size)
-        first = _placed(next(iter(_host_batches(staged, own_order, own_batch_size))), _batch_sharding(model))
+        first = _placed(next(iter(_host_batches(staged, order[:batch_size], batch_size))), _batch_sharding(model))
     else:
         indices = _placed(order[:batch_size].astype(np.int32), model["replicated"])
         first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
@@ -504,7 +505,7 @@ def loader_batches(staged, order, batch_size):
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput); the
     last one waited for, so that every copy has finished."""
-    for batch in _host_batches(staged, *parallel.process_share(order, batch_size)):
+    for batch in _host_batches(staged, order, batch_size):
         placed = jax.device_put(batch)
     jax.block_until_ready(placed)
 
