@@ -1,13 +1,17 @@
 """What the benchmarks share: the stacks' interpreters, synthetic data, an adapter's epoch set up as scripts/train.py
 sets it up, the clock, and running a measurement inside a stack's own interpreter."""
 
+import sys
 from pathlib import Path
 
-from dlbench import mathmode
-from dlbench.adapters import load
-from dlbench.process import prepare_process, run_child, thread_count
-
 REPO = Path(__file__).resolve().parents[1]
+# The library without the driver's install of this checkout: an offline GPU machine runs the benchmarks with the
+# Python it came with (docs/gpu-and-slurm.md).
+sys.path.insert(1, str(REPO / "scripts"))
+
+from dlbench import mathmode  # noqa: E402 (after the path above)
+from dlbench.adapters import load  # noqa: E402
+from dlbench.process import prepare_process, run_child, thread_count  # noqa: E402
 
 LEARNING_RATE = 1e-3
 INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3), "resnet50": (256, 256, 3)}

@@ -28,6 +28,7 @@ from dlbench.record import (
     NO_GPU_REASON,
     base_record,
     cuda_libraries,
+    dotted_cuda_versions,
     peak_rss_mb,
     utc_now,
     write_epochs_csv,
@@ -132,7 +133,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     run, phases = Run(adapter, experiment, record["phases_s"]), record["phases_s"]
     record["framework_version"] = adapter.version()
     if experiment["device"] == "gpu":  # what the framework itself reports wins over the env's wheels
-        reported = adapter.cuda_versions()
+        reported = dotted_cuda_versions(*adapter.cuda_versions())
         for key, version in zip(("cuda", "cudnn"), reported):
             record["provenance"][key] = version or record["provenance"][key]
     device, batch_size = experiment["device"], parallel.global_batch_size(experiment)
@@ -204,7 +205,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         )
     )
     if experiment["measure_input_share"] and window:
-        measure_input_share(run, model, staged, order, window, record, sampler)
+        measure_input_share(run, model, staged, order_of, window, record, sampler)
     if experiment["data_placement"] == "stream":
         measure_loader(run, staged, order_of, record, sampler)
     if parallel.replicas(experiment) > 1:  # last: without the reduction each replica's weights become its own
@@ -318,38 +319,51 @@ def steady_window(run, model, staged, order_of, record, sampler):
 
 def removed_share(without_seconds, with_seconds):
     """(share, [low, high]): the share of the work of epochs timed `with_seconds` that epochs timed `without_seconds`
-    leave out, 1 - median without / median with, and the range of that ratio over every pairing of a `without` epoch
-    with a `with` one, so the noise of single epochs is stated beside it (a share below zero that the range does not
-    exclude from zero is noise, not work)."""
+    leave out, 1 - median without / median with, and the range of that ratio over the pairs the two were timed in
+    (each pair's epochs next to each other, their order alternating), so the noise of single epochs is stated beside
+    it and the machine's drift between far-apart epochs is not (a share below zero that the range does not exclude
+    from zero is noise, not work). The share always lies in the range: each side's median is bounded by the pairs'."""
     share = 1 - statistics.median(without_seconds) / statistics.median(with_seconds)
-    return share, [1 - max(without_seconds) / min(with_seconds), 1 - min(without_seconds) / max(with_seconds)]
+    ratios = [1 - without / with_ for without, with_ in zip(without_seconds, with_seconds, strict=True)]
+    return share, [min(ratios), max(ratios)]
 
 
-def measure_input_share(run, model, staged, order, steady, record, sampler):
-    """The share of a steady epoch spent on input work that compute does not hide: time as many epochs as the
-    steady window holds, each of the same number of steps on one batch assembled and placed before the clock starts
-    (after one untimed step, which traces the step for that batch where a framework needs to), and compare them
-    with the steady epochs. Run after the last evaluation, so the updates they make change no reported result."""
+def measure_input_share(run, model, staged, order_of, steady, record, sampler):
+    """The share of a steady epoch spent on input work that compute does not hide, from pairs of epochs: a real one
+    (a fresh shuffle, gathered and placed as in training) and one of as many steps on one batch assembled and placed
+    before the clock starts (after one untimed step, which traces the step for that batch where a framework needs
+    to). Each pair's order alternates, so that drift falls on both sides alike: a GPU's clocks ramp up over the first
+    seconds of work and settle down under its power cap, by several percent on an H200, more than the input work
+    of a device-staged run. As many epochs in all as the steady window holds, at least two pairs. Run after the last
+    evaluation, so the updates they make change no reported result."""
     batch_size = parallel.global_batch_size(run.experiment)
-    steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size)
+    epoch = run.experiment["epochs"] + len(record["extra_steady_epochs_s"])  # the next fresh shuffle
+    fixed_steps = len(order_of(epoch)) // batch_size
+    steps = run.adapter.fixed_batch_steps(model, staged, order_of(epoch), batch_size)
     sampler.mark("fixed-batch warm-up")
     run.timed(steps, 1)
-    fixed = []
-    for index in range(len(steady)):
-        sampler.mark(f"fixed-batch epoch {index + 1}")
-        fixed.append(run.timed(steps, len(order) // batch_size)[1])
-    share, interval = removed_share(fixed, steady)
+    timed = {"real": [], "fixed": []}
+    for index in range(max(2, math.ceil(len(steady) / 2))):
+        for kind in ("real", "fixed") if index % 2 == 0 else ("fixed", "real"):
+            sampler.mark(f"input-share {kind} epoch {index + 1}")
+            if kind == "real":
+                seconds = run.timed(run.adapter.train_epoch, model, staged, order_of(epoch + index), batch_size)[1]
+            else:
+                seconds = run.timed(steps, fixed_steps)[1]
+            timed[kind].append(seconds)
+    share, interval = removed_share(timed["fixed"], timed["real"])
     removed = STREAM_INPUT_WORK if staged.get("stream") else run.adapter.INPUT_WORK
     record.update(
-        fixed_batch_epochs_s=fixed,
-        fixed_batch_epoch_s=statistics.median(fixed),
+        input_share_epochs_s=timed["real"],
+        fixed_batch_epochs_s=timed["fixed"],
+        fixed_batch_epoch_s=statistics.median(timed["fixed"]),
         input_share=share,
         input_share_interval=interval,
         input_share_covers=removed,
     )
     log(
-        f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {fixed} s vs steady "
-        f"epochs {steady} s (removed: {removed})"
+        f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {timed['fixed']} s vs "
+        f"real epochs {timed['real']} s, alternating (removed: {removed})"
     )
 
 
@@ -368,7 +382,8 @@ def measure_communication_share(run, model, staged, order, rounds, record, sampl
     run.timed(unreduced, 1)
     timed = {"reduced": [], "unreduced": []}
     for index in range(rounds):
-        for kind, work in (("reduced", reduced), ("unreduced", unreduced)):
+        pair = (("reduced", reduced), ("unreduced", unreduced))
+        for kind, work in pair if index % 2 == 0 else reversed(pair):
             sampler.mark(f"{kind} epoch {index + 1}")
             timed[kind].append(run.timed(work, steps)[1])
     share, interval = removed_share(timed["unreduced"], timed["reduced"])

@@ -73,26 +73,33 @@ def copy_repository(root):
 
 
 def build_env(env):
-    """Build (or reuse) the venv of envs/<env>.yaml; returns its interpreter."""
+    """Build (or reuse) the venv of envs/<env>.yaml; returns its interpreter, or the builder's failure: its exit code
+    and last lines (pip's error), which would otherwise be lost in a captured traceback."""
     from build_env import venv_prefix
 
     env_file = REPO / "envs" / f"{env}.yaml"
-    subprocess.run(
+    builder = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "build_env.py"), str(env_file), "--venv-root", str(VENV_ROOT)],
-        check=True,
-        stdout=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
     )
+    if builder.returncode:
+        output = (builder.stdout + builder.stderr).splitlines()
+        return f"building envs/{env}.yaml failed (exit {builder.returncode}):\n" + "\n".join(output[-40:])
     return venv_prefix(VENV_ROOT, env_file) / "bin" / "python"
 
 
 @pytest.fixture(scope="session")
 def env_python():
-    """env name -> interpreter of its built venv (built on first use, once per session)."""
+    """env name -> interpreter of its built venv (built on first use, once per session; a failed build fails each
+    test that asks for it with the builder's output, without building again)."""
     built = {}
 
     def get(env):
         if env not in built:
             built[env] = build_env(env)
+        if isinstance(built[env], str):
+            pytest.fail(built[env], pytrace=False)
         return built[env]
 
     return get

@@ -120,6 +120,24 @@ def cuda_libraries(distributions=None):
     return cuda, cudnn
 
 
+def dotted_cuda_versions(cuda, cudnn):
+    """(CUDA, cuDNN) as a framework reports them, written as the wheels write them: PyTorch reports cuDNN as one
+    integer (91900 for 9.19.0, 8902 for 8.9.2) and JAX's CUDA plugin both (12080 for CUDA 12.8); dotted versions, a
+    bare major version (TensorFlow's build info gives cuDNN "9") and None pass unchanged."""
+
+    def number(value):
+        """The integer a version is encoded as; None for any other form."""
+        return int(value) if value is not None and str(value).isdigit() and int(value) >= 1000 else None
+
+    runtime, dnn = number(cuda), number(cudnn)
+    if runtime is not None:
+        cuda = f"{runtime // 1000}.{runtime % 1000 // 10}"
+    if dnn is not None:  # cuDNN 9 gave the minor version two digits: 91900 is 9.19.0 where 8902 was 8.9.2
+        major, rest = divmod(dnn, 10000 if dnn >= 90000 else 1000)
+        cudnn = f"{major}.{rest // 100}.{rest % 100}"
+    return cuda, cudnn
+
+
 def peak_rss_mb():
     """Peak resident set size of this process (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -185,6 +203,7 @@ def base_record(experiment, env_description, repo):
         min_steady_seconds=experiment.get("min_steady_seconds"),
         extra_steady_epochs_s=[],
         steady_window_s=None,
+        input_share_epochs_s=[],
         fixed_batch_epochs_s=[],
         fixed_batch_epoch_s=None,
         input_share=None,

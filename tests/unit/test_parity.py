@@ -50,8 +50,8 @@ def test_model_flops_utilisation_against_the_datasheet_peak():
 
 
 def test_a_removed_share_carries_the_noise_of_single_epochs():
-    share, (low, high) = removed_share([0.9, 0.92], [1.0, 1.02])
+    share, (low, high) = removed_share([0.9, 0.92], [1.0, 1.02])  # timed in pairs: (0.9, 1.0), (0.92, 1.02)
     assert share == pytest.approx(1 - 0.91 / 1.01) and low <= share <= high
-    assert low == pytest.approx(1 - 0.92 / 1.0) and high == pytest.approx(1 - 0.9 / 1.02)
+    assert low == pytest.approx(1 - 0.92 / 1.02) and high == pytest.approx(1 - 0.9 / 1.0)
     noise, (low, high) = removed_share([1.01, 0.97], [0.99, 1.0])  # no input work: the interval holds zero
     assert low < 0 < high

@@ -146,6 +146,20 @@ def test_cuda_and_cudnn_versions_come_from_the_envs_wheels(wheels, expected):
     assert record.cuda_libraries([Wheel(*wheel) for wheel in wheels]) == expected
 
 
+@pytest.mark.parametrize(
+    ("reported", "expected"),
+    [
+        (("13.0", "91900"), ("13.0", "9.19.0")),  # PyTorch 2.11 on CUDA 13 (torch.backends.cudnn.version())
+        (("12.1", "8902"), ("12.1", "8.9.2")),  # cuDNN 8 had a one-digit minor version
+        (("12080", "90100"), ("12.8", "9.1.0")),  # JAX's CUDA plugin: both integers
+        (("12.5.1", "9"), ("12.5.1", "9")),  # TensorFlow's build info: already its own form
+        ((None, None), (None, None)),
+    ],
+)
+def test_cuda_versions_a_framework_reports_are_written_as_the_wheels_write_them(reported, expected):
+    assert record.dotted_cuda_versions(*reported) == expected
+
+
 def test_cpu_utilisation_is_never_divided_by_a_boundary_samples_sliver_of_time():
     """Marks sample on both sides of a boundary microseconds apart: no CPU figure there, and none above 100%."""
     wall, cpu = iter([0.1, 0.100001, 0.100002, 0.2, 0.3]), iter([0.1, 0.1001, 0.1002, 0.19, 0.29])

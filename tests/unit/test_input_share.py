@@ -1,0 +1,62 @@
+"""The input-share measurement (scripts/train.py) on a fake clock that drifts, as a GPU's does over its first seconds
+of work: real and fixed-batch epochs alternate, so drift falls on both sides alike."""
+
+import numpy as np
+import pytest
+import train
+
+
+class Adapter:
+    INPUT_WORK = "gathering every batch"
+
+    def __init__(self):
+        self.calls = []
+
+    def train_epoch(self, model, staged, order, batch_size):
+        self.calls.append("real")
+
+    def fixed_batch_steps(self, model, staged, order, batch_size):
+        return lambda steps: self.calls.append("fixed")
+
+
+class DriftingRun:
+    """Every epoch costs `real_s` or `fixed_s` on a machine whose speed changes by `drift` per timed call."""
+
+    def __init__(self, real_s, fixed_s, drift):
+        self.adapter, self.experiment = Adapter(), {"epochs": 3, "batch_size": 4}
+        self.cost, self.drift = {"real": real_s, "fixed": fixed_s}, drift
+
+    def timed(self, work, *args):
+        work(*args)
+        calls = self.adapter.calls
+        return None, self.cost[calls[-1]] * (1 + self.drift) ** len(calls)
+
+
+class Sampler:
+    def mark(self, phase):
+        pass
+
+
+def measured(real_s, fixed_s, drift, steady_epochs):
+    run, record = DriftingRun(real_s, fixed_s, drift), {"extra_steady_epochs_s": []}
+    train.measure_input_share(run, None, {}, lambda epoch: np.arange(64), [1.0] * steady_epochs, record, Sampler())
+    return run.adapter.calls, record
+
+
+@pytest.mark.parametrize("drift", [-0.02, 0.02])
+def test_drift_alone_reads_as_no_input_work(drift):
+    calls, record = measured(1.0, 1.0, drift, steady_epochs=2)
+    assert calls == ["fixed", "real", "fixed", "fixed", "real"]  # a warm-up step, then pairs in alternating order
+    low, high = record["input_share_interval"]
+    assert abs(record["input_share"]) < 0.001 and low < 0 < high
+    assert len(record["input_share_epochs_s"]) == len(record["fixed_batch_epochs_s"]) == 2
+
+
+def test_input_work_reads_through_drift():
+    """Fixed-batch epochs 10 % shorter than real ones, on a machine slowing by 2 % an epoch."""
+    calls, record = measured(1.0, 0.9, 0.02, steady_epochs=7)
+    assert calls.count("real") == calls.count("fixed") - 1 == 4  # ceil(7 / 2) pairs and the warm-up step
+    assert record["input_share"] == pytest.approx(0.1, abs=0.01)
+    low, high = record["input_share_interval"]  # the pairs' range: each pair's epochs adjacent, drift one epoch's
+    assert 0.07 < low < record["input_share"] < high < 0.13
+    assert record["input_share_covers"] == Adapter.INPUT_WORK
