@@ -26,7 +26,8 @@ wildcard_constraints:
     file=regex_alternatives({spec["name"] for entry in REGISTRY.values() for spec in entry["files"].values()}),
     rep=r"\d+",
     round=r"\d+",
-    stack=regex_alternatives(STACKS),
+    # an existing env's name (describe_existing_env): a stack's, or the tools'
+    stack=regex_alternatives([*STACKS, plan.TOOLS]),
     device="cpu|gpu",
     operator="|".join(config["ops"]["operators"]) or "none",
     code=r"[a-z_]+(\.[a-z0-9_]+)?",

@@ -129,17 +129,19 @@ def build_venv(env_file, prefix):
         return prefix
 
 
-# Run by an env's own interpreter: the framework's version and the distributions installed, without pip.
+# Run by an env's own interpreter: the version of the first of the modules (the framework, or the tools) after
+# importing them all, and the distributions installed, without pip.
 INSPECT = """import importlib, importlib.metadata as metadata, json, platform, sys
-module = sys.argv[1]
-version = importlib.import_module(module).__version__ if module else None
+modules = [importlib.import_module(name) for name in sys.argv[1].split(",") if name]
+version = modules[0].__version__ if modules else None
 packages = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata['Name']})
 print(json.dumps({"version": version, "python_version": platform.python_version(), "packages": packages}))
 """
 
 
 def inspect(python, module=None, environment=None):
-    """{version of `module` as imported, python_version, packages} of the interpreter `python`."""
+    """{version of `module` as imported, python_version, packages} of the interpreter `python`; `module` may name
+    several, comma-separated (the version is the first's)."""
     output = subprocess.run(
         [str(python), "-c", INSPECT, module or ""],
         capture_output=True,
@@ -156,15 +158,23 @@ def packages_sha256(packages):
     return hashlib.sha256("\n".join(packages).encode()).hexdigest()
 
 
-def check_existing(python, module, declared_version, environment=None):
-    """The problem with using `python` for a stack whose framework imports as `module` at `declared_version` (a
-    release prefix, e.g. 2.13 matches 2.13.0), or None; and the inspection when there is none."""
+def check_imports(python, module, environment=None):
+    """The problem with `python` importing `module` (or several, comma-separated), or None; and the inspection when
+    there is none."""
     if not (Path(python).is_file() and os.access(python, os.X_OK)):
         return f"interpreter {python} does not exist or is not executable", None
     try:
-        found = inspect(python, module, environment)
+        return None, inspect(python, module, environment)
     except RuntimeError as error:
         return str(error), None
+
+
+def check_existing(python, module, declared_version, environment=None):
+    """The problem with using `python` for a stack whose framework imports as `module` at `declared_version` (a
+    release prefix, e.g. 2.13 matches 2.13.0), or None; and the inspection when there is none."""
+    problem, found = check_imports(python, module, environment)
+    if problem:
+        return problem, None
     version = str(found["version"])
     if version != declared_version and not version.startswith(declared_version + "."):
         return f"{python} imports {module} {version}, but the stack declares version {declared_version}", None

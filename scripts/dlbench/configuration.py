@@ -339,8 +339,8 @@ def named_stacks(config, stacks, registry, machine):
         if stack not in with_ops:
             yield not_allowed("ops.stacks", stack, with_ops)
     for stack in config["existing_envs"]:
-        if stack not in stacks:
-            yield not_allowed("existing_envs", stack, stacks)
+        if stack not in stacks and stack != plan.TOOLS:
+            yield not_allowed("existing_envs", stack, [*stacks, plan.TOOLS])
 
 
 def existing_envs_under_conda(config, stacks, registry, machine):

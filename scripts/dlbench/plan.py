@@ -103,6 +103,17 @@ def existing_env_name(stack):
     return f"{EXISTING_ENV_PREFIX}{stack}"
 
 
+# The env of the jobs that run no framework (dataset preparation, aggregation, figures, the report): envs/tools.yaml,
+# or an existing one where `existing_envs` names it, as on a machine with no package index to build it from.
+TOOLS = "tools"
+# What those jobs import: an existing tools env is refused before any job unless it has every one.
+TOOLS_MODULES = ("numpy", "scipy", "sklearn", "pandas", "pyarrow", "matplotlib", "jsonschema", "PIL")
+
+
+def tools_env(config):
+    return existing_env_name(TOOLS) if TOOLS in config["existing_envs"] else TOOLS
+
+
 def stack_env(config, stacks, stack, device):
     """The env a stack's jobs on this device run in: an existing one named in the config, else its env file's."""
     if stack in config["existing_envs"]:

@@ -61,6 +61,7 @@ HOSTILE = [
     ({"comparison_baseline": "caffe-1.0"}, "`comparison_baseline`: 'caffe-1.0' is not allowed."),
     ({"ops": {"stacks": ["keras-3-tensorflow"]}}, "`ops.stacks`: 'keras-3-tensorflow' is not allowed."),
     ({"existing_envs": {"caffe-1.0": "/usr/bin/python3"}}, "`existing_envs`: 'caffe-1.0' is not allowed."),
+    ({"existing_envs": {"tool": "/usr/bin/python3"}}, "Allowed values: mxnet-1.9, torch-2.13"),  # ..., tools
     ({"batchsize": 3}, "`(top level)`: Additional properties are not allowed ('batchsize' was unexpected)"),
     ({"repeats": 0}, "`repeats`: 0 is less than the minimum of 1"),
     ({"repeats": 10**6}, "`repeats`: 1000000 is greater than the maximum of 100"),
@@ -235,7 +236,8 @@ def test_several_config_files_follow_one_flag_in_the_retry_hint(tmp_path, monkey
 
 def test_existing_environments_are_refused_only_where_software_is_deployed_with_conda(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"existing_envs": {"torch-2.13": "/usr/bin/python3"}}))
+    existing = {"torch-2.13": "/usr/bin/python3", "tools": "/usr/bin/python3"}  # a stack's, and the tools' jobs'
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"existing_envs": existing}))
     config = configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
     stacks, registry = configuration.load_stacks(), configuration.load_registry(config)
     conda = configuration.Machine(gpus=0, memory_bytes=24 * 2**30, conda=True)

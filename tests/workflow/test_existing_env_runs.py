@@ -1,6 +1,6 @@
-"""A stack runs in an environment that already exists (config `existing_envs`, conftest's existing_python): checked
-before any job, described in every record like a built env; a bad one is refused before any job (the check itself:
-tests/frameworks/test_existing_env.py)."""
+"""A stack, and the tools' jobs, run in an environment that already exists (config `existing_envs`, conftest's
+existing_python): checked before any job, described in every record like a built env; a bad one is refused before
+any job (the check itself: tests/frameworks/test_existing_env.py)."""
 
 import json
 import subprocess
@@ -15,7 +15,7 @@ def run_snakemake(root, *arguments):
     return subprocess.run([*SNAKEMAKE, "--cores", "2", *arguments], cwd=root, capture_output=True, text=True)
 
 
-def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job(existing_python, tmp_path):
+def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job(existing_python, env_python, tmp_path):
     copy_repository(tmp_path)
     config = {
         "stacks": [TORCH],
@@ -29,7 +29,8 @@ def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job
         "ops": {"stacks": []},
         "contention": SHARED_MACHINE,
         "synthetic": {"classes": 4, "train_size": 128, "test_size": 32, "seed": 0},
-        "existing_envs": {TORCH: str(existing_python)},
+        # the tools' jobs too (dataset preparation here), as on a machine with no index to build envs/tools.yaml from
+        "existing_envs": {TORCH: str(existing_python), "tools": str(env_python("tools"))},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     experiment = f"{TORCH}_synthetic-12x12x1_mlp_cpu_b32_adam-lr0.001_e2_eager"
@@ -43,6 +44,8 @@ def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job
     assert (provenance["env_deployment"], provenance["env_file"]) == ("existing", None)
     assert provenance["packages_sha256"] == description["packages_sha256"]
     assert description["python"] == str(existing_python)
+    assert (tmp_path / "results/envs/existing-tools.json").exists()
+    assert not (tmp_path / "results/envs/tools.json").exists()  # nothing built
     assert "Nothing to be done" in run_snakemake(tmp_path, target, "-n").stdout
 
     for stack, python, message in (
@@ -52,8 +55,9 @@ def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job
             f"config error in `existing_envs.tensorflow-2.21`: `{existing_python}` cannot import tensorflow",
         ),
         (TORCH, tmp_path / "missing" / "python", "does not exist"),
+        ("tools", existing_python, f"config error in `existing_envs.tools`: `{existing_python}` cannot import"),
     ):
-        config.update(stacks=[stack], existing_envs={stack: str(python)})
+        config.update(stacks=[stack if stack != "tools" else TORCH], existing_envs={stack: str(python)})
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         refused = run_snakemake(tmp_path, "-n")
         output = refused.stdout + refused.stderr

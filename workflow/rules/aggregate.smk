@@ -1,6 +1,6 @@
 rule aggregate:
     input:
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/aggregate.py",
         code=code_manifest("scripts/aggregate.py"),
         # Each run's epochs.csv and telemetry.csv are beside its record, written before it (rule train).
@@ -14,7 +14,7 @@ rule aggregate:
     conda:
         "../../envs/tools.yaml"
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
         baseline=(f"--baseline {config['comparison_baseline']}" if config["comparison_baseline"] else ""),
         margin=config["equivalence_margin"],
     shell:

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 # The workflow's library and scripts (scripts/) are on the path: the Snakefile put them there, first.
-from build_env import check_existing, packages_sha256, venv_prefix
+from build_env import check_existing, check_imports, packages_sha256, venv_prefix
 from dlbench import (
     catalog,
     cli,
@@ -91,18 +91,22 @@ def per_experiment(value_of_row):
 @functools.cache
 def existing_env_hash(stack):
     """The packages hash of an existing environment, validated first: the interpreter runs and imports the stack's
-    framework at the stack's declared version (with the stack's variables set). Called when a job of that env is
-    planned (describe_existing_env's params), before any job runs; never on --lint or for jobs that do not use it.
+    framework at the stack's declared version (with the stack's variables set), or for the tools env every module
+    the tools' jobs import. Called when a job of that env is planned (describe_existing_env's params), before any job
+    runs; never on --lint or for jobs that do not use it.
     """
-    python = config["existing_envs"][stack]
-    entry = STACKS[stack]
-    problem, found = check_existing(python, entry["framework"], entry["version"], entry["environment"])
+    python, tools = config["existing_envs"][stack], stack == plan.TOOLS
+    if tools:
+        problem, found = check_imports(python, ",".join(plan.TOOLS_MODULES))
+        problem = problem and f"{problem} (the tools' jobs import {', '.join(plan.TOOLS_MODULES)})"
+    else:
+        entry = STACKS[stack]
+        problem, found = check_existing(python, entry["framework"], entry["version"], entry["environment"])
     if problem:
         raise WorkflowError(f"config error in `existing_envs.{stack}`: {problem}")
-    print(
-        f"stack {stack} runs in the existing environment of {python} ({entry['framework']} {found['version']})",
-        file=sys.stderr,
-    )
+    runs = "the tools' jobs run" if tools else f"stack {stack} runs"
+    version = "" if tools else f" ({entry['framework']} {found['version']})"
+    print(f"{runs} in the existing environment of {python}{version}", file=sys.stderr)
     return packages_sha256(found["packages"])
 
 
@@ -171,16 +175,17 @@ OPS_JOBS = [
     for device in config["ops"]["devices"]
     for operator in config["ops"]["operators"]
 ]
+TOOLS = plan.tools_env(config)  # the env of the jobs that run no framework
 ENVS = sorted(
-    {row["env"] for row in EXPERIMENTS.values()}
-    | {stack_env(stack, device) for stack, device, _ in OPS_JOBS}
-    | {"tools"}
+    {row["env"] for row in EXPERIMENTS.values()} | {stack_env(stack, device) for stack, device, _ in OPS_JOBS} | {TOOLS}
 )
 BUILT_ENVS = [env for env in ENVS if not env.startswith(plan.EXISTING_ENV_PREFIX)]
 
 
 def regex_alternatives(names):
-    return "|".join(name.replace(".", r"\.") for name in sorted(names))
+    """A wildcard constraint that matches exactly these names; none (no env to build: every env exists) matches
+    nothing, where an empty pattern would match anything."""
+    return "|".join(name.replace(".", r"\.") for name in sorted(names)) or "(?!)"
 
 
 def env_file(env):

@@ -1,6 +1,6 @@
 rule download_archive:
     input:
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/fetch_archive.py",
         code=code_manifest("scripts/fetch_archive.py"),
     output:
@@ -11,7 +11,7 @@ rule download_archive:
     conda:
         "../../envs/tools.yaml"
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
         sha256=lambda wildcards: download_spec(wildcards)["sha256"],
         urls=download_urls,
         offline_dir=config["downloads"]["offline_dir"],
@@ -24,7 +24,7 @@ rule download_archive:
 
 rule prepare_dataset:
     input:
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/prepare_dataset.py",
         code=code_manifest("scripts/prepare_dataset.py"),
         archives=archives,
@@ -37,7 +37,7 @@ rule prepare_dataset:
     conda:
         "../../envs/tools.yaml"
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
         options=dataset_options,
         archive_dir=lambda wildcards: f"resources/archives/{wildcards.dataset}",
         # Moves where the prepared data changed on disk: it is prepared again in this invocation (set aside first by
@@ -52,7 +52,7 @@ rule prepare_dataset:
 # A streamed image folder is read in place: preparing it indexes the JPEGs that decode (threads: one decode each).
 rule index_image_folder:
     input:
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/index_image_folder.py",
         code=code_manifest("scripts/index_image_folder.py"),
     output:
@@ -64,7 +64,7 @@ rule index_image_folder:
         "../../envs/tools.yaml"
     threads: workflow.cores
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
         options=image_folder_section,
     shell:
         "{params.python} {input.script} {wildcards.dataset} {output.meta}"

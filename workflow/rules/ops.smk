@@ -24,7 +24,7 @@ rule ops_benchmark:
 
 rule aggregate_ops:
     input:
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/aggregate_ops.py",
         code=code_manifest("scripts/aggregate_ops.py"),
         records=ops_outputs(),
@@ -36,6 +36,6 @@ rule aggregate_ops:
     conda:
         "../../envs/tools.yaml"
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
     shell:
         "{params.python} {input.script} --out {output.table} --records {input.records} > {log} 2>&1"

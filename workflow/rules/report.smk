@@ -1,7 +1,7 @@
 rule report:
     input:
         **tables.paths([*tables.TABLES, tables.OPS_TABLE], "parquet"),
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/render_report.py",
         code=code_manifest("scripts/render_report.py"),
         document="report/report.qmd",
@@ -14,7 +14,7 @@ rule report:
     conda:
         "../../envs/tools.yaml"
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
         title=config["report"]["title"],
         arguments=configuration.command_line_arguments(
             workflow.config_settings.configfiles, workflow.config_settings.config_args

@@ -2,7 +2,7 @@
 # experiments run one more round; planned_runs (common.smk) asks it, round by round.
 checkpoint plan_round:
     input:
-        env=env_description("tools"),
+        env=env_description(TOOLS),
         script="scripts/plan_round.py",
         code=code_manifest("scripts/plan_round.py"),
         records=round_records,
@@ -13,7 +13,7 @@ checkpoint plan_round:
     conda:
         "../../envs/tools.yaml"
     params:
-        python=env_python("tools"),
+        python=env_python(TOOLS),
         options=round_options(),
     shell:
         "{params.python} {input.script} --round {wildcards.round} --records {input.records}"
