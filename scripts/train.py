@@ -282,8 +282,7 @@ def measure_loader(run, staged, order_of, record, sampler):
     loader's (1: training runs as fast as its loader can feed it)."""
     experiment = run.experiment
     batch_size = parallel.global_batch_size(experiment)
-    epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
-    order = order_of(epoch)[: experiment["stream"]["loader_batches"] * batch_size]
+    order = order_of(unread_shuffle(experiment, record))[: experiment["stream"]["loader_batches"] * batch_size]
     sampler.mark("loader alone")
     seconds = run.timed(run.adapter.loader_pass, staged, order, batch_size)[1]
     record["loader_images_per_s"] = len(order) / seconds
@@ -295,6 +294,12 @@ def measure_loader(run, staged, order_of, record, sampler):
     )
 
 
+def unread_shuffle(experiment, record):
+    """The epoch whose shuffle no pass after training has read yet: past the training epochs, the extra steady
+    epochs and the input share's real epochs (a loader timed on images just read would find them in the page cache)."""
+    return experiment["epochs"] + len(record["extra_steady_epochs_s"]) + len(record["input_share_epochs_s"])
+
+
 def steady_window(run, model, staged, order_of, record, sampler):
     """The steady epochs' times: epochs 2..N, then, while they last less than min_steady_seconds together, more
     passes over the training set (fresh shuffles, no evaluation: after the last one, so no reported accuracy
@@ -302,9 +307,8 @@ def steady_window(run, model, staged, order_of, record, sampler):
     experiment = run.experiment
     window, batch_size = list(record["epoch_train_s"][1:]), parallel.global_batch_size(experiment)
     while window and sum(window) < experiment["min_steady_seconds"]:
-        epoch = experiment["epochs"] + len(record["extra_steady_epochs_s"])
         sampler.mark(f"extra steady epoch {len(record['extra_steady_epochs_s']) + 1}")
-        order = order_of(epoch)
+        order = order_of(unread_shuffle(experiment, record))
         record["extra_steady_epochs_s"].append(run.timed(run.adapter.train_epoch, model, staged, order, batch_size)[1])
         window.append(record["extra_steady_epochs_s"][-1])
     record["steady_window_s"] = sum(window) if window else None
@@ -336,10 +340,10 @@ def measure_input_share(run, model, staged, order_of, steady, record, sampler):
     seconds of work and settle down under its power cap, by several percent on an H200, more than the input work
     of a device-staged run. As many epochs in all as the steady window holds, at least two pairs. Run after the last
     evaluation, so the updates they make change no reported result."""
-    batch_size = parallel.global_batch_size(run.experiment)
-    epoch = run.experiment["epochs"] + len(record["extra_steady_epochs_s"])  # the next fresh shuffle
-    fixed_steps = len(order_of(epoch)) // batch_size
-    steps = run.adapter.fixed_batch_steps(model, staged, order_of(epoch), batch_size)
+    batch_size, first = parallel.global_batch_size(run.experiment), unread_shuffle(run.experiment, record)
+    order = order_of(first)
+    fixed_steps = len(order) // batch_size
+    steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size)
     sampler.mark("fixed-batch warm-up")
     run.timed(steps, 1)
     timed = {"real": [], "fixed": []}
@@ -347,7 +351,7 @@ def measure_input_share(run, model, staged, order_of, steady, record, sampler):
         for kind in ("real", "fixed") if index % 2 == 0 else ("fixed", "real"):
             sampler.mark(f"input-share {kind} epoch {index + 1}")
             if kind == "real":
-                seconds = run.timed(run.adapter.train_epoch, model, staged, order_of(epoch + index), batch_size)[1]
+                seconds = run.timed(run.adapter.train_epoch, model, staged, order_of(first + index), batch_size)[1]
             else:
                 seconds = run.timed(steps, fixed_steps)[1]
             timed[kind].append(seconds)

@@ -75,7 +75,7 @@ class Experiment(TypedDict):
     weight_decay: float  # coupled L2 weight decay (config `weight_decay`)
     target_accuracy: float | None  # the test accuracy whose first crossing gives time_to_target_s; None: not timed
     telemetry_hz: float  # the telemetry sampler's rate
-    measure_input_share: bool  # whether the run times fixed-batch epochs after training (input_share)
+    measure_input_share: bool  # whether the run times real and fixed-batch epochs after training (input_share)
     math_mode: dict  # {tf32, autotune}: the math-mode policy (dlbench/mathmode.py)
     min_steady_seconds: float  # the shortest steady window; shorter steady epochs get extra passes
     images_per_epoch: NotRequired[int]  # the cap on one epoch's images, where the config sets one
@@ -107,7 +107,7 @@ def existing_env_name(stack):
 # or an existing one where `existing_envs` names it, as on a machine with no package index to build it from.
 TOOLS = "tools"
 # What those jobs import: an existing tools env is refused before any job unless it has every one.
-TOOLS_MODULES = ("numpy", "scipy", "sklearn", "pandas", "pyarrow", "matplotlib", "jsonschema", "PIL")
+TOOLS_MODULES = ("numpy", "scipy", "sklearn", "pandas", "pyarrow", "matplotlib", "PIL")
 
 
 def tools_env(config):

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import parallel
 from .io import csv_cell, write_text_atomic
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 IDENTITY_KEYS = (
     "experiment_id",
     "stack",

@@ -61,7 +61,8 @@ HOSTILE = [
     ({"comparison_baseline": "caffe-1.0"}, "`comparison_baseline`: 'caffe-1.0' is not allowed."),
     ({"ops": {"stacks": ["keras-3-tensorflow"]}}, "`ops.stacks`: 'keras-3-tensorflow' is not allowed."),
     ({"existing_envs": {"caffe-1.0": "/usr/bin/python3"}}, "`existing_envs`: 'caffe-1.0' is not allowed."),
-    ({"existing_envs": {"tool": "/usr/bin/python3"}}, "Allowed values: mxnet-1.9, torch-2.13"),  # ..., tools
+    ({"existing_envs": {"tool": "/usr/bin/python3"}}, "'tool' is not allowed. Allowed values: mxnet-1.9, torch-2.13"),
+    ({"existing_envs": {"tool": "/usr/bin/python3"}}, ", torch-2.11, tools"),  # the tools' jobs' env too
     ({"batchsize": 3}, "`(top level)`: Additional properties are not allowed ('batchsize' was unexpected)"),
     ({"repeats": 0}, "`repeats`: 0 is less than the minimum of 1"),
     ({"repeats": 10**6}, "`repeats`: 1000000 is greater than the maximum of 100"),

@@ -38,7 +38,7 @@ class Sampler:
 
 
 def measured(real_s, fixed_s, drift, steady_epochs):
-    run, record = DriftingRun(real_s, fixed_s, drift), {"extra_steady_epochs_s": []}
+    run, record = DriftingRun(real_s, fixed_s, drift), {"extra_steady_epochs_s": [], "input_share_epochs_s": []}
     train.measure_input_share(run, None, {}, lambda epoch: np.arange(64), [1.0] * steady_epochs, record, Sampler())
     return run.adapter.calls, record
 

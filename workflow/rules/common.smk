@@ -97,8 +97,7 @@ def existing_env_hash(stack):
     """
     python, tools = config["existing_envs"][stack], stack == plan.TOOLS
     if tools:
-        problem, found = check_imports(python, ",".join(plan.TOOLS_MODULES))
-        problem = problem and f"{problem} (the tools' jobs import {', '.join(plan.TOOLS_MODULES)})"
+        problem, found = check_imports(python, ",".join(plan.TOOLS_MODULES))  # the problem names them all
     else:
         entry = STACKS[stack]
         problem, found = check_existing(python, entry["framework"], entry["version"], entry["environment"])
