@@ -332,6 +332,17 @@ def removed_share(without_seconds, with_seconds):
     return share, [min(ratios), max(ratios)]
 
 
+def timed_in_pairs(run, sampler, pair, rounds, label=""):
+    """{kind: [seconds]} of `rounds` pairs of epochs, `pair` being ((kind, work(round index)), (kind, work)): each
+    pair's order alternating, so that the machine's drift falls on both kinds alike (removed_share's pairs)."""
+    timed = {kind: [] for kind, _ in pair}
+    for index in range(rounds):
+        for kind, work in pair if index % 2 == 0 else reversed(pair):
+            sampler.mark(f"{label}{kind} epoch {index + 1}")
+            timed[kind].append(run.timed(work, index)[1])
+    return timed
+
+
 def measure_input_share(run, model, staged, order_of, steady, record, sampler):
     """The share of a steady epoch spent on input work that compute does not hide, from pairs of epochs: a real one
     (a fresh shuffle, gathered and placed as in training) and one of as many steps on one batch assembled and placed
@@ -346,15 +357,11 @@ def measure_input_share(run, model, staged, order_of, steady, record, sampler):
     steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size)
     sampler.mark("fixed-batch warm-up")
     run.timed(steps, 1)
-    timed = {"real": [], "fixed": []}
-    for index in range(max(2, math.ceil(len(steady) / 2))):
-        for kind in ("real", "fixed") if index % 2 == 0 else ("fixed", "real"):
-            sampler.mark(f"input-share {kind} epoch {index + 1}")
-            if kind == "real":
-                seconds = run.timed(run.adapter.train_epoch, model, staged, order_of(first + index), batch_size)[1]
-            else:
-                seconds = run.timed(steps, fixed_steps)[1]
-            timed[kind].append(seconds)
+    pair = (
+        ("real", lambda index: run.adapter.train_epoch(model, staged, order_of(first + index), batch_size)),
+        ("fixed", lambda index: steps(fixed_steps)),
+    )
+    timed = timed_in_pairs(run, sampler, pair, max(2, math.ceil(len(steady) / 2)), "input-share ")
     share, interval = removed_share(timed["fixed"], timed["real"])
     removed = STREAM_INPUT_WORK if staged.get("stream") else run.adapter.INPUT_WORK
     record.update(
@@ -384,12 +391,8 @@ def measure_communication_share(run, model, staged, order, rounds, record, sampl
     sampler.mark("communication warm-up")
     run.timed(reduced, 1)
     run.timed(unreduced, 1)
-    timed = {"reduced": [], "unreduced": []}
-    for index in range(rounds):
-        pair = (("reduced", reduced), ("unreduced", unreduced))
-        for kind, work in pair if index % 2 == 0 else reversed(pair):
-            sampler.mark(f"{kind} epoch {index + 1}")
-            timed[kind].append(run.timed(work, steps)[1])
+    pair = (("reduced", lambda index: reduced(steps)), ("unreduced", lambda index: unreduced(steps)))
+    timed = timed_in_pairs(run, sampler, pair, rounds)
     share, interval = removed_share(timed["unreduced"], timed["reduced"])
     record.update(communication_share=share, communication_share_interval=interval, communication_epochs_s=timed)
     log(f"communication share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {timed} s")
