@@ -1,6 +1,7 @@
 """What the benchmarks share: the stacks' interpreters, synthetic data, an adapter's epoch set up as scripts/train.py
 sets it up, the clock, and running a measurement inside a stack's own interpreter."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,10 +65,10 @@ def synthetic_arrays(shape, images, batch_size):
     import numpy as np
 
     rng = np.random.default_rng(0)
-    return {
-        "train_x": rng.normal(size=(images, *shape)).astype(np.float32),
+    return {  # drawn in float32: ResNet-50's images in float64 first would take twice the memory and time
+        "train_x": rng.standard_normal(size=(images, *shape), dtype=np.float32),
         "train_y": rng.integers(0, 10, images).astype(np.int32),
-        "test_x": rng.normal(size=(batch_size, *shape)).astype(np.float32),
+        "test_x": rng.standard_normal(size=(batch_size, *shape), dtype=np.float32),
         "test_y": rng.integers(0, 10, batch_size).astype(np.int32),
     }
 
@@ -83,8 +84,8 @@ def import_adapter(name, device, threads, environment):
 
 
 def harness_epoch(adapter, model, arrays, experiment, batch_size):
-    """(epoch(order), parameter count): the adapter's staged data and model as train.py sets them up (dlbench/run.py),
-    the initial weights of seed 0."""
+    """(epoch(order), parameter count, engaged()): the adapter's staged data and model as train.py sets them up
+    (dlbench/run.py), the initial weights of seed 0; engaged() reads back what ran (adapter.engaged)."""
     from dlbench import specs
     from dlbench.run import Run
 
@@ -99,7 +100,11 @@ def harness_epoch(adapter, model, arrays, experiment, batch_size):
     run = Run(adapter, experiment)
     staged = run.stage(arrays)
     network = run.build(specs.model_spec(model, 10), arrays["train_x"].shape[1:])
-    return (lambda order: adapter.train_epoch(network, staged, order, batch_size)), adapter.parameter_count(network)
+    return (
+        (lambda order: adapter.train_epoch(network, staged, order, batch_size)),
+        adapter.parameter_count(network),
+        lambda: adapter.engaged(network),
+    )
 
 
 def epoch_timer(adapter, device, epoch, images, batch_size):
@@ -109,6 +114,15 @@ def epoch_timer(adapter, device, epoch, images, batch_size):
 
     trial = iter(range(10**9))
     return lambda: timed(lambda: adapter.sync(device), epoch, epoch_order(images, batch_size, 0, next(trial)))[1]
+
+
+def gpu_description():
+    """The GPU's name and driver, as nvidia-smi gives them."""
+    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    try:
+        return subprocess.run(query, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "no nvidia-smi"
 
 
 def run_inside(python, environment, script, options):

@@ -30,7 +30,7 @@ def measure(args):
     adapter = harness.import_adapter(args.inside, "cpu", args.threads, {})
     arrays = harness.synthetic_arrays(harness.INPUT_SHAPES[args.model], args.images, args.batch_size)
     experiment = {"device": "cpu", "variant": args.variant, "data_placement": "device"}
-    epoch, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
+    epoch, _, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
     seconds = harness.epoch_timer(adapter, "cpu", epoch, args.images, args.batch_size)
 
     def epoch_seconds(sampling):

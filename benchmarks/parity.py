@@ -30,7 +30,6 @@ Stacks without --python run in their env file's venv under .venvs (built if need
 import argparse
 import importlib
 import statistics
-import subprocess
 from pathlib import Path
 
 import harness
@@ -98,7 +97,7 @@ def measure(args):
     arrays = harness.synthetic_arrays(shape, args.images, args.batch_size)
     if args.side == "workflow":
         experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
-        epoch, parameters = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
+        epoch, parameters, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
     else:
         variant, bare = parse(args.variant), importlib.import_module(f"bare.{args.inside}")
         epoch, parameters = bare.make_epoch(
@@ -178,14 +177,6 @@ def print_row(row):
     )
 
 
-def gpu_description():
-    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
-    try:
-        return subprocess.run(query, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "no nvidia-smi"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stacks", nargs="+", help="default: every stack in envs/stacks.yaml")
@@ -225,7 +216,7 @@ def main():
         return
     stacks, existing, chosen = harness.chosen_stacks(parser, args, default=list)
     print(
-        f"device {args.device} ({gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
+        f"device {args.device} ({harness.gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
         f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
         f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}"
     )
@@ -251,8 +242,8 @@ def main():
                     row["reason"] = reason
                 print_row(row)
                 rows.append(row)
-    if args.csv:
-        harness.write_csv(args.csv, rows, COLUMNS)
+                if args.csv:  # after every row: a run stopped early keeps the rows it finished
+                    harness.write_csv(args.csv, rows, COLUMNS)
 
 
 if __name__ == "__main__":

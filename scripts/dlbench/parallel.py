@@ -28,11 +28,21 @@ COLLECTIVE_TIMEOUT_S = 300
 # base plus the Slurm job's id modulo PORT_SPREAD, so that two jobs sharing a first node do not collide.
 RENDEZVOUS_PORT, PORT_SPREAD = 29500, 1000
 COORDINATOR_VARIABLE = "DLBENCH_COORDINATOR"  # host:port of a process-per-node run's coordination service
+# Set to 1, a run of one replica goes through its stack's data-parallel mechanism all the same (DDP over a process
+# group of one, a mesh of one device, ...): the mechanism's own cost against the plain run (benchmarks/
+# gpu_acceptance.py). Runs of the workflow never set it.
+ONE_REPLICA_MECHANISM_VARIABLE = "DLBENCH_ONE_REPLICA_MECHANISM"
 
 
 def replicas(experiment):
     """The experiment's replicas (1 for a row without the axis: probes, benchmarks, max-batch searches)."""
     return experiment.get("replicas", 1)
+
+
+def through_mechanism(count):
+    """Whether `count` replicas train through the stack's data-parallel mechanism: above one always, at one only
+    under ONE_REPLICA_MECHANISM_VARIABLE."""
+    return count > 1 or os.environ.get(ONE_REPLICA_MECHANISM_VARIABLE) == "1"
 
 
 def global_batch_size(experiment):

@@ -89,7 +89,7 @@ def configure(device, threads, seed, math_mode, replicas):
         **jax_numpy.apply_threads(threads),
         **jax_numpy.apply_math_mode(math_mode),
     }
-    if replicas == 1:
+    if not parallel.through_mechanism(replicas):
         return configured
     mesh = _replica_mesh(device, replicas)
     return {**configured, **joined, "replicas": mesh.size, "replica_devices": [str(d) for d in mesh.devices.flat]}
@@ -119,7 +119,7 @@ def _replica_mesh(device, replicas):
 def _shardings(experiment):
     """(replicated, batch) shardings over the replicas' mesh: (None, None) for one replica, where jax.device_put
     places on the default device as it always has."""
-    if parallel.replicas(experiment) == 1:
+    if not parallel.through_mechanism(parallel.replicas(experiment)):
         return None, None
     mesh = _replica_mesh(experiment["device"], parallel.replicas(experiment))
     return NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))

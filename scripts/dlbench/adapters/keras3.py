@@ -60,7 +60,7 @@ def configure(device, threads, seed, math_mode, replicas):
         **_backend_threads(threads),
         **_configure_backend(math_mode),
     }
-    if replicas == 1:
+    if not parallel.through_mechanism(replicas):
         return configured
     return {**configured, **_configure_replicas(device, replicas)}
 
@@ -355,7 +355,7 @@ def engaged(model):
 
         result["torch_compile"] = True
         result.update(pytorch.compile_engagement("default", model.compile_counters))
-    if model.replicas > 1:
+    if parallel.through_mechanism(model.replicas):
         result.update(_data_parallel(model))
     return result
 
@@ -470,7 +470,7 @@ def evaluate(model, staged, batch_size):
     JAX and torch a generator of slices, so that device-staged data stays on the device; streamed, the evaluation
     loader. On JAX with replicas, batches padded to whole shares (_whole_shares), the extra predictions dropped."""
     images, count = staged.get("test_x"), len(staged["test_y"])
-    on_jax_replicas = keras.backend.backend() == "jax" and model.replicas > 1
+    on_jax_replicas = keras.backend.backend() == "jax" and parallel.through_mechanism(model.replicas)
     if staged.get("stream"):
         test = staged["test"]
         if on_jax_replicas:

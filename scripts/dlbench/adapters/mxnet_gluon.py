@@ -54,7 +54,7 @@ def configure(device, threads, seed, math_mode, replicas):
         "tf32": mathmode.tf32_engaged(mathmode.environment_engaged("MXNET_CUDA_ALLOW_TENSOR_CORE", "1")),
         "conv_autotune": mathmode.environment_engaged("MXNET_CUDNN_AUTOTUNE_DEFAULT", "1"),
     }
-    return {**configured, **_replica_devices(device, replicas)} if replicas > 1 else configured
+    return {**configured, **_replica_devices(device, replicas)} if parallel.through_mechanism(replicas) else configured
 
 
 def _replica_devices(device, replicas):

@@ -37,7 +37,7 @@ def configure(device, threads, seed, math_mode, replicas):
     torch.manual_seed(seed)  # the same on every replica; DDP broadcasts rank 0's parameters anyway
     if device == "gpu" and not torch.cuda.is_available():
         raise RuntimeError("device gpu requested but torch.cuda.is_available() is False in this env")
-    joined = _join_replicas(device, replicas) if replicas > 1 else {}
+    joined = _join_replicas(device, replicas) if parallel.through_mechanism(replicas) else {}
     return {**apply_threads(threads), "device_name": str(_torch_device(device)), **apply_math_mode(math_mode), **joined}
 
 
@@ -379,7 +379,7 @@ def build(spec, input_shape, weights, experiment):
     # all-reduces overlap backward. (torch.compile of the DDP module instead, as PyTorch's notes write it, runs this
     # network eagerly: Dynamo skips the frame of torch's own nn.Sequential that DDP calls.) Evaluation runs the
     # network without DDP: no collectives, every process the whole test set.
-    distributed = _distributed(run, target) if parallel.replicas(experiment) > 1 else None
+    distributed = _distributed(run, target) if parallel.through_mechanism(parallel.replicas(experiment)) else None
     return {
         "network": network,
         "run": run if distributed is None else distributed,

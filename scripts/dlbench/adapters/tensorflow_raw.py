@@ -48,7 +48,7 @@ def configure(device, threads, seed, math_mode, replicas):
     for gpu in tf.config.list_physical_devices("GPU"):
         tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
     configured = {**apply_threads(threads), "device_name": _device_name(device), **apply_math_mode(math_mode)}
-    if replicas == 1:
+    if not parallel.through_mechanism(replicas):
         return configured
     _strategy = mirrored_strategy(device, replicas)  # last: listing the logical devices starts the runtime
     devices = list(_strategy.extended.worker_devices)
@@ -116,7 +116,7 @@ def stage(arrays, experiment):
     placement: the NumPy arrays, from which every step's batch is gathered and passed to the step (see train_epoch)."""
     if experiment["data_placement"] == "host":
         return dict(arrays, device=_device_name(experiment["device"]), on_host=True)
-    replicated = ("train_x", "train_y") if parallel.replicas(experiment) > 1 else ()
+    replicated = ("train_x", "train_y") if parallel.through_mechanism(parallel.replicas(experiment)) else ()
     with tf.device(_device_name(experiment["device"])):
         staged = {
             key: _on_every_replica(value) if key in replicated else tf.identity(tf.constant(value))
@@ -427,7 +427,7 @@ def build(spec, input_shape, weights, experiment):
             "tensorflow adapter runs -amp compiled only (graph-amp, xla-amp): eager float16 would read "
             "the loss scale's decision back to the host every step"
         )
-    strategy = _strategy if parallel.replicas(experiment) > 1 else None
+    strategy = _strategy if parallel.through_mechanism(parallel.replicas(experiment)) else None
     if strategy and variant.mode == "xla":
         raise ValueError(
             "tensorflow adapter runs replicas eager and graph, not under XLA: jit_compile cannot compile a "
