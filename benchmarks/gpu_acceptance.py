@@ -10,14 +10,14 @@ then, on the GPU machine, with its own Python (torch and jax preinstalled), the 
     /opt/torch/.venv/bin/python benchmarks/gpu_acceptance.py run --wheels .gpu-wheels --out "$OUT"
 
 Each step runs in processes of its own under a time limit, its output in OUT/steps/<step>.log and its figures in
-OUT/<step>.csv; OUT/summary.md (and .csv) is rewritten after every step, so a step that is killed or times out still
-leaves the finished steps' results. Steps, in priority order: install (the wheels), parity-<stack> (benchmarks/
+OUT/<step>.csv; OUT/summary.md (and .csv) and OUT/all.tgz (everything) are rewritten after every step, so a step that
+is killed or times out still leaves the finished steps' results. Steps, in priority order: install (the wheels), parity-<stack> (benchmarks/
 parity.py: ResNet-50 against each framework's own script), compile-modes (torch.compile's three modes, their compile
 cost), one-replica-mechanisms (each data-parallel mechanism at one replica against the plain run), nvml (the energy
 counter against integrated power, the idle draw, a foreign GPU process under each policy, throttle reasons), max-batch
 (the largest batch that fits, found by a real out-of-memory error), workflow (a tiny study on the GPU through to its
-tables; the report renders on a machine with pandoc and typst, which do not fit in 64 MiB). `--only` reruns chosen
-steps, `--budget-s` bounds the whole.
+tables; the report renders on a machine with pandoc and typst, which do not fit in 64 MiB). `--only` runs chosen
+steps, `--budget-s` bounds the whole: every step needs about 17 minutes of an H200, two calls of a lent device.
 
 `--cpu` runs the same steps on CPU with tiny sizes, the NVML checks against a scripted fake GPU and the workflow as a
 dry run: the test suite's proof that the command still works between lent devices.
@@ -32,12 +32,14 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 import harness
 from dlbench.process import run_child
+from dlbench.variants import unsupported_reason
 
 BENCHMARKS = Path(__file__).resolve().parent
 WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64")
@@ -48,7 +50,19 @@ CARRIED = ("snakemake==9.27.1", "jsonschema==4.26.0", "keras==3.15.1", "scikit-l
 CARRIED_WITHOUT_DEPENDENCIES = ("flax==0.12.8", "optax==0.2.8", "chex==0.1.91", "msgpack", "treescope")
 # Preinstalled on the lent machine (and large): dropped from the wheels after the download.
 PREINSTALLED = ("numpy", "scipy", "jax", "jaxlib", "h5py", "ml_dtypes", "pandas", "pyarrow", "pillow", "psutil")
-IMPORTS_CHECK = "import snakemake, jsonschema, keras, flax.nnx, optax, sklearn, torch, jax; print(jax.devices())"
+# After the install: each module the steps import, its version or why it fails (printed on one line).
+IMPORTS_CHECK = """
+import importlib, sys
+found = {}
+for name in ("snakemake", "jsonschema", "sklearn", "keras", "flax.nnx", "optax", "torch", "jax"):
+    try:
+        found[name] = getattr(importlib.import_module(name.split(".")[0]), "__version__", "?")
+        importlib.import_module(name)
+    except Exception as error:
+        found[name] = f"FAILED {type(error).__name__}: {error}"
+print("imports:", "; ".join(f"{name} {state}" for name, state in found.items()))
+sys.exit(any(state.startswith("FAILED") for state in found.values()))
+"""
 SUMMARY_COLUMNS = ["step", "status", "seconds", "figures", "log"]
 
 
@@ -180,11 +194,16 @@ def epoch_options(sizes, variant, model=None, images=None):
 def compile_step(args, sizes):
     torch = stacks_for(args)["torch"]
     precision = "" if args.cpu else "-amp"
-    variants = ["eager", "compile", "compile-reduce-overhead", "compile-max-autotune"]
-    images = sizes.images * 4 if not args.cpu else None  # ResNet-20's epochs are short: more images per epoch
-    runs = [
-        (torch, epoch_options(sizes, f"{variant}{precision}", sizes.small_model, images), {}) for variant in variants
+    modes = ["eager", "compile", "compile-reduce-overhead", "compile-max-autotune"]
+    entry = harness.stacks()[torch]
+    # The modes the stack runs on the device (on CPU, reduce-overhead's CUDA graphs are not there)
+    variants = [
+        f"{mode}{precision}"
+        for mode in modes
+        if unsupported_reason(entry, f"{mode}{precision}", sizes.device, "device") is None
     ]
+    images = sizes.images * 4 if not args.cpu else None  # ResNet-20's epochs are short: more images per epoch
+    runs = [(torch, epoch_options(sizes, variant, sizes.small_model, images), {}) for variant in variants]
     name, commands = inside_step("compile-modes", args, runs)
 
     def figures(out):
@@ -321,7 +340,8 @@ def install_step(args):
         return [*each, pip + ["--no-deps", *CARRIED_WITHOUT_DEPENDENCIES], [args.python, "-c", IMPORTS_CHECK]]
 
     def figures(out):
-        return f"wheels from {args.wheels}"
+        lines = (out / "steps" / "install.log").read_text().splitlines()
+        return next((line for line in reversed(lines) if line.startswith("imports:")), f"wheels from {args.wheels}")
 
     return "install", commands, figures
 
@@ -399,10 +419,17 @@ def run_command(command, log_path, seconds):
 
 
 def write_summary(out, rows):
+    """summary.csv and summary.md, and everything under OUT packed in all.tgz: a device that hands back only a few
+    files of OUT still brings every step's log and figures."""
     harness.write_csv(out / "summary.csv", rows, SUMMARY_COLUMNS)
     lines = ["| step | status | s | figures |", "|---|---|---:|---|"]
     lines += [f"| {row['step']} | {row['status']} | {row['seconds']} | {row['figures']} |" for row in rows]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+    with tarfile.open(out / "all.tgz.part", "w:gz") as archive:
+        for path in sorted(out.iterdir()):
+            if not path.name.startswith("all.tgz"):
+                archive.add(path, arcname=path.name)
+    (out / "all.tgz.part").replace(out / "all.tgz")
 
 
 def run(args):
@@ -483,7 +510,7 @@ def measure_epochs(args):
 
 def search_max_batch(args):
     """The largest batch that trains a step, doubling then bisecting (max_batch.largest_fitting), each size in a
-    fresh process; the first out-of-memory error is kept."""
+    fresh process whose outcome is written as it comes; the first out-of-memory error is kept."""
     from max_batch import largest_fitting
 
     first_error = []
@@ -497,17 +524,19 @@ def search_max_batch(args):
         status = result.get("status", "error")
         if status == "oom" and not first_error:
             first_error.append(result["error"])
-        rows.append({"batch_size": batch, "status": status, "error": result.get("error", "")[:300]})
+        append_row(
+            args.csv,
+            {"stack": args.stack, "batch_size": batch, "status": status, "error": result.get("error", "")[:300]},
+        )
         if status == "error":
             raise RuntimeError(result.get("error"))
         return status == "ok"
 
-    rows = []
     good, bad = largest_fitting(
         fits, 256 if args.device == "gpu" else 16, args.limit, 64 if args.device == "gpu" else 8
     )
     reason = f"first out of memory at {bad}: {first_error[0][:200]}" if bad else f"no out of memory up to {args.limit}"
-    return [*rows, {"batch_size": good, "status": "result", "error": reason}]
+    return [{"batch_size": good, "status": "result", "error": reason}]
 
 
 def probe(args):
@@ -672,7 +701,7 @@ def main():
     go = commands.add_parser("run", help="run the acceptance steps")
     go.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-acceptance")))
     go.add_argument("--cpu", action="store_true", help="tiny sizes on CPU, a fake NVML, the workflow as a dry run")
-    go.add_argument("--budget-s", type=float, default=470, help="the whole run's seconds; steps past it are skipped")
+    go.add_argument("--budget-s", type=float, default=550, help="the whole run's seconds; steps past it are skipped")
     go.add_argument("--only", nargs="+", help="run only these steps")
     go.add_argument("--python", type=Path, default=Path(sys.executable), help="the stacks' interpreter on a GPU")
     go.add_argument("--wheels", type=Path, default=harness.REPO / ".gpu-wheels")

@@ -49,12 +49,8 @@ def test_every_acceptance_step_runs_on_cpu(tmp_path):
     searched = read_csv(out / "max-batch.csv")
     assert searched[-1]["status"] == "result" and int(searched[-1]["batch_size"]) == 64  # the CPU search's limit
     compiled = read_csv(out / "compile-modes.csv")
-    assert [row["variant"] for row in compiled] == [
-        "eager",
-        "compile",
-        "compile-reduce-overhead",
-        "compile-max-autotune",
-    ]
+    no_cuda_graphs = ["eager", "compile", "compile-max-autotune"]  # reduce-overhead needs CUDA
+    assert [row["variant"] for row in compiled] == no_cuda_graphs
     assert all(float(row["first_epoch_s"]) > 0 for row in compiled)
 
 
