@@ -193,7 +193,7 @@ def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report)
     assert {(row["older_version"], row["newer_version"]) for row in versions} == {("2.11.0", "2.13.0")}
     (flagged,) = [row for row in versions if row["regression"] == "True"]
     assert (flagged["model"], flagged["batch_size"], flagged["variant"]) == ("mlp", "64", "eager")
-    assert float(flagged["ratio"]) == pytest.approx(0.8, rel=0.01) and float(flagged["ratio_ci95_high"]) < 1
+    assert float(flagged["ratio"]) == pytest.approx(0.8, rel=0.01) and float(flagged["ratio_high"]) < 1
     others = {(row["device"], row["verdict"]) for row in versions if row is not flagged}
     assert others == {("cpu", "faster"), ("gpu", "equivalent within 5 %")}  # the GPU panels' releases: 1 % apart
     assert all(row["older_packages_sha256"].startswith("t") for row in versions)
@@ -213,7 +213,7 @@ def test_comparisons_are_paired_by_round_and_decide_or_say_what_would(report):
     (unsure,) = [row for row in comparisons if row["verdict"] == "inconclusive"]
     assert (unsure["stack"], unsure["data_placement"]) == ("keras-3-jax", "stream")
     needed = int(unsure["repeats_to_decide"])
-    assert needed > REPEATS and float(unsure["ratio_ci95_low"]) < 1 < float(unsure["ratio_ci95_high"])
+    assert needed > REPEATS and float(unsure["ratio_low"]) < 1 < float(unsure["ratio_high"])
     overview = section_markdown(report, "Summary")
     (sentence,) = [line for line in overview.splitlines() if line.startswith("- resnet50 on imagenet")]
     assert "paired by round, Holm within the group" in sentence

@@ -15,8 +15,10 @@ CONTENTS = "```{=typst}\n#outline(depth: 2)\n```\n"
 
 LEGEND = (
     "The fastest is the quickest experiment with at least 3 ok repeats where the group has any (fewer cannot be "
-    "tested); its lead is its geometric-mean throughput over the runner-up's, with the 95% interval of the ratio "
-    "(not adjusted for the group's other comparisons, while the verdict is: Holm). Confidence: *decisive*, the "
+    "tested); its lead is its geometric-mean throughput over the runner-up's, with the ratio's interval at the "
+    "confidence its verdict was tested at (Holm's step within the group: 95% for a group of two, more where the "
+    "group has more comparisons; the Comparisons table gives each), so the interval agrees with the verdict: wholly "
+    "above 1, decisive; containing 1 and inside the equivalence margin, equivalent; else inconclusive. Confidence: *decisive*, the "
     "runner-up is proven slower; *equivalent*, proven within the equivalence margin; *inconclusive*, neither "
     "(Comparisons says what would decide it); *untested*, the config's `comparison_baseline` makes the comparisons "
     "against another stack; *contended*, an experiment of the group was never measured clean, so a contender may be "
@@ -92,7 +94,7 @@ def fastest_cell(row):
 def lead_cell(row):
     if pd.isna(row["runner_up_stack"]):
         return "no runner-up"
-    interval = "" if pd.isna(row["lead_ci95_low"]) else f" [{row['lead_ci95_low']:.2f}, {row['lead_ci95_high']:.2f}]"
+    interval = "" if pd.isna(row["lead_low"]) else f" [{row['lead_low']:.2f}, {row['lead_high']:.2f}]"
     return f"{row['lead']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']})"
 
 
@@ -152,7 +154,14 @@ def answer_table(fastest):
         ]
         for _, row in fastest.iterrows()
     ]
-    header = ["group", "fastest", "images/s, geometric mean [95%]", "lead [95%]", "confidence", "to target accuracy"]
+    header = [
+        "group",
+        "fastest",
+        "images/s, geometric mean [95%]",
+        "lead [interval]",
+        "confidence",
+        "to target accuracy",
+    ]
     return markdown_table(header, rows)
 
 
