@@ -175,6 +175,17 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert "In 2 of 10 groups the fastest in steady state" in section_markdown(report, "The answer: fastest per group")
 
 
+def test_page_one_says_how_noisy_the_measurements_were(report):
+    """The measurement-quality box under the answer: the noisy streamed keras-3-jax runs still sped up across their
+    steady windows (warming up), every other run with a window long enough to test was steady."""
+    answer = section_markdown(report, "The answer: fastest per group")
+    assert "**Measurement quality.**" in answer and "Contended tries, kept apart and run again: 1." in answer
+    assert "(3 still warming up, 0 slowing down" in answer
+    summary = read_csv(report / "tables/summary.csv")
+    warming = {(row["stack"], row["data_placement"]) for row in summary if row["runs_warming_up"] not in ("", "0")}
+    assert warming == {("keras-3-jax", "stream")}
+
+
 def test_the_math_mode_is_said_once_and_sections_with_nothing_to_show_are_one_list(report):
     """The fixture has no largest-batch search and no operator sweep: both are named, with why, under one heading
     after the results, and have no section of their own; the math mode is one line of page 1, before the summary."""
