@@ -45,7 +45,7 @@ def contradiction(ratio, low, high, verdict, margin):
 
 def contradictions(table, ratio_column, margin):
     return [
-        (row["experiment_id"] if "experiment_id" in row else index, problem)
+        (row.get("experiment_id", index), problem)
         for index, row in table.iterrows()
         if isinstance(row["verdict"], str)
         and (problem := contradiction(row[ratio_column], row["ratio_low"], row["ratio_high"], row["verdict"], margin))
