@@ -175,6 +175,17 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert "In 2 of 10 groups the fastest in steady state" in section_markdown(report, "The answer: fastest per group")
 
 
+def test_page_one_says_how_noisy_the_measurements_were(report):
+    """The measurement-quality box under the answer: the noisy streamed keras-3-jax runs still sped up across their
+    steady windows (warming up), every other run with a window long enough to test was steady."""
+    answer = section_markdown(report, "The answer: fastest per group")
+    assert "**Measurement quality.**" in answer and "Contended tries, kept apart and run again: 1." in answer
+    assert "(3 still warming up, 0 slowing down" in answer
+    summary = read_csv(report / "tables/summary.csv")
+    warming = {(row["stack"], row["data_placement"]) for row in summary if row["runs_warming_up"] not in ("", "0")}
+    assert warming == {("keras-3-jax", "stream")}
+
+
 def test_the_math_mode_is_said_once_and_sections_with_nothing_to_show_are_one_list(report):
     """The fixture has no largest-batch search and no operator sweep: both are named, with why, under one heading
     after the results, and have no section of their own; the math mode is one line of page 1, before the summary."""
@@ -193,7 +204,7 @@ def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report)
     assert {(row["older_version"], row["newer_version"]) for row in versions} == {("2.11.0", "2.13.0")}
     (flagged,) = [row for row in versions if row["regression"] == "True"]
     assert (flagged["model"], flagged["batch_size"], flagged["variant"]) == ("mlp", "64", "eager")
-    assert float(flagged["ratio"]) == pytest.approx(0.8, rel=0.01) and float(flagged["ratio_ci95_high"]) < 1
+    assert float(flagged["ratio"]) == pytest.approx(0.8, rel=0.01) and float(flagged["ratio_high"]) < 1
     others = {(row["device"], row["verdict"]) for row in versions if row is not flagged}
     assert others == {("cpu", "faster"), ("gpu", "equivalent within 5 %")}  # the GPU panels' releases: 1 % apart
     assert all(row["older_packages_sha256"].startswith("t") for row in versions)
@@ -213,7 +224,7 @@ def test_comparisons_are_paired_by_round_and_decide_or_say_what_would(report):
     (unsure,) = [row for row in comparisons if row["verdict"] == "inconclusive"]
     assert (unsure["stack"], unsure["data_placement"]) == ("keras-3-jax", "stream")
     needed = int(unsure["repeats_to_decide"])
-    assert needed > REPEATS and float(unsure["ratio_ci95_low"]) < 1 < float(unsure["ratio_ci95_high"])
+    assert needed > REPEATS and float(unsure["ratio_low"]) < 1 < float(unsure["ratio_high"])
     overview = section_markdown(report, "Summary")
     (sentence,) = [line for line in overview.splitlines() if line.startswith("- resnet50 on imagenet")]
     assert "paired by round, Holm within the group" in sentence

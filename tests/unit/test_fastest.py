@@ -36,8 +36,9 @@ def compared(stack, baseline, ratio, verdict):
         baseline_stack=baseline,
         baseline_experiment_id=f"{baseline}_mlp",
         ratio=ratio,
-        ratio_ci95_low=ratio * 0.95,
-        ratio_ci95_high=ratio * 1.05,
+        ratio_low=ratio * 0.95,
+        ratio_high=ratio * 1.05,
+        ratio_confidence=0.95,
         verdict=verdict,
     )
 
@@ -46,7 +47,9 @@ COMPARISON_COLUMNS = [*GROUP, "experiment_id", "baseline_stack", "baseline_exper
 
 
 def answer(experiments, comparisons):
-    comparisons = pd.DataFrame(comparisons, columns=[*COMPARISON_COLUMNS, "ratio_ci95_low", "ratio_ci95_high"])
+    comparisons = pd.DataFrame(
+        comparisons, columns=[*COMPARISON_COLUMNS, "ratio_low", "ratio_high", "ratio_confidence"]
+    )
     table = fastest_table(pd.DataFrame(experiments), comparisons)
     assert len(table) == 1
     return table.iloc[0]
@@ -58,7 +61,7 @@ def test_the_margin_is_the_runner_ups_comparison_inverted_and_a_proven_gap_is_de
         [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
     )
     assert (row["fastest_stack"], row["runner_up_stack"], row["confidence"]) == ("torch-2.13", "mxnet-1.9", "decisive")
-    assert row["lead"] == pytest.approx(2.0) and row["lead_ci95_low"] == pytest.approx(1 / 0.525)
+    assert row["lead"] == pytest.approx(2.0) and row["lead_low"] == pytest.approx(1 / 0.525)
     assert row["to_target_stack"] == "mxnet-1.9" and row["fastest_to_target_s"] == 2.0  # compile time reverses it
 
 
@@ -104,7 +107,7 @@ def test_a_named_baseline_that_is_not_the_fastest_leaves_the_lead_untested():
             compared("mxnet-1.9", "tensorflow-2.21", 2.0, "faster"),
         ],
     )
-    assert row["lead"] == pytest.approx(2.0) and math.isnan(row["lead_ci95_low"])
+    assert row["lead"] == pytest.approx(2.0) and math.isnan(row["lead_low"])
     assert row["confidence"] == "untested" and "tensorflow-2.21 (comparison_baseline)" in row["lead_verdict"]
 
 

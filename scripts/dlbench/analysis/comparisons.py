@@ -3,11 +3,12 @@ experiment against its group's baseline (the config's `comparison_baseline` stac
 fastest with enough ok repeats to be tested). Its method: paired by round where both sides have ok runs in at least 3
 common rounds (`rep`: runs of one round ran side by side in time), else Welch's unpaired t on log throughput. Two
 tests, each Holm-adjusted within the comparison group (the family: the experiments that differ only in stack and
-variant), differences and equivalences apart: the t-test of no difference, with the ratio's 95% interval, and the
-equivalence test (TOST) against a ratio within [1 / (1 + margin), 1 + margin]. Verdict: "faster" or "slower" where the
-adjusted difference p is below 0.05 and the interval excludes 1; "equivalent within 5 %" where the adjusted
-equivalence p is below 0.05; else "inconclusive", with `repeats_to_decide` (the rounds that would decide it at the
-observed ratio and spread; empty where no practical count would). dlbench.analysis.statistics says why.
+variant), differences and equivalences apart: the t-test of no difference and the equivalence test (TOST) against a
+ratio within [1 / (1 + margin), 1 + margin]. Verdict: "faster" or "slower" where the adjusted difference p is below
+0.05; "equivalent within 5 %" where the adjusted equivalence p is below 0.05; else "inconclusive", with
+`repeats_to_decide` (the rounds that would decide it at the observed ratio and spread; empty where no practical count
+would). The ratio's interval (`ratio_low`, `ratio_high`, with `ratio_confidence`) is at the level the verdict was
+tested at, so it agrees with the verdict. dlbench.analysis.statistics says why.
 
 A version pair is the same comparison between two releases of one framework (same backend and variant), newer over
 older, Holm-adjusted within the versions of one experiment group: "slower" there is a regression. Beside it: the ratio
@@ -19,7 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions, interval
+from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions
 from dlbench.analysis.tables import GROUP
 
 
@@ -34,8 +35,11 @@ def baseline_of(part, named):
     return candidates.loc[candidates["train_images_per_s_gmean"].idxmax()], rule
 
 
-TEST_COLUMNS = ["method", "pairs", "ratio", "ratio_ci95_low", "ratio_ci95_high"]
+TEST_COLUMNS = ["method", "pairs", "ratio"]
 DECISION_COLUMNS = [
+    "ratio_low",
+    "ratio_high",
+    "ratio_confidence",
     "p_value",
     "p_holm",
     "p_equivalence",
@@ -75,13 +79,14 @@ def on_machine(row):
 
 
 def ratio_columns(values, reference, row, reference_row):
-    """The method, pairs, ratio and 95% interval of one experiment's throughputs (round -> value) against another's,
-    and the log ratio its tests take (None, and only the ratio of geometric means, with too few repeats)."""
+    """The method, pairs and ratio of one experiment's throughputs (round -> value) against another's, and the log
+    ratio its tests take (None, and only the ratio of geometric means, with too few repeats). Its interval comes
+    with its verdict (decisions), at the level the verdict was tested at."""
     method, pairs, log_ratio = compared(values, reference)
     if log_ratio is None:
         ratio = row["train_images_per_s_gmean"] / reference_row["train_images_per_s_gmean"]
-        return dict(zip(TEST_COLUMNS, (method, pairs, ratio, np.nan, np.nan))), None
-    return dict(zip(TEST_COLUMNS, (method, pairs, *interval(log_ratio)))), log_ratio
+        return dict(zip(TEST_COLUMNS, (method, pairs, ratio))), None
+    return dict(zip(TEST_COLUMNS, (method, pairs, np.exp(log_ratio.estimate)))), log_ratio
 
 
 def with_verdicts(rows, log_ratios, columns, margin):

@@ -1,6 +1,7 @@
 """The report's first answer, one row per comparison group: the fastest experiment that can be tested (at least
 MIN_REPEATS ok repeats, where the group has any: as the comparisons' baseline is chosen), its throughput with
-interval, its lead over the runner-up with the comparisons table's verdict, faster experiments with too few repeats to
+interval, its lead over the runner-up with the comparisons table's verdict and interval (at the level that verdict was
+tested at, so the two agree), faster experiments with too few repeats to
 test, the first to reach the target accuracy in every repeat where that is another experiment, and how far the answer
 can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
 comparisons table holds.
@@ -25,8 +26,9 @@ COLUMNS = [
     "runner_up_stack",
     "runner_up_variant",
     "lead",
-    "lead_ci95_low",
-    "lead_ci95_high",
+    "lead_low",
+    "lead_high",
+    "lead_confidence",
     "lead_verdict",
     "confidence",
     "confidence_reason",
@@ -53,15 +55,17 @@ def name(row):
 
 
 def lead_of(fastest, runner_up, compared):
-    """(lead, low, high, verdict) of the fastest over the runner-up: the runner-up's row of the group's comparisons,
-    inverted, where the group's baseline is the fastest; else the ratio of geometric means, untested."""
+    """(lead, low, high, confidence, verdict) of the fastest over the runner-up: the runner-up's row of the group's
+    comparisons, inverted (its interval is at the level its verdict was tested at), where the group's baseline is the
+    fastest; else the ratio of geometric means, untested."""
     row = compared[compared["experiment_id"] == runner_up["experiment_id"]]
     if len(row) and row.iloc[0]["baseline_experiment_id"] == fastest["experiment_id"]:
         row = row.iloc[0]
-        return 1 / row["ratio"], 1 / row["ratio_ci95_high"], 1 / row["ratio_ci95_low"], row["verdict"]
+        return 1 / row["ratio"], 1 / row["ratio_high"], 1 / row["ratio_low"], row["ratio_confidence"], row["verdict"]
     ratio = fastest["train_images_per_s_gmean"] / runner_up["train_images_per_s_gmean"]
     baseline = compared["baseline_stack"].iloc[0] if len(compared) else "another experiment"
-    return ratio, float("nan"), float("nan"), f"{UNTESTED}: the group's baseline is {baseline} (comparison_baseline)"
+    untested = f"{UNTESTED}: the group's baseline is {baseline} (comparison_baseline)"
+    return ratio, float("nan"), float("nan"), float("nan"), untested
 
 
 def confidence(verdict, unmeasured):
@@ -115,9 +119,9 @@ def group_row(key, part, compared):
     verdict = None
     if len(order) > 1:
         runner_up = order.iloc[1]
-        lead, low, high, verdict = lead_of(fastest, runner_up, compared)
+        lead, low, high, level, verdict = lead_of(fastest, runner_up, compared)
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])
-        row.update(lead=lead, lead_ci95_low=low, lead_ci95_high=high, lead_verdict=verdict)
+        row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured)
     quickest = to_target(part)
     if quickest is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import record as run_record
+from dlbench.analysis.noise import steadiness_columns
 from dlbench.contention import describe_gpu_processes
 
 
@@ -25,6 +26,8 @@ def flatten(record):
     row["backend_version"] = record["engaged"].get("backend_version")  # where a stack has one (Keras: "jax 0.10.2")
     for key in ("epoch_train_s", "epoch_eval_s", "loss_curve"):
         row[key] = json.dumps(record[key])
+    row["extra_steady_epochs_s"] = json.dumps(record.get("extra_steady_epochs_s") or [])
+    row.update(steadiness_columns(row))
     steady = record["epoch_train_s"][1:]
     row["first_epoch_s"] = record["epoch_train_s"][0] if record["epoch_train_s"] else None
     row["steady_epoch_s"] = sum(steady) / len(steady) if steady else None

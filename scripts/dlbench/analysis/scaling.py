@@ -14,7 +14,8 @@ Stacks are compared at one N within a family (dataset, model, device, batch size
 scaling, N and machine): the ratio of two efficiencies is the ratio of their speedups, whose log is the difference of
 the two speedups' log ratios, with their errors added in quadrature and Welch-Satterthwaite's degrees of freedom. Each
 is tested against the family's best-scaling experiment with the comparisons' verdicts (Holm within the family):
-"faster" there reads "scales better", "slower" "scales worse".
+"faster" there reads "scales better", "slower" "scales worse"; the efficiency ratio's interval (`ratio_low`,
+`ratio_high`, `ratio_confidence`) is at the level its verdict was tested at, as the comparisons' is.
 """
 
 import numpy as np
@@ -50,8 +51,6 @@ SCALING_COLUMNS = [
     "best_stack",
     "best_variant",
     "efficiency_ratio",
-    "efficiency_ratio_ci95_low",
-    "efficiency_ratio_ci95_high",
     *DECISION_COLUMNS,
 ]
 
@@ -113,18 +112,14 @@ def versus_best(log_ratio, best):
 
 
 def against_best(row, best, log_ratio):
-    """The columns of a row's efficiency against its family's best: the ratio and its 95% interval (the ratio of
-    efficiencies alone, no interval, where it was not tested)."""
-    if log_ratio is None:
-        ratio = (row["efficiency"] / best["efficiency"], np.nan, np.nan)
-    else:
-        ratio = interval(log_ratio)
-    names = ("efficiency_ratio", "efficiency_ratio_ci95_low", "efficiency_ratio_ci95_high")
+    """The columns of a row's efficiency against its family's best: the ratio (the ratio of the speedups' geometric
+    means where tested, else of the efficiencies); its interval comes with its verdict (decisions)."""
+    ratio = row["efficiency"] / best["efficiency"] if log_ratio is None else np.exp(log_ratio.estimate)
     return {
         "best_experiment_id": best["experiment_id"],
         "best_stack": best["stack"],
         "best_variant": best["variant"],
-        **dict(zip(names, ratio)),
+        "efficiency_ratio": ratio,
     }
 
 
@@ -144,7 +139,7 @@ def scaling_table(runs, summary, margin):
     numbers = [
         name
         for name in SCALING_COLUMNS
-        if name.startswith(("efficiency", "speedup", "p_", "communication")) or "gmean" in name
+        if name.startswith(("efficiency", "speedup", "p_", "communication", "ratio_")) or "gmean" in name
     ]
     table = pd.DataFrame(rows, columns=SCALING_COLUMNS)
     return table.astype({name: "float64" for name in numbers} | {"pairs": "int64", "repeats_to_decide": "Int64"})

@@ -7,17 +7,28 @@ on the log scale, back-transformed only for printing (never a zero or negative b
   common: runs of one round ran side by side in time, so the mean of the per-round log differences, with Student's t
   on pairs - 1 degrees of freedom, leaves the drift between rounds out of the noise. Otherwise it is unpaired:
   Welch's t on the two samples of log throughput. Fewer than MIN_REPEATS ok runs on either side: not tested.
-- Difference: the two-sided t-test of a log ratio of 0, with the ratio's 95% interval.
+- Difference: the two-sided t-test of a log ratio of 0.
 - Equivalence: two one-sided tests (TOST) against symmetric bounds on the log scale, -log(1 + margin) and
   log(1 + margin), i.e. a ratio within [1 / (1 + margin), 1 + margin]; its p is the larger of the two one-sided p's.
 - The multiple-testing family is one comparison group (the experiments that differ only in stack and variant,
   each against the group's baseline: the question a reader asks is per group). Holm's adjustment runs within it,
   over the difference tests and, separately, over the equivalence tests. A true ratio is 1, beyond the margin, or
   neither, so a comparison can only err one way, and each family holds its error rate at ALPHA.
-- Verdict: "faster" or "slower" where the Holm-adjusted difference p is below ALPHA and the interval excludes 1 (a
-  proven difference keeps that name when it is also within the margin: the ratio beside it tells its size);
-  "equivalent within 5 %" (the margin) where the Holm-adjusted equivalence p is below ALPHA; otherwise
-  "inconclusive", with the number of repeats that would decide it at the observed ratio and spread.
+- Verdict: "faster" or "slower" where the Holm-adjusted difference p is below ALPHA (a proven difference keeps that
+  name when it is also within the margin: the ratio beside it tells its size); "equivalent within 5 %" (the margin)
+  where the Holm-adjusted equivalence p is below ALPHA; otherwise "inconclusive", with the number of repeats that
+  would decide it at the observed ratio and spread.
+- The interval printed beside a verdict is at the level its tests were run at, so that it never contradicts the
+  verdict (an unadjusted 95% interval would: it can exclude 1 where Holm's adjustment decides nothing). Holm tests
+  the family's hypotheses one step at a time, the smallest p first at ALPHA / m, the next at ALPHA / (m - 1), and
+  stops at the first it cannot reject: a rejected hypothesis was tested at its own step's level, the others at the
+  level of the step where Holm stopped (holm_levels). The interval of a difference is the two-sided one at that
+  level; the interval of an equivalence is the two one-sided tests' interval widened to take in 1 (Hsu, Hwang, Liu &
+  Ruberg 1994: [min(0, low), max(0, high)] on the log scale, a 1 - level interval that lies inside the margin exactly
+  when the tests prove equivalence); an inconclusive comparison prints the hull of both. So a reader can read the
+  verdict off the interval: above 1, faster; below 1, slower; containing 1 inside the margin, equivalent;
+  containing 1 and reaching past the margin, inconclusive. `ratio_confidence` is the interval's confidence (for a
+  hull, the larger of the two it covers).
 
 Student's t comes from dlbench.analysis.student (plain Python): the planner of repeats, which runs in Snakemake's
 driver without SciPy, decides with these same functions.
@@ -98,15 +109,53 @@ def compared(values, reference):
     return None, 0, None
 
 
+def one_sided_reach(log_ratio, tail):
+    """How far the log ratio's interval reaches either side of its estimate where each side's tail is `tail`."""
+    return 0.0 if log_ratio.error == 0 else t_critical(tail, log_ratio.freedom) * log_ratio.error
+
+
 def half_width(log_ratio):
-    """Half the width of the ratio's 95% interval, on the log scale."""
-    return 0.0 if log_ratio.error == 0 else t_critical(ALPHA / 2, log_ratio.freedom) * log_ratio.error
+    """Half the width of the ratio's unadjusted 95% interval, on the log scale."""
+    return one_sided_reach(log_ratio, ALPHA / 2)
 
 
 def interval(log_ratio):
-    """(ratio, low, high): the ratio and its 95% interval, back-transformed."""
+    """(ratio, low, high): the ratio and its unadjusted 95% interval, back-transformed (for a ratio no verdict is
+    read from; a verdict's interval is verdict_interval's)."""
     half = half_width(log_ratio)
     return math.exp(log_ratio.estimate), math.exp(log_ratio.estimate - half), math.exp(log_ratio.estimate + half)
+
+
+def difference_interval(log_ratio, level):
+    """(low, high) on the log scale: the two-sided interval of the difference test run at `level`; it excludes 0
+    exactly when that test rejects no difference."""
+    reach = one_sided_reach(log_ratio, level / 2)
+    return log_ratio.estimate - reach, log_ratio.estimate + reach
+
+
+def equivalence_interval(log_ratio, level):
+    """(low, high) on the log scale: the interval of the two one-sided tests run at `level` (the 1 - 2 level one)
+    widened to take in 0, a 1 - level interval (Hsu, Hwang, Liu & Ruberg 1994) that lies inside the equivalence
+    bounds exactly when those tests prove equivalence."""
+    reach = one_sided_reach(log_ratio, level)
+    return min(0.0, log_ratio.estimate - reach), max(0.0, log_ratio.estimate + reach)
+
+
+def verdict_interval(log_ratio, called, difference_level, equivalence_level):
+    """(low, high, confidence) of the ratio, back-transformed, at the levels its verdict was tested at: a proven
+    difference's two-sided interval (excludes 1), a proven equivalence's interval (contains 1, inside the margin),
+    else the hull of both (contains 1, reaches past the margin)."""
+    if called in (FASTER, SLOWER):
+        (low, high), level = difference_interval(log_ratio, difference_level), difference_level
+    elif called.startswith("equivalent"):
+        (low, high), level = equivalence_interval(log_ratio, equivalence_level), equivalence_level
+    else:
+        (low_d, high_d), (low_e, high_e) = (
+            difference_interval(log_ratio, difference_level),
+            equivalence_interval(log_ratio, equivalence_level),
+        )
+        low, high, level = min(low_d, low_e), max(high_d, high_e), min(difference_level, equivalence_level)
+    return math.exp(low), math.exp(high), 1 - level
 
 
 def difference_p(log_ratio):
@@ -143,6 +192,24 @@ def holm(p_values):
     steps = p_values[order] * np.arange(len(order), 0, -1)
     adjusted[order] = np.minimum(np.maximum.accumulate(steps), 1.0)
     return adjusted
+
+
+def holm_levels(p_values, alpha=ALPHA):
+    """The level at which Holm's step-down procedure tested each p-value of one family (NaN, a comparison not
+    tested, gets NaN): the smallest at alpha / m, the next at alpha / (m - 1), ..., each rejected hypothesis at its
+    own step's level, and every one from the first that is not rejected on at that step's level (the procedure stops
+    there). A p is below its level exactly when its Holm-adjusted p is below alpha."""
+    p_values = np.asarray(p_values, dtype=float)
+    levels = np.full(p_values.shape, np.nan)
+    tested = np.flatnonzero(~np.isnan(p_values))
+    order = tested[np.argsort(p_values[tested], kind="stable")]
+    for step, position in enumerate(order):
+        level = alpha / (len(order) - step)
+        if not p_values[position] < level:
+            levels[order[step:]] = level
+            break
+        levels[position] = level
+    return levels
 
 
 def decides_after(log_ratio, margin, rounds, alpha, power):
@@ -183,8 +250,7 @@ def verdict(log_ratio, p_holm, p_equivalence_holm, margin):
     """faster, slower, equivalent within the margin, inconclusive, or not tested (no log ratio)."""
     if log_ratio is None:
         return NOT_TESTED
-    _, low, high = interval(log_ratio)
-    if p_holm < ALPHA and not low <= 1 <= high:
+    if p_holm < ALPHA:
         return FASTER if log_ratio.estimate > 0 else SLOWER
     if p_equivalence_holm < ALPHA:
         return equivalent(margin)
@@ -193,19 +259,33 @@ def verdict(log_ratio, p_holm, p_equivalence_holm, margin):
 
 def decisions(log_ratios, margin):
     """Per comparison of one family (a comparison group; None for a comparison not tested): its tests, Holm-adjusted
-    within the family, its verdict and, where inconclusive, the repeats that would decide it (at the family's
-    Bonferroni level, at which Holm's adjustment decides it whatever the other comparisons give)."""
+    within the family, its verdict, the ratio's interval at the levels the verdict was tested at (verdict_interval)
+    and, where inconclusive, the repeats that would decide it (at the family's Bonferroni level, at which Holm's
+    adjustment decides it whatever the other comparisons give)."""
     p_values = [np.nan if log_ratio is None else difference_p(log_ratio) for log_ratio in log_ratios]
     p_equivalence = [np.nan if log_ratio is None else equivalence_p(log_ratio, margin) for log_ratio in log_ratios]
     tested = sum(log_ratio is not None for log_ratio in log_ratios)
     rows = []
-    for log_ratio, p_value, p_holm, p_same, p_same_holm in zip(
-        log_ratios, p_values, holm(p_values), p_equivalence, holm(p_equivalence)
+    for log_ratio, p_value, p_holm, difference_level, p_same, p_same_holm, equivalence_level in zip(
+        log_ratios,
+        p_values,
+        holm(p_values),
+        holm_levels(p_values),
+        p_equivalence,
+        holm(p_equivalence),
+        holm_levels(p_equivalence),
     ):
         called = verdict(log_ratio, p_holm, p_same_holm, margin)
         needed = repeats_to_decide(log_ratio, margin, ALPHA / tested) if called == INCONCLUSIVE else None
+        untested = (np.nan, np.nan, np.nan)
+        low, high, confidence = (
+            untested if log_ratio is None else verdict_interval(log_ratio, called, difference_level, equivalence_level)
+        )
         rows.append(
             {
+                "ratio_low": low,
+                "ratio_high": high,
+                "ratio_confidence": confidence,
                 "p_value": p_value,
                 "p_holm": p_holm,
                 "p_equivalence": p_same,

@@ -1,12 +1,14 @@
 """The summary table: per experiment and machine, over its repeats, the statistics of throughput and times (the
 geometric mean with its 95% interval from Student's t on the logarithms, back-transformed, never a zero or negative
-bound; none below MIN_REPEATS ok repeats), the means of the resources, the input-pipeline verdict, and what an
+bound; none below MIN_REPEATS ok repeats), the means of the resources, the input-pipeline verdict, where its noise
+lives (dlbench.analysis.noise: epoch to epoch against run to run, and how many runs were steady), and what an
 experiment that never measured clean reports instead. Failed and contended runs are counted, never averaged.
 """
 
 import numpy as np
 import pandas as pd
 
+from dlbench.analysis.noise import noise_columns
 from dlbench.analysis.statistics import MIN_REPEATS, log_interval
 from dlbench.analysis.tables import IDENTITY
 
@@ -109,6 +111,7 @@ def summarise(group):
     loaders = group[["stream_loader", "stream_workers"]].dropna()
     row["stream_loader"], row["stream_workers"] = loaders.iloc[0] if len(loaders) else (None, None)
     row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])
+    row.update(noise_columns(ok))
     row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
     row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()  # of the repeats that reached it
     row["time_to_target_runs"] = int(ok["time_to_target_s"].notna().sum())

@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from dlbench.report.common import group_title, markdown_table, number, variant_label
+from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
+from dlbench.report.common import group_title, markdown_table, number, percent, variant_label
 
 TITLE = "The answer: fastest per group"
 
@@ -15,12 +16,16 @@ CONTENTS = "```{=typst}\n#outline(depth: 2)\n```\n"
 
 LEGEND = (
     "The fastest is the quickest experiment with at least 3 ok repeats where the group has any (fewer cannot be "
-    "tested); its lead is its geometric-mean throughput over the runner-up's, with the 95% interval of the ratio "
-    "(not adjusted for the group's other comparisons, while the verdict is: Holm). Confidence: *decisive*, the "
+    "tested); its lead is its geometric-mean throughput over the runner-up's, with the ratio's interval at the "
+    "confidence its verdict was tested at (Holm's step within the group: 95% for a group of two, more where the "
+    "group has more comparisons; the Comparisons table gives each), so that the interval agrees with the "
+    "confidence flag. Confidence: *decisive*, the "
     "runner-up is proven slower; *equivalent*, proven within the equivalence margin; *inconclusive*, neither "
     "(Comparisons says what would decide it); *untested*, the config's `comparison_baseline` makes the comparisons "
     "against another stack; *contended*, an experiment of the group was never measured clean, so a contender may be "
-    "missing; *alone*, nothing else in the group finished; *failed*, no run of the group finished. To target "
+    "missing; *alone*, nothing else in the group finished; *failed*, no run of the group finished. A decisive lead's "
+    "interval lies wholly above 1, an equivalent one's contains 1 inside the margin, an inconclusive one's contains 1 "
+    "and reaches past the margin. To target "
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest."
 )
@@ -92,7 +97,7 @@ def fastest_cell(row):
 def lead_cell(row):
     if pd.isna(row["runner_up_stack"]):
         return "no runner-up"
-    interval = "" if pd.isna(row["lead_ci95_low"]) else f" [{row['lead_ci95_low']:.2f}, {row['lead_ci95_high']:.2f}]"
+    interval = "" if pd.isna(row["lead_low"]) else f" [{row['lead_low']:.2f}, {row['lead_high']:.2f}]"
     return f"{row['lead']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']})"
 
 
@@ -138,6 +143,31 @@ def untested_sentence(fastest):
     return "\nFaster, but with fewer than 3 ok repeats (not tested, so not the answer):\n\n" + "\n".join(lines) + "\n"
 
 
+def decimal(value):
+    return "–" if pd.isna(value) else f"{value:.3f}"
+
+
+def quality_box(summary):
+    """How noisy the measurements were, in four lines under the answer: the spread across repeats, where the noise
+    lives (within or between processes), how many runs were steady, and the contended tries."""
+    quality = measurement_quality(summary)
+    tested = quality["runs_steady"] + quality["runs_warming_up"] + quality["runs_slowing_down"]
+    lines = [
+        "**Measurement quality.**",
+        f"Throughput across repeats: median coefficient of variation {percent(quality['cv_median'], 1)} "
+        f"({quality['cv_10_percent_or_more']} of {quality['experiments']} experiments at 10% or more).",
+        f"Log epoch time, median over experiments: standard deviation {decimal(quality['sd_within_median'])} between "
+        f"epochs of one process, {decimal(quality['sd_between_median'])} between processes; processes hold "
+        f"{percent(quality['between_share_median'])} of a run's variance, which only more repeats reduce (longer runs "
+        "reduce the rest).",
+        f"Steady state: {quality['runs_steady']} of {tested} runs with {MIN_TREND_EPOCHS} or more steady epochs were "
+        f"steady ({quality['runs_warming_up']} still warming up, {quality['runs_slowing_down']} slowing down: a proven "
+        f"trend beyond {STEADY_DRIFT:.0%} across the window).",
+        f"Contended tries, kept apart and run again: {quality['tries_contended']}.",
+    ]
+    return "\n".join(f"> {line}  " for line in lines[:-1]) + f"\n> {lines[-1]}\n"
+
+
 def answer_table(fastest):
     if fastest.empty:
         return "No experiment finished with a measured throughput, so no group has an answer (see Failed runs).\n"
@@ -152,7 +182,14 @@ def answer_table(fastest):
         ]
         for _, row in fastest.iterrows()
     ]
-    header = ["group", "fastest", "images/s, geometric mean [95%]", "lead [95%]", "confidence", "to target accuracy"]
+    header = [
+        "group",
+        "fastest",
+        "images/s, geometric mean [95%]",
+        "lead [interval]",
+        "confidence",
+        "to target accuracy",
+    ]
     return markdown_table(header, rows)
 
 
@@ -169,7 +206,8 @@ def markdown(study, figures):
         + answer_table(study.fastest)
         + "\n"
         + LEGEND
-        + "\n"
+        + "\n\n"
+        + quality_box(study.summary)
         + untested_sentence(study.fastest)
         + reversal_sentence(study.fastest)
         + "\n"

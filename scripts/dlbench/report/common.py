@@ -157,9 +157,10 @@ def verdict_colour(verdict):
 
 
 def ratio_axis(axis, part, labels, title, xlabel):
-    """Ratios with their 95% intervals on a log axis around 1, coloured by verdict (verdict_colour)."""
+    """Ratios with their intervals (at the level each verdict was tested at, so that a bar wholly off 1 is a proven
+    difference) on a log axis around 1, coloured by verdict (verdict_colour)."""
     for y, (ratio, low, high, verdict) in enumerate(
-        zip(part["ratio"], part["ratio_ci95_low"], part["ratio_ci95_high"], part["verdict"])
+        zip(part["ratio"], part["ratio_low"], part["ratio_high"], part["verdict"])
     ):
         colour = verdict_colour(verdict)
         below, above = (0, 0) if pd.isna(low) else (ratio - low, high - ratio)
@@ -246,8 +247,14 @@ def markdown_table(header, rows):
 
 
 def ratio_text(row):
-    interval = "" if pd.isna(row["ratio_ci95_low"]) else f" [{row['ratio_ci95_low']:.2f}, {row['ratio_ci95_high']:.2f}]"
+    """The ratio and its interval at the level its verdict was tested at: "1.15x [1.02, 1.30]"."""
+    interval = "" if pd.isna(row["ratio_low"]) else f" [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
     return f"{row['ratio']:.2f}x{interval}"
+
+
+def confidence_text(value):
+    """An interval's confidence, as a percentage with the digits that tell Holm's levels apart ("98.3 %")."""
+    return "–" if pd.isna(value) else f"{value * 100:.3g} %"
 
 
 def p_text(value):

@@ -3,6 +3,7 @@
 from dlbench.report.common import (
     METHOD_WORD,
     comparison_groups,
+    confidence_text,
     group_title,
     label,
     margin_text,
@@ -21,7 +22,7 @@ METHOD = (
     "Within each group of experiments that differ only in stack and variant, every experiment against the group's "
     "baseline (`comparison_baseline` in the config where the group has that stack, else the fastest; either way "
     "among experiments with at least 3 ok repeats where there are any): the ratio of "
-    "geometric-mean throughputs with its 95% interval. Repeats run in rounds (round r runs repeat r of every "
+    "geometric-mean throughputs with its interval. Repeats run in rounds (round r runs repeat r of every "
     "experiment of a group before any r + 1), so where both sides have ok runs in at least 3 common rounds the "
     "comparison is paired by round: Student's t on the per-round log ratios, which leaves drift between rounds out; "
     "otherwise it is unpaired, Welch's t on log throughput. Two tests per comparison, each Holm-adjusted within its "
@@ -29,13 +30,16 @@ METHOD = (
     '[1 / (1 + margin), 1 + margin]. "faster" or "slower" means an adjusted difference p below 0.05 and an interval '
     'that excludes 1; "equivalent within" the margin an adjusted equivalence p below 0.05; "inconclusive" neither, '
     "with the number of repeats that would decide it with 80% probability if the ratio and its spread across rounds "
-    "stay as observed. Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also "
+    "stay as observed. Each interval is at the confidence its verdict was tested at (Holm tests the group's "
+    "comparisons one step at a time, the first at 0.05 / m, the next at 0.05 / (m - 1), and stops at the first it "
+    "cannot decide), so it agrees with the verdict: wholly above or below 1, faster or slower; containing 1 and "
+    "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also "
     "`results/tables/comparisons.csv` (and `.parquet`)."
 )
 
 
 def speedup_figure(comparisons, path):
-    """Each experiment's throughput as a ratio of its group's baseline (log axis), with the 95% interval; blue:
+    """Each experiment's throughput as a ratio of its group's baseline (log axis), with its verdict's interval; blue:
     faster or slower, green: equivalent, grey: inconclusive or not tested."""
     ratio_figure(
         list(comparison_groups(comparisons)),
@@ -62,7 +66,8 @@ def comparisons_table(comparisons):
     header = [
         "stack",
         "variant",
-        "ratio [95% interval]",
+        "ratio [interval]",
+        "confidence",
         "p difference (Holm)",
         "p equivalence (Holm)",
         "verdict",
@@ -76,6 +81,7 @@ def comparisons_table(comparisons):
                 row["stack"],
                 variant_label(row["variant"], row["data_placement"]),
                 ratio_text(row),
+                confidence_text(row["ratio_confidence"]),
                 p_text(row["p_holm"]),
                 p_text(row["p_equivalence_holm"]),
                 verdict_text(row),

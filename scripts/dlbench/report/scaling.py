@@ -71,8 +71,8 @@ def against_best_text(row):
     if row["experiment_id"] == row["best_experiment_id"]:
         return "best"
     ratio = f"{row['efficiency_ratio']:.2f}x"
-    if not pd.isna(row["efficiency_ratio_ci95_low"]):
-        ratio += f" [{row['efficiency_ratio_ci95_low']:.2f}, {row['efficiency_ratio_ci95_high']:.2f}]"
+    if not pd.isna(row["ratio_low"]):
+        ratio += f" [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
     verdict = row["verdict"]
     if verdict == "inconclusive":
         verdict = "within noise (inconclusive)"
@@ -125,7 +125,8 @@ def markdown(study, figures):
         "against the same experiment on one, on the same machine. Speedup is the ratio of geometric-mean steady "
         "throughputs, tested as the comparisons are (paired by round, else unpaired); scaling efficiency is the "
         "speedup over N, with its 95% interval (1: N times one replica's throughput). At each N the stacks are "
-        'compared with the best-scaling one (marked "best"): the ratio of their efficiencies with its interval, '
+        'compared with the best-scaling one (marked "best"): the ratio of their efficiencies with its interval at the '
+        "level its verdict was tested at (so it excludes 1 exactly where a difference is proven), "
         'p Holm-adjusted within the N; "within noise" where neither a difference nor an equivalence is proven. '
         "Communication is the share of a fixed-batch step that leaving out the gradients' reduction saves, compute "
         "not hiding it (PyTorch's no_sync; a dash where a framework has no step without it).\n\n"

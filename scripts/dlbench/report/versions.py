@@ -29,7 +29,7 @@ def version_label(part):
 
 
 def version_figure(versions, path):
-    """Newer over older release throughput per framework pair (log axis, 95% interval), a panel per group."""
+    """Newer over older release throughput per framework pair (log axis, with the interval its verdict was tested at), a panel per group."""
     ratio_figure(
         list(comparison_groups(versions)),
         version_label,
@@ -78,7 +78,7 @@ def markdown(study, figures):
     version_figure(study.versions, figures / "versions.svg")
     return (
         "Newer release over older, per framework, backend and variant on otherwise identical experiments, "
-        "tested as the comparisons are (ratio of geometric-mean steady throughput with its 95% interval, paired "
+        "tested as the comparisons are (ratio of geometric-mean steady throughput with its interval at the level its verdict was tested at, paired "
         "by round or else unpaired, Holm-adjusted within each experiment group; equivalence within "
         f"{margin_text(study.versions)}); REGRESSION marks a proven slowdown:\n\n"
         "![Version ratios](figures/versions.svg)\n\n" + versions_table(study.versions)

@@ -1,0 +1,119 @@
+"""Racing against fixed rounds, simulated: decided groups, false claims and runs spent.
+
+Each simulated study is --groups groups of --arms experiments. A run's log throughput is its experiment's true
+centre plus a round's drift (shared by every experiment of the round: pairing by round removes it) plus process noise
+of standard deviation --noise (0.12 per run gives a paired log-ratio SD near 0.17, the default study's on a 2-core
+VM). True centres: the A/A study has every experiment of a group equal (any difference claimed is false); the mixed
+study draws each experiment's log centre from N(0, --spread), so leads range from ties to clear wins.
+
+Two designs, each at alpha 0.05 per group:
+- fixed: --rounds rounds of every experiment, then the aggregation's tests (dlbench.analysis.statistics.decisions:
+  each experiment against the fastest, paired by round, Holm within the group); a group is decided when every
+  other experiment is proven slower or equivalent.
+- race: dlbench.analysis.race at looks --looks (the last the maximum), alpha spent O'Brien-Fleming-style across
+  them; a group is decided when one experiment is left.
+
+Printed per study and design: groups decided, groups with a false claim (a "slower" for an experiment not truly
+slower, or an "equivalent" for one truly beyond the margin), and runs spent per study. Run from the repository root:
+
+    .venv/bin/python benchmarks/race_simulation.py [--studies 200] [--groups 9] [--arms 4] [--noise 0.12]
+"""
+
+import argparse
+import math
+
+import numpy as np
+from dlbench.analysis.race import ELIMINATED, RETIRED, planned_looks, race, rounds_spent
+from dlbench.analysis.statistics import SLOWER, compared, decisions, equivalence_bound
+
+DRIFT = 0.05  # a round's shared drift (log scale): pairing removes it, so it only matters unpaired
+
+
+def draw_group(generator, centres, noise, rounds):
+    """experiment -> {round: throughput} for true log centres, with each round's drift shared by the group."""
+    drifts = generator.normal(0, DRIFT, rounds)
+    return {
+        name: {r + 1: math.exp(centre + drifts[r] + generator.normal(0, noise)) for r in range(rounds)}
+        for name, centre in centres.items()
+    }
+
+
+def wrongly_slower(centres, slower, than):
+    return centres[slower] >= centres[than]
+
+
+def wrongly_equivalent(centres, one, other, margin):
+    return abs(centres[one] - centres[other]) > equivalence_bound(margin)
+
+
+def fixed_design(runs, centres, rounds, margin):
+    """(decided, false claim, runs spent) of the fixed design: rounds of everything, each against the fastest."""
+    throughputs = {name: {r: value for r, value in by_round.items() if r <= rounds} for name, by_round in runs.items()}
+    fastest = max(throughputs, key=lambda name: np.mean(np.log(list(throughputs[name].values()))))
+    others = sorted(set(throughputs) - {fastest})
+    log_ratios = [compared(throughputs[name], throughputs[fastest])[2] for name in others]
+    verdicts = [outcome["verdict"] for outcome in decisions(log_ratios, margin)]
+    false_claim = any(  # no "faster": the baseline is the fastest observed
+        (verdict == SLOWER and wrongly_slower(centres, name, fastest))
+        or (verdict.startswith("equivalent") and wrongly_equivalent(centres, name, fastest, margin))
+        for name, verdict in zip(others, verdicts)
+    )
+    decided = all(verdict == SLOWER or verdict.startswith("equivalent") for verdict in verdicts)
+    return decided, false_claim, rounds * len(runs)
+
+
+def race_design(runs, centres, looks, margin):
+    """(decided, false claim, runs spent) of the race."""
+    result = race(runs, looks, margin)
+    false_claim = any(
+        (state == ELIMINATED and wrongly_slower(centres, name, result.leader))
+        or (state == RETIRED and wrongly_equivalent(centres, name, result.leader, margin))
+        for name, (state, _) in result.states.items()
+    )
+    return result.outcome == "decided", false_claim, rounds_spent(result)
+
+
+def simulate(study, args, looks, generator):
+    """Per design, the mean over studies of (groups decided, groups with a false claim, runs spent per study)."""
+    totals = {"fixed": np.zeros(3), "race": np.zeros(3)}
+    names = [f"arm{index}" for index in range(args.arms)]
+    for _ in range(args.studies):
+        for _ in range(args.groups):
+            spread = 0.0 if study == "A/A" else args.spread
+            centres = dict(zip(names, generator.normal(0, spread, args.arms)))
+            runs = draw_group(generator, centres, args.noise, looks[-1].rounds)
+            totals["fixed"] += fixed_design(runs, centres, args.rounds, args.margin)
+            totals["race"] += race_design(runs, centres, looks, args.margin)
+    return {design: total / args.studies for design, total in totals.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--studies", type=int, default=200)
+    parser.add_argument("--groups", type=int, default=9)
+    parser.add_argument("--arms", type=int, default=4)
+    parser.add_argument("--noise", type=float, default=0.12, help="process noise per run, log scale")
+    parser.add_argument("--spread", type=float, default=0.2, help="SD of the experiments' true log centres")
+    parser.add_argument("--rounds", type=int, default=3, help="the fixed design's rounds")
+    parser.add_argument("--looks", type=int, nargs="+", default=[3, 5, 8], help="the race's looks; last: maximum")
+    parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=40)
+    args = parser.parse_args()
+    looks = planned_looks(args.looks)
+    generator = np.random.default_rng(args.seed)
+    print(
+        f"{args.studies} studies of {args.groups} groups x {args.arms} experiments, noise {args.noise} per run "
+        f"(paired log-ratio SD {args.noise * math.sqrt(2):.2f}), margin {args.margin:.0%}; fixed {args.rounds} "
+        f"rounds, race looks {args.looks}"
+    )
+    print(f"{'study':<6} {'design':<6} {'decided':>14} {'false claims':>18} {'runs per study':>15}")
+    for study in ("A/A", "mixed"):
+        for design, (decided, false, runs) in simulate(study, args, looks, generator).items():
+            print(
+                f"{study:<6} {design:<6} {decided:>5.2f} of {args.groups} ({decided / args.groups:>4.0%}) "
+                f"{false:>5.3f} ({false / args.groups:>5.1%} of groups) {runs:>15.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
