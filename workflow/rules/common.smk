@@ -212,9 +212,10 @@ def env_python(env):
 
 
 def env_build_arguments(wildcards):
+    """The builder's words for where the env goes, each quoted in the command."""
     if USE_CONDA:
-        return "--current"
-    return f"--venv-root {config['venv_root']}"
+        return ["--current"]
+    return ["--venv-root", config["venv_root"]]
 
 
 def code_manifest(script, adapter=None):
@@ -417,9 +418,9 @@ def download_spec(wildcards):
 
 
 def download_urls(wildcards):
-    """--url arguments: the mirror first, then the registry's base URLs."""
+    """--url arguments, as words each quoted in the command: the mirror first, then the registry's base URLs."""
     bases = REGISTRY[wildcards.dataset]["urls"]
     mirror = config["downloads"]["mirror"]
     if mirror:
         bases = [f"{mirror.rstrip('/')}/{wildcards.dataset}/", *bases]
-    return " ".join(f"--url {base}{wildcards.file}" for base in bases)
+    return [word for base in bases for word in ("--url", f"{base}{wildcards.file}")]
