@@ -26,12 +26,17 @@ MISPLACED = {errno.ENOTDIR, errno.EISDIR}  # a file where a folder should be, or
 # processes and devices (os.kill, a counter the kernel withholds): without a path they keep their traceback.
 FILESYSTEM_ONLY = {errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 EXIT_STATUS = 1
+INTERRUPTED = 130  # the status a shell gives a process that SIGINT ended
 
 
 def run_main(main):
-    """Run main() and exit with its return value; a filesystem error ends the script with one line on stderr."""
+    """Run main() and exit with its return value; a filesystem error ends the script with one line on stderr, and so
+    does Ctrl-C (the terminal sends SIGINT to Snakemake's jobs too): a traceback of wherever the job was is noise."""
     try:
         status = main()
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C); the next invocation runs this job again", file=sys.stderr)
+        sys.exit(INTERRUPTED)
     except OSError as error:
         line = describe(error)
         if line is None:

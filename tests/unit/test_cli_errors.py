@@ -59,6 +59,16 @@ def test_run_main_exits_with_mains_status():
     assert exited.value.code == 3
 
 
+def test_ctrl_c_ends_a_script_with_one_line_and_no_traceback(capsys):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exited:
+        cli.run_main(interrupted)
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C); the next invocation runs this job again\n"
+
+
 @pytest.mark.parametrize(
     "function", [fail(errno.ENOENT, "missing.json"), fail(errno.EPERM), fail(errno.ECONNREFUSED, "host")]
 )

@@ -36,6 +36,10 @@ configuration.check(
 )
 for warning in configuration.warnings(config):
     print(warning, file=sys.stderr)
+if workflow.scheduling_settings is not None:  # None where no job is scheduled (--lint)
+    workflow.scheduling_settings.max_jobs_per_timespan = slurm.job_rate_limit(
+        config["scheduler"], workflow.scheduling_settings.max_jobs_per_timespan
+    )
 
 
 def axis_values(axis):
