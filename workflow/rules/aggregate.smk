@@ -7,8 +7,8 @@ rule aggregate:
         records=lambda wildcards: run_outputs("record.json"),
         max_batch=max_batch_outputs(),
     output:
-        **tables.paths(tables.TABLES, "csv"),
-        **tables.paths(tables.TABLES, "parquet", key_suffix="_parquet"),
+        **replaced_in_place(tables.paths(tables.TABLES, "csv")),
+        **replaced_in_place(tables.paths(tables.TABLES, "parquet", key_suffix="_parquet")),
     log:
         "logs/aggregate.log",
     conda:

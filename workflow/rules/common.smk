@@ -200,6 +200,14 @@ def conda_env_file(env):
     return None if env.startswith(plan.EXISTING_ENV_PREFIX) else f"../../{env_file(env)}"
 
 
+def replaced_in_place(paths):
+    """Outputs that Snakemake leaves in place until their job replaces them (update()), instead of removing them before
+    the job runs: the tables and the report, whose jobs write all their files at once or none (dlbench/io.py's
+    replacing_all), so that a failed aggregation or rendering keeps the last good ones. Snakemake also backs them
+    up and restores them if the job fails."""
+    return {name: update(path) for name, path in paths.items()}
+
+
 def env_description(env):
     return f"results/envs/{env}.json"
 

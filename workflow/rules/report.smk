@@ -7,8 +7,7 @@ rule report:
         document="report/report.qmd",
         style="report/report.css",
     output:
-        html="results/report/report.html",
-        pdf="results/report/report.pdf",
+        **replaced_in_place({"html": "results/report/report.html", "pdf": "results/report/report.pdf"}),
     log:
         "logs/report.log",
     conda:
