@@ -222,10 +222,16 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     while not any("epoch 3/400" in log.read_text() for log in logs.glob("*e400*/rep*.log")):
         assert time.monotonic() < deadline and process.poll() is None, "the long run never reached epoch 3"
         time.sleep(0.5)
+    # While it runs, another invocation (and --unlock) is told so, with no advice to remove the lock; a dry run works.
+    for arguments in ((), ("--unlock",)):
+        code, output = run(finished, *arguments, check=False)
+        assert code != 0 and f"by pid {process.pid} is still going in this folder" in output, output[-3000:]
+        assert "It can be removed with the --unlock argument" not in output
+    assert run(finished, "-n")[0] == 0
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     code, output = run(finished, check=False)
-    assert code != 0 and "--unlock" in output  # the stale lock, named with its remedy
+    assert code != 0 and "--unlock" in output and "still going" not in output  # the stale lock, with its remedy
     run(finished, "--unlock")
     run(finished)
     after = records(finished)

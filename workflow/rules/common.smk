@@ -17,6 +17,7 @@ from dlbench import (
     data,
     dependencies,
     plan,
+    runlock,
     slurm,
 )
 from dlbench.analysis import tables
@@ -36,6 +37,13 @@ configuration.check(
 )
 for warning in configuration.warnings(config):
     print(warning, file=sys.stderr)
+if workflow.is_main_process and (line := cli.other_checkouts_driver(workflow.basedir, sys.prefix)):
+    print(line, file=sys.stderr)
+# Another run still going here: said before Snakemake's lock message, whose advice (--unlock) would then have two runs
+# write the same records. A job's own Snakemake (a `run:` block, a Slurm step) runs inside the run, so it is not asked.
+LIVE_RUN = runlock.live_run() if workflow.is_main_process else None
+if LIVE_RUN and runlock.takes_the_folder(sys.argv[1:]):
+    raise WorkflowError(runlock.still_going(LIVE_RUN))
 if workflow.scheduling_settings is not None:  # None where no job is scheduled (--lint)
     workflow.scheduling_settings.max_jobs_per_timespan = slurm.job_rate_limit(
         config["scheduler"], workflow.scheduling_settings.max_jobs_per_timespan
@@ -119,11 +127,12 @@ def stack_env(stack, device):
 
 def experiment_table():
     """{id: row} of the experiment matrix (dlbench/plan.py), each left-out group printed once."""
-    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, REGISTRY))
+    sizes = plan.train_sizes(config, REGISTRY)
+    table, skipped = plan.experiment_table(config, STACKS, sizes)
     for entry in skipped:
         print(plan.skipped_message(entry), file=sys.stderr)
     if not table:
-        raise WorkflowError(plan.NOTHING_PLANNED)
+        raise WorkflowError(plan.nothing_planned(config, STACKS, sizes, skipped))
     return table
 
 
