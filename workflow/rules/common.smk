@@ -44,7 +44,8 @@ if workflow.is_main_process and (line := cli.other_checkouts_driver(workflow.bas
 LIVE_RUN = runlock.live_run() if workflow.is_main_process else None
 if LIVE_RUN and runlock.takes_the_folder(sys.argv[1:]):
     raise WorkflowError(runlock.still_going(LIVE_RUN))
-if workflow.scheduling_settings is not None:  # None where no job is scheduled (--lint)
+# Snakemake's job rate limit (slurm.job_rate_limit), where this invocation has scheduling settings at all.
+if workflow.scheduling_settings is not None:
     workflow.scheduling_settings.max_jobs_per_timespan = slurm.job_rate_limit(
         config["scheduler"], workflow.scheduling_settings.max_jobs_per_timespan
     )
