@@ -93,13 +93,16 @@ onstart:
     if problem:
         print(problem, file=sys.stderr)
         sys.exit(1)
+    runlock.note_run(os.getpid(), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(INVOCATION_START)))
     set_aside_changed_data()
 
 
 onsuccess:
+    runlock.forget_run()
     if not report_failures():
         sys.exit(1)
 
 
 onerror:
+    runlock.forget_run()
     report_failures()

@@ -36,14 +36,18 @@ from dlbench.analysis.scaling import scaling_table
 from dlbench.analysis.summary import summary_table
 from dlbench.analysis.tables import TABLES
 from dlbench.cli import run_main
-from dlbench.io import replacing, write_text_atomic
+from dlbench.io import replacing_all
 
 
-def write_table(frame, folder, name):
-    """Both files of a table, each replaced in one step (a failed write leaves the previous table, never half)."""
-    write_text_atomic(folder / f"{name}.csv", frame.to_csv(index=False))
-    with replacing(folder / f"{name}.parquet") as temporary:
-        frame.to_parquet(temporary, index=False)
+def write_tables(tables, folder):
+    """Both files of every table, replacing the previous ones together once all are written: a failed write (a full
+    disk) leaves the previous tables, every one of them, as they were (the rule's outputs are `update()`, so that
+    Snakemake does not remove them first)."""
+    files = {(name, suffix): folder / f"{name}.{suffix}" for name in tables for suffix in ("csv", "parquet")}
+    with replacing_all(files.values()) as temporaries:
+        for name, frame in tables.items():
+            frame.to_csv(temporaries[files[name, "csv"]], index=False)
+            frame.to_parquet(temporaries[files[name, "parquet"]], index=False)
 
 
 def main():
@@ -85,8 +89,7 @@ def main():
         "telemetry": telemetry_table(records, machines),
     }
     tables["fastest"] = fastest_table(summary, tables["comparisons"])
-    for name in TABLES:
-        write_table(tables[name], out, name)
+    write_tables({name: tables[name] for name in TABLES}, out)
     final = runs[runs["final_try"]]
     print(f"{len(final)} runs ({int((final['status'] != 'ok').sum())} not ok) in {len(summary)} experiments -> {out}")
     redone = runs[~runs["final_try"]]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.cli import run_main
+from dlbench.io import replacing_all
 
 COLUMNS = [
     "stack",
@@ -85,8 +86,11 @@ def main():
     table = pd.DataFrame(
         [row for path in args.records for row in job_rows(json.loads(Path(path).read_text()))], columns=COLUMNS
     )
-    table.to_csv(args.out, index=False)
-    table.to_parquet(Path(args.out).with_suffix(".parquet"), index=False)
+    # together or not at all: a failed write leaves the previous table (the rule's outputs are `update()`)
+    csv, parquet = Path(args.out), Path(args.out).with_suffix(".parquet")
+    with replacing_all([csv, parquet]) as temporaries:
+        table.to_csv(temporaries[csv], index=False)
+        table.to_parquet(temporaries[parquet], index=False)
     print(f"{len(table)} operator rows from {len(args.records)} jobs -> {args.out}")
 
 

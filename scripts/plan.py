@@ -42,9 +42,10 @@ def main():
         sys.exit(str(error))
     for line in configuration.warnings(config):
         print(line, file=sys.stderr)
-    experiments, skipped = plan.experiment_table(config, stacks, plan.train_sizes(config, registry))
+    sizes = plan.train_sizes(config, registry)
+    experiments, skipped = plan.experiment_table(config, stacks, sizes)
     if not experiments:
-        sys.exit(plan.NOTHING_PLANNED)
+        sys.exit(plan.nothing_planned(config, stacks, sizes, skipped))
     if args.what == "failed":
         found = list(plan.failed_runs(config, experiments, args.status))
         for run in found:

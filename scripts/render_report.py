@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from dlbench.cli import run_main
+from dlbench.io import replacing_all
 from dlbench.report import Study, body
 from dlbench.report.render import render
 
@@ -37,8 +38,10 @@ def main():
     shutil.copy(args.document, document)
     shutil.copy(args.style, build / "report.css")
     render(document, args.title)
-    shutil.copy(build / "report.html", args.html)
-    shutil.copy(build / "report.pdf", args.pdf)
+    # together or not at all: a failed rendering or copy leaves the previous report (the rule's outputs are `update()`)
+    with replacing_all([args.html, args.pdf]) as temporaries:
+        shutil.copy(build / "report.html", temporaries[args.html])
+        shutil.copy(build / "report.pdf", temporaries[args.pdf])
     print(json.dumps({"html": args.html, "pdf": args.pdf}))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from dlbench import contention, parallel
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic, write_text_atomic
-from dlbench.process import run_child
+from dlbench.process import process_alive, run_child
 from dlbench.record import base_record, utc_now, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS, load_nvml, visible_gpus
 
@@ -143,17 +143,28 @@ def finish(argv, scratch, record):
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+def scratch_folder(run_dir):
+    """This job's own folder for its tries, beside its record and named by its process: two invocations that run the
+    same job (one whose lock was removed while it ran) never read each other's tries. Those of jobs that no longer
+    run (killed, interrupted) are removed."""
+    for old in run_dir.glob(".try*"):
+        pid = old.name.removeprefix(".try-")
+        if not (pid.isdigit() and process_alive(int(pid), "run_experiment")):
+            shutil.rmtree(old, ignore_errors=True)
+    scratch = run_dir / f".try-{os.getpid()}"
+    scratch.mkdir(parents=True)
+    return scratch
+
+
 def main():
     argv = sys.argv[1:]
     thresholds = json.loads(option(argv, "--contention"))
     argv = replaced(argv, "--contention", None)
     os.environ[contention.ROOT_VARIABLE] = str(os.getpid())  # train.py counts this process tree as the job's
     run_dir = Path(option(argv, "--record")).parent
-    scratch = run_dir / ".try"
-    shutil.rmtree(scratch, ignore_errors=True)  # what an interrupted job left
+    scratch = scratch_folder(run_dir)
     for stale in run_dir.glob("telemetry.attempt*.csv"):
         stale.unlink()
-    scratch.mkdir(parents=True)
     try_argv = argv
     for name, file in zip(OUTPUTS, ("record.json", "epochs.csv", "telemetry.csv")):
         try_argv = replaced(try_argv, name, str(scratch / file))

@@ -26,12 +26,17 @@ MISPLACED = {errno.ENOTDIR, errno.EISDIR}  # a file where a folder should be, or
 # processes and devices (os.kill, a counter the kernel withholds): without a path they keep their traceback.
 FILESYSTEM_ONLY = {errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 EXIT_STATUS = 1
+INTERRUPTED = 130  # the status a shell gives a process that SIGINT ended
 
 
 def run_main(main):
-    """Run main() and exit with its return value; a filesystem error ends the script with one line on stderr."""
+    """Run main() and exit with its return value; a filesystem error ends the script with one line on stderr, and so
+    does Ctrl-C (the terminal sends SIGINT to Snakemake's jobs too): a traceback of wherever the job was is noise."""
     try:
         status = main()
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C); the next invocation runs this job again", file=sys.stderr)
+        sys.exit(INTERRUPTED)
     except OSError as error:
         line = describe(error)
         if line is None:
@@ -203,3 +208,17 @@ def is_read_only_mount(folder):
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+def other_checkouts_driver(workflow_folder, prefix):
+    """A line saying that Snakemake runs from another folder's driver venv (`prefix`, sys.prefix) while this
+    workflow's folder has its own .venv; None otherwise. A copied checkout's .venv/bin/activate still names the venv
+    it was built at, so `source .venv/bin/activate` there runs the original checkout's driver without a word."""
+    own = Path(workflow_folder) / ".venv"
+    if not own.is_dir() or Path(prefix).resolve() == own.resolve():
+        return None
+    return (
+        f"warning: Snakemake runs from the driver venv {prefix}, not this checkout's {own} (an activate script copied "
+        f"with a checkout still names the venv it was built at): run `{own}/bin/python -m snakemake`, or rebuild the "
+        "venv here if the copy's does not run"
+    )

@@ -28,10 +28,25 @@ from .specs import MODELS, known_model, layer_shapes, model_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+REGISTRY_SCHEMA = REPO / "workflow" / "schemas" / "datasets.schema.yaml"
 STACKS = REPO / "envs" / "stacks.yaml"
 WORKFLOW_CONFIG = "config.yaml"  # the Snakefile's `configfile:`, relative to the directory Snakemake runs in
 # No optimiser here trains at a learning rate above this; 1e6 is a typo, not a study.
 MAX_LEARNING_RATE = 10
+# What each of the schemas' patterns asks for, in a refusal's words. Names, URLs and paths reach the jobs' commands
+# (quoted there); these keep out what a name or a URL cannot mean.
+PATTERN_MEANINGS = {
+    "^/": "an absolute path, e.g. /opt/torch/.venv/bin/python",
+    r"^https?://[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$": (
+        "an http:// or https:// URL of the characters a URL holds (others percent-encoded: a space is %20)"
+    ),
+    r"^[A-Za-z0-9_.+-]+$": "a Slurm name: letters, digits, `_`, `.`, `+` and `-`",
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*$": "a name of letters, digits, `.`, `_` and `-`, starting with a letter or digit",
+    r"^[0-9a-f]{64}$": "a sha256: 64 lowercase hexadecimal digits",
+}
+# Free text where a line break is at home; every other string of a config is a name, a path, a URL or a title.
+MULTILINE_KEYS = re.compile(r"grids\.\d+\.description")
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class ConfigError(WorkflowError):
@@ -139,7 +154,7 @@ def with_defaults(config, command_line=None):
     """Check the config against its schema, one line per problem naming the key, then fill the defaults (in place).
     `command_line` ({key: value} given with --config) adds a hint where a problem comes from Snakemake reading
     the items of a command-line list as strings."""
-    problems = [*non_finite_values(config)]
+    problems = [*unreadable_values(config)]
     if not problems:  # the schema's bounds cannot judge a NaN
         problems = [
             schema_message(error, command_line or {})
@@ -162,7 +177,7 @@ def key_name(path):
 
 
 def schema_message(error, command_line):
-    message = f"config error in `{key_name(error.absolute_path)}`: {error.message}"
+    message = f"config error in `{key_name(error.absolute_path)}`: {error_text(error)}"
     if error.absolute_path and error.absolute_path[0] in command_line and isinstance(error.instance, str):
         message += (
             " (Snakemake's --config reads the items of a list, and values it cannot read as a number, as "
@@ -171,16 +186,30 @@ def schema_message(error, command_line):
     return message
 
 
-def non_finite_values(value, path=()):
-    """'config error' lines for every NaN or infinite number in the config (YAML's .nan, .inf)."""
+def error_text(error):
+    """A schema error in words: a pattern's meaning where it has one (PATTERN_MEANINGS), else jsonschema's."""
+    meaning = PATTERN_MEANINGS.get(error.schema.get("pattern")) if error.validator == "pattern" else None
+    return f"{error.instance!r} is not {meaning}" if meaning else error.message
+
+
+def unreadable_values(value, path=()):
+    """'config error' lines for every value the schema cannot judge: a NaN or infinite number (YAML's .nan, .inf),
+    and a control character (a newline, a tab, an escape) in a string other than free text (MULTILINE_KEYS)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from non_finite_values(item, (*path, key))
+            if isinstance(key, str) and CONTROL_CHARACTER.search(key):
+                yield f"config error in `{key_name(path)}`: the name {key!r} holds a control character"
+            yield from unreadable_values(item, (*path, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from non_finite_values(item, (*path, index))
+            yield from unreadable_values(item, (*path, index))
     elif isinstance(value, float) and not math.isfinite(value):
         yield f"config error in `{key_name(path)}`: {value} is not a finite number"
+    elif isinstance(value, str) and CONTROL_CHARACTER.search(value) and not MULTILINE_KEYS.fullmatch(key_name(path)):
+        yield (
+            f"config error in `{key_name(path)}`: {value!r} holds a control character (such as a newline or a "
+            "tab); names, paths, URLs and titles are one line of printable characters"
+        )
 
 
 def load_stacks():
@@ -188,7 +217,27 @@ def load_stacks():
 
 
 def load_registry(config):
-    return yaml.safe_load(Path(config["downloads"]["registry"]).read_text())
+    """The download registry the config names, refused (naming the file and the entry) unless it follows its
+    schema: its URLs, file names and digests reach the download jobs' commands."""
+    path = config["downloads"]["registry"]
+    try:
+        registry = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError([f"config error in `downloads.registry`: {path}: cannot be read: {error.strerror}"]) from None
+    validator = Draft202012Validator(yaml.safe_load(REGISTRY_SCHEMA.read_text()))
+    problems = [
+        *(
+            problem.replace("config error in ", f"config error in `downloads.registry`: {path}: ")
+            for problem in unreadable_values(registry)
+        ),
+        *(
+            f"config error in `downloads.registry`: {path}: `{key_name(error.absolute_path)}`: {error_text(error)}"
+            for error in validator.iter_errors(registry)
+        ),
+    ]
+    if problems:
+        raise ConfigError([*sorted(problems), f"(the registry's entries are described in {REGISTRY_SCHEMA})"])
+    return registry
 
 
 def refusals(config, stacks, registry, machine):

@@ -7,7 +7,7 @@ import math
 import numbers
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 
@@ -26,6 +26,15 @@ def replacing(path):
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+@contextmanager
+def replacing_all(paths):
+    """{path: temporary path beside it} to write to: all of them replace their paths when the block ends, and none
+    does if it fails (a full disk, an error mid-write), so that the files are all old or all new, never a mix. The
+    replacing renames need no space."""
+    with ExitStack() as stack:
+        yield {path: stack.enter_context(replacing(path)) for path in paths}
 
 
 def write_text_atomic(path, text):

@@ -83,7 +83,8 @@ class Experiment(TypedDict):
     experiment_id: str  # every axis in a fixed order (experiment_id): the key of the table and of the run's folder
 
 
-NOTHING_PLANNED = "config error: every experiment is excluded; loosen `exclude` or add axis values"
+# The key that leaves out the experiments of each kind of skipped entry (experiment_table).
+SKIPPED_BY = {"batch size": "batch_sizes", "variant": "variants", "stream": "data_placements"}
 
 
 def grids(config):
@@ -251,6 +252,17 @@ def experiment_row(axes, config, stacks) -> Experiment:
     if axes["data_placement"] == "stream":
         row["stream"] = config["stream"]
     return row
+
+
+def nothing_planned(config, stacks, train_sizes, skipped):
+    """The refusal of a config that leaves no experiment to run (experiment_table's arguments and its skipped
+    entries), naming the key that left them out and why: `exclude` where the config plans experiments without it,
+    else the batch sizes or data placements left out, else the variants no stack can run."""
+    if config["exclude"] and experiment_table(dict(config, exclude=[]), stacks, train_sizes)[0]:
+        return "config error in `exclude`: every experiment is excluded; loosen `exclude` or add axis values"
+    causes = [entry for entry in skipped if entry[0] != "variant"] or skipped
+    keys = "`, `".join(sorted({SKIPPED_BY[entry[0]] for entry in causes}))
+    return f"config error in `{keys}`: no experiment is left to run: {'; '.join(map(skipped_message, causes))}"
 
 
 def skipped_message(entry):

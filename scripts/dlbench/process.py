@@ -141,3 +141,14 @@ def run_child(command, *, environment=None, pythonpath=(), timeout=None, log=Non
         timed_out=timed_out,
         timeout=timeout,
     )
+
+
+def process_alive(pid, name=""):
+    """Whether process `pid` runs on this machine (and, given a name, has it in its command line: a pid the system
+    gave again to another program is not the process that was meant). Linux's /proc; False where it cannot tell."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            command_line = handle.read()
+    except OSError:
+        return False
+    return name.encode() in command_line

@@ -144,3 +144,11 @@ def resolve(settings, environ, needs_gpu, run=run_command, user=None):
     if problems:
         raise SlurmSettingError("\n".join(problems))
     return {"account": account or "", "partition": partition, "gpu_partition": gpu_partition}
+
+
+def job_rate_limit(scheduler, limit):
+    """Snakemake's job rate limit (--max-jobs-per-timespan) under a scheduler. On Slurm the one given: it spares the
+    controller a burst of submissions. On this machine none: while any job runs, the limit has Snakemake wake once
+    per timespan and re-evaluate every ready job's params and resources (CPU taken from the timed job running), and
+    its last wake-up holds the exit until the timespan ends; a finished job wakes the scheduler by itself."""
+    return limit if scheduler == "slurm" else None

@@ -59,6 +59,16 @@ def test_run_main_exits_with_mains_status():
     assert exited.value.code == 3
 
 
+def test_ctrl_c_ends_a_script_with_one_line_and_no_traceback(capsys):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exited:
+        cli.run_main(interrupted)
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C); the next invocation runs this job again\n"
+
+
 @pytest.mark.parametrize(
     "function", [fail(errno.ENOENT, "missing.json"), fail(errno.EPERM), fail(errno.ECONNREFUSED, "host")]
 )
@@ -111,3 +121,15 @@ def test_unwritable_output_names_the_first_output_it_cannot_write(tmp_path):
     with unwritable(tables):
         line = cli.unwritable_output(outputs)
     assert line.startswith(f"error: cannot write {tables / 'runs.csv'}: ") and f"chmod u+w {tables}" in line
+
+
+def test_a_driver_from_another_checkout_is_named(tmp_path):
+    """`source .venv/bin/activate` in a copied checkout runs the original's driver: said, naming both venvs."""
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    for checkout in (original, copy):
+        (checkout / ".venv").mkdir(parents=True)
+    line = cli.other_checkouts_driver(copy, original / ".venv")
+    assert line.startswith(f"warning: Snakemake runs from the driver venv {original / '.venv'}, not this checkout's")
+    assert f"run `{copy / '.venv'}/bin/python -m snakemake`" in line
+    assert cli.other_checkouts_driver(copy, copy / ".venv") is None
+    assert cli.other_checkouts_driver(tmp_path / "no-venv", original / ".venv") is None

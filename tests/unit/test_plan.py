@@ -3,6 +3,8 @@ prepared-data fingerprints the workflow checks before planning."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -274,3 +276,20 @@ def tiny_searches(config, table):
     """The largest-batch searches planned for `table` with a one-step search of every stack."""
     searches = {"enabled": True, "stacks": [], "start": 1, "limit": 2, "resolution": 1, "steps": 1}
     return plan.max_batch_searches(dict(config, max_batch=searches, seed=0), table)
+
+
+def test_a_config_that_plans_nothing_is_blamed_on_the_key_that_left_everything_out(tmp_path):
+    study = tmp_path / "big.yaml"
+    study.write_text("batch_sizes: [100000]\n")
+    result = subprocess.run(
+        [sys.executable, "scripts/plan.py", "experiments", "--configfile", str(study)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert result.stderr.startswith(
+        "config error in `batch_sizes`: no experiment is left to run: skipping batch size 100000 on digits: larger "
+        "than the 1437 training examples of digits"
+    )

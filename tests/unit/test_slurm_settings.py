@@ -99,3 +99,10 @@ def test_replicas_beyond_a_nodes_gpus_span_nodes():
     spanning = slurm.device_resources("gpu", "slurm", submission, replicas=16, gpus_per_node=8)
     assert (spanning["gres"], spanning["nodes"]) == ("gpu:8", 2)
     assert slurm.device_resources("gpu", "slurm", submission, replicas=16)["nodes"] == 1  # gpus_per_node unset
+
+
+def test_jobs_on_this_machine_have_no_rate_limit_and_slurm_keeps_its_own():
+    """On this machine a rate limit only wakes the driver during timed jobs and holds its exit (slurm.job_rate_limit)."""
+    limit = object()
+    assert slurm.job_rate_limit("local", limit) is None
+    assert slurm.job_rate_limit("slurm", limit) is limit

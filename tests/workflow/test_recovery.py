@@ -3,6 +3,7 @@ corrupted in place (a loud failure, then a retry of exactly the failed runs), da
 kill -9 of the whole run mid-training (a stale lock, then a resume that reruns only the killed run). Finished ok
 records must never change."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -172,6 +173,40 @@ def test_a_table_lost_is_rebuilt_by_a_plain_rerun(finished):
     assert (finished / "results/tables/summary.csv").exists() and (finished / "results/tables/ops.parquet").exists()
 
 
+@contextlib.contextmanager
+def full_disk(folder):
+    """The folder on a filesystem holding its files and almost nothing more (a tmpfs mounted over it, the files
+    copied in): the next files written there find it full. Skips where mounting is not allowed."""
+    kept = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    pages = sum(-(-len(content) // 4096) or 1 for content in kept.values())  # a tmpfs file takes whole pages
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={(pages + 2) * 4}k", "tmpfs", str(folder)],
+        check=False,
+        capture_output=True,
+    )
+    if mount.returncode:
+        pytest.skip(f"cannot mount a small tmpfs (root only): {mount.stderr.decode().strip()}")
+    try:
+        for name, content in kept.items():
+            (folder / name).write_bytes(content)
+        yield kept
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_failed_aggregation_or_rendering_keeps_the_last_tables_and_report(finished):
+    """Snakemake leaves the tables and the report in place while their jobs run (update()); a job that fails, here
+    on a full disk, replaces none of them."""
+    for folder, rule in (("results/tables", "aggregate"), ("results/report", "report")):
+        with full_disk(finished / folder) as before:
+            code, output = run(finished, "--forcerun", rule, check=False)
+            after = {path.name: path.read_bytes() for path in (finished / folder).iterdir() if path.is_file()}
+        assert code != 0 and f"Error in rule {rule}" in output, output[-3000:]
+        assert after == before
+    assert "No space left on device" in (finished / "logs/aggregate.log").read_text()
+    run(finished)  # with room again, aggregation and the report run again
+
+
 def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     write_config(finished, batch_sizes=[32, 64, 512], epochs=[2, 400])
     before = records(finished)
@@ -187,10 +222,16 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     while not any("epoch 3/400" in log.read_text() for log in logs.glob("*e400*/rep*.log")):
         assert time.monotonic() < deadline and process.poll() is None, "the long run never reached epoch 3"
         time.sleep(0.5)
+    # While it runs, another invocation (and --unlock) is told so, with no advice to remove the lock; a dry run works.
+    for arguments in ((), ("--unlock",)):
+        code, output = run(finished, *arguments, check=False)
+        assert code != 0 and f"by pid {process.pid} is still going in this folder" in output, output[-3000:]
+        assert "It can be removed with the --unlock argument" not in output
+    assert run(finished, "-n")[0] == 0
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     code, output = run(finished, check=False)
-    assert code != 0 and "--unlock" in output  # the stale lock, named with its remedy
+    assert code != 0 and "--unlock" in output and "still going" not in output  # the stale lock, with its remedy
     run(finished, "--unlock")
     run(finished)
     after = records(finished)

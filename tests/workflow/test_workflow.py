@@ -12,6 +12,7 @@ import yaml
 from archives import mnist_like, registry_entry, serve
 from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, planned_rules, read_csv
 from dlbench.analysis import tables
+from hostile import HOSTILE, HOSTILE_URL_PATH, markers
 
 FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]
 TINY_CONFIG = {
@@ -72,9 +73,12 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory):
-    """A local HTTP mirror serving MNIST-format archives: (its URL, the files' registry entries)."""
+    """A local HTTP mirror serving MNIST-format archives: (its URL, the files' registry entries). The same files are
+    served under a folder named like a shell command, which the mnist study's mirror URL names."""
     served = tmp_path_factory.mktemp("mirror")
     _, files = mnist_like(served / "mnist", train=128, test=32)
+    (served / HOSTILE_URL_PATH).parent.mkdir(parents=True)  # its `/bin/mkdir`s make it several folders deep
+    (served / HOSTILE_URL_PATH).symlink_to(served)
     server, url = serve(served)
     yield url, files
     server.shutdown()
@@ -82,12 +86,14 @@ def mirror(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mnist_workdir(tmp_path_factory, mirror):
-    """One experiment on an MNIST-format set that the workflow downloads from the local mirror."""
+    """One experiment on an MNIST-format set that the workflow downloads from the local mirror, with shell commands
+    in the names of the registry, mirror, offline folder and venv root (none may run: tests/hostile.py)."""
     url, files = mirror
     root = tmp_path_factory.mktemp("mnist-workflow")
     copy_repository(root)
     registry = {"mnist": registry_entry("idx", (28, 28, 1), files, "http://127.0.0.1:9/unreachable/")}
-    (root / "registry.yaml").write_text(yaml.safe_dump(registry))
+    (root / f"registry {HOSTILE}.yaml").write_text(yaml.safe_dump(registry))
+    (root / f"venvs {HOSTILE}").symlink_to(VENV_ROOT)
     config = {
         "stacks": ["torch-2.13"],
         "datasets": ["mnist"],
@@ -96,9 +102,14 @@ def mnist_workdir(tmp_path_factory, mirror):
         "epochs": [2],
         "variants": ["eager"],
         "repeats": 1,
-        "venv_root": str(VENV_ROOT),
+        "venv_root": f"venvs {HOSTILE}",
         "contention": SHARED_MACHINE,
-        "downloads": {"registry": "registry.yaml", "mirror": url, "retries": 1},
+        "downloads": {
+            "registry": f"registry {HOSTILE}.yaml",
+            "mirror": f"{url}/{HOSTILE_URL_PATH}/",
+            "offline_dir": f"offline {HOSTILE}",
+            "retries": 1,
+        },
         "ops": {"stacks": []},
     }
     (root / "config.yaml").write_text(yaml.safe_dump(config))
@@ -114,6 +125,7 @@ def test_mnist_from_the_mirror_trains_end_to_end(mnist_workdir):
     assert meta["source"]["kind"] == "idx" and meta["train_size"] == 128
     assert "verified" in (mnist_workdir / "logs/download/mnist/train-images-idx3-ubyte.gz.log").read_text()
     assert planned_jobs(mnist_workdir) == {}
+    assert markers(mnist_workdir) == []
 
 
 def test_a_fetched_again_archive_does_not_retrain(mnist_workdir):

@@ -7,16 +7,18 @@ rule aggregate:
         records=lambda wildcards: run_outputs("record.json"),
         max_batch=max_batch_outputs(),
     output:
-        **tables.paths(tables.TABLES, "csv"),
-        **tables.paths(tables.TABLES, "parquet", key_suffix="_parquet"),
+        **replaced_in_place(tables.paths(tables.TABLES, "csv")),
+        **replaced_in_place(tables.paths(tables.TABLES, "parquet", key_suffix="_parquet")),
     log:
         "logs/aggregate.log",
     conda:
         "../../envs/tools.yaml"
     params:
         python=env_python(TOOLS),
-        baseline=(f"--baseline {config['comparison_baseline']}" if config["comparison_baseline"] else ""),
+        # words, each quoted in the command (none where there is no baseline)
+        baseline=(["--baseline", config["comparison_baseline"]] if config["comparison_baseline"] else []),
         margin=config["equivalence_margin"],
+        out=lambda wildcards, output: Path(output.runs).parent,
     shell:
-        "{params.python} {input.script} --records {input.records} --max-batch {input.max_batch}"
-        " {params.baseline} --equivalence-margin {params.margin} --out $(dirname {output.runs}) > {log} 2>&1"
+        "{params.python:q} {input.script:q} --records {input.records:q} --max-batch {input.max_batch:q}"
+        " {params.baseline:q} --equivalence-margin {params.margin:q} --out {params.out:q} > {log:q} 2>&1"

@@ -12,4 +12,4 @@ rule code_manifest:
     conda:
         "../../envs/tools.yaml"
     shell:
-        "sha256sum {input} > {output.manifest} 2> {log}"
+        "sha256sum {input:q} > {output.manifest:q} 2> {log:q}"

@@ -17,6 +17,7 @@ from dlbench import (
     data,
     dependencies,
     plan,
+    runlock,
     slurm,
 )
 from dlbench.analysis import tables
@@ -36,6 +37,18 @@ configuration.check(
 )
 for warning in configuration.warnings(config):
     print(warning, file=sys.stderr)
+if workflow.is_main_process and (line := cli.other_checkouts_driver(workflow.basedir, sys.prefix)):
+    print(line, file=sys.stderr)
+# Another run still going here: said before Snakemake's lock message, whose advice (--unlock) would then have two runs
+# write the same records. A job's own Snakemake (a `run:` block, a Slurm step) runs inside the run, so it is not asked.
+LIVE_RUN = runlock.live_run() if workflow.is_main_process else None
+if LIVE_RUN and runlock.takes_the_folder(sys.argv[1:]):
+    raise WorkflowError(runlock.still_going(LIVE_RUN))
+# Snakemake's job rate limit (slurm.job_rate_limit), where this invocation has scheduling settings at all.
+if workflow.scheduling_settings is not None:
+    workflow.scheduling_settings.max_jobs_per_timespan = slurm.job_rate_limit(
+        config["scheduler"], workflow.scheduling_settings.max_jobs_per_timespan
+    )
 
 
 def axis_values(axis):
@@ -115,11 +128,12 @@ def stack_env(stack, device):
 
 def experiment_table():
     """{id: row} of the experiment matrix (dlbench/plan.py), each left-out group printed once."""
-    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, REGISTRY))
+    sizes = plan.train_sizes(config, REGISTRY)
+    table, skipped = plan.experiment_table(config, STACKS, sizes)
     for entry in skipped:
         print(plan.skipped_message(entry), file=sys.stderr)
     if not table:
-        raise WorkflowError(plan.NOTHING_PLANNED)
+        raise WorkflowError(plan.nothing_planned(config, STACKS, sizes, skipped))
     return table
 
 
@@ -196,6 +210,14 @@ def conda_env_file(env):
     return None if env.startswith(plan.EXISTING_ENV_PREFIX) else f"../../{env_file(env)}"
 
 
+def replaced_in_place(paths):
+    """Outputs that Snakemake leaves in place until their job replaces them (update()), instead of removing them before
+    the job runs: the tables and the report, whose jobs write all their files at once or none (dlbench/io.py's
+    replacing_all), so that a failed aggregation or rendering keeps the last good ones. Snakemake also backs them
+    up and restores them if the job fails."""
+    return {name: update(path) for name, path in paths.items()}
+
+
 def env_description(env):
     return f"results/envs/{env}.json"
 
@@ -212,9 +234,10 @@ def env_python(env):
 
 
 def env_build_arguments(wildcards):
+    """The builder's words for where the env goes, each quoted in the command."""
     if USE_CONDA:
-        return "--current"
-    return f"--venv-root {config['venv_root']}"
+        return ["--current"]
+    return ["--venv-root", config["venv_root"]]
 
 
 def code_manifest(script, adapter=None):
@@ -417,9 +440,9 @@ def download_spec(wildcards):
 
 
 def download_urls(wildcards):
-    """--url arguments: the mirror first, then the registry's base URLs."""
+    """--url arguments, as words each quoted in the command: the mirror first, then the registry's base URLs."""
     bases = REGISTRY[wildcards.dataset]["urls"]
     mirror = config["downloads"]["mirror"]
     if mirror:
         bases = [f"{mirror.rstrip('/')}/{wildcards.dataset}/", *bases]
-    return " ".join(f"--url {base}{wildcards.file}" for base in bases)
+    return [word for base in bases for word in ("--url", f"{base}{wildcards.file}")]

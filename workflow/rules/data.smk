@@ -17,9 +17,9 @@ rule download_archive:
         offline_dir=config["downloads"]["offline_dir"],
         retries=config["downloads"]["retries"],
     shell:
-        "{params.python} {input.script} --dataset {wildcards.dataset} --name {wildcards.file}"
-        " --sha256 {params.sha256} {params.urls} --offline-dir {params.offline_dir}"
-        " --retries {params.retries} --out {output.archive} > {log} 2>&1"
+        "{params.python:q} {input.script:q} --dataset {wildcards.dataset:q} --name {wildcards.file:q}"
+        " --sha256 {params.sha256:q} {params.urls:q} --offline-dir {params.offline_dir:q}"
+        " --retries {params.retries:q} --out {output.archive:q} > {log:q} 2>&1"
 
 
 rule prepare_dataset:
@@ -44,9 +44,9 @@ rule prepare_dataset:
         # the onstart hook).
         generation=data_generation,
     shell:
-        "{params.python} {input.script} {wildcards.dataset} results/data/{wildcards.dataset}"
-        " --options {params.options:q} --archives {params.archive_dir}"
-        " --generation {params.generation} > {log} 2>&1"
+        "{params.python:q} {input.script:q} {wildcards.dataset:q} results/data/{wildcards.dataset:q}"
+        " --options {params.options:q} --archives {params.archive_dir:q}"
+        " --generation {params.generation:q} > {log:q} 2>&1"
 
 
 # A streamed image folder is read in place: preparing it indexes the JPEGs that decode (threads: one decode each).
@@ -67,5 +67,5 @@ rule index_image_folder:
         python=env_python(TOOLS),
         options=image_folder_section,
     shell:
-        "{params.python} {input.script} {wildcards.dataset} {output.meta}"
-        " --options {params.options:q} --workers {threads} > {log} 2>&1"
+        "{params.python:q} {input.script:q} {wildcards.dataset:q} {output.meta:q}"
+        " --options {params.options:q} --workers {threads:q} > {log:q} 2>&1"

@@ -18,8 +18,8 @@ rule build_env:
         # venv with the env file's pinned Python where PATH has it).
         python="python" if USE_CONDA else "python3",
     shell:
-        "{params.python} {input.builder} {input.env_file} {params.where}"
-        " --describe {output.description} > {log} 2>&1"
+        "{params.python:q} {input.builder:q} {input.env_file:q} {params.where:q}"
+        " --describe {output.description:q} > {log:q} 2>&1"
 
 
 rule describe_existing_env:
@@ -39,4 +39,4 @@ rule describe_existing_env:
         # a changed environment (an upgraded package) describes it anew and reruns its stack's jobs
         packages_sha256=lambda wildcards: existing_env_hash(wildcards.stack),
     shell:
-        "{params.python} scripts/build_env.py --existing {params.python} --describe {output.description} > {log} 2>&1"
+        "{params.python:q} scripts/build_env.py --existing {params.python:q} --describe {output.description:q} > {log:q} 2>&1"

@@ -16,7 +16,8 @@ rule max_batch:
         search=lambda wildcards: json.dumps(search_of(wildcards), sort_keys=True),
         framework_threads=config["cpu_threads"],
         contention=json.dumps(config["contention"], sort_keys=True),
+        dataset_dir=lambda wildcards, input: Path(input.meta).parent,
     shell:
-        "{params.python} scripts/max_batch.py --search {params.search:q} --dataset-dir $(dirname {input.meta})"
-        " --env-description {input.env} --threads {params.framework_threads} --contention {params.contention:q}"
-        " --out {output.result} > {log} 2>&1"
+        "{params.python:q} scripts/max_batch.py --search {params.search:q} --dataset-dir {params.dataset_dir:q}"
+        " --env-description {input.env:q} --threads {params.framework_threads:q} --contention {params.contention:q}"
+        " --out {output.result:q} > {log:q} 2>&1"

@@ -17,9 +17,9 @@ rule ops_benchmark:
         framework_threads=config["cpu_threads"],
         contention=json.dumps(config["contention"], sort_keys=True),
     shell:
-        "{params.python} scripts/run_ops.py --stack {wildcards.stack} --operator {wildcards.operator}"
-        " --device {wildcards.device} --options {params.options:q} --env-description {input.env}"
-        " --threads {params.framework_threads} --contention {params.contention:q} --out {output.record} > {log} 2>&1"
+        "{params.python:q} scripts/run_ops.py --stack {wildcards.stack:q} --operator {wildcards.operator:q}"
+        " --device {wildcards.device:q} --options {params.options:q} --env-description {input.env:q}"
+        " --threads {params.framework_threads:q} --contention {params.contention:q} --out {output.record:q} > {log:q} 2>&1"
 
 
 rule aggregate_ops:
@@ -29,8 +29,12 @@ rule aggregate_ops:
         code=code_manifest("scripts/aggregate_ops.py"),
         records=ops_outputs(),
     output:
-        table=tables.paths([tables.OPS_TABLE], "csv")[tables.OPS_TABLE],
-        parquet=tables.paths([tables.OPS_TABLE], "parquet")[tables.OPS_TABLE],
+        **replaced_in_place(
+            {
+                "table": tables.paths([tables.OPS_TABLE], "csv")[tables.OPS_TABLE],
+                "parquet": tables.paths([tables.OPS_TABLE], "parquet")[tables.OPS_TABLE],
+            }
+        ),
     log:
         "logs/aggregate_ops.log",
     conda:
@@ -38,4 +42,4 @@ rule aggregate_ops:
     params:
         python=env_python(TOOLS),
     shell:
-        "{params.python} {input.script} --out {output.table} --records {input.records} > {log} 2>&1"
+        "{params.python:q} {input.script:q} --out {output.table:q} --records {input.records:q} > {log:q} 2>&1"

@@ -7,8 +7,7 @@ rule report:
         document="report/report.qmd",
         style="report/report.css",
     output:
-        html="results/report/report.html",
-        pdf="results/report/report.pdf",
+        **replaced_in_place({"html": "results/report/report.html", "pdf": "results/report/report.pdf"}),
     log:
         "logs/report.log",
     conda:
@@ -20,7 +19,8 @@ rule report:
             workflow.config_settings.configfiles, workflow.config_settings.config_args
         ),
         config_sha256=configuration.digest(config),
+        tables=lambda wildcards, input: Path(input.runs).parent,
     shell:
-        "{params.python} {input.script} --tables $(dirname {input.runs}) --document {input.document}"
-        " --style {input.style} --title {params.title:q} --html {output.html} --pdf {output.pdf}"
-        " --arguments={params.arguments:q} --config-sha256 {params.config_sha256} > {log} 2>&1"
+        "{params.python:q} {input.script:q} --tables {params.tables:q} --document {input.document:q}"
+        " --style {input.style:q} --title {params.title:q} --html {output.html:q} --pdf {output.pdf:q}"
+        " --arguments={params.arguments:q} --config-sha256 {params.config_sha256:q} > {log:q} 2>&1"

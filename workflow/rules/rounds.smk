@@ -16,5 +16,5 @@ checkpoint plan_round:
         python=env_python(TOOLS),
         options=round_options(),
     shell:
-        "{params.python} {input.script} --round {wildcards.round} --records {input.records}"
-        " --options {params.options:q} --out {output.decision} > {log} 2>&1"
+        "{params.python:q} {input.script:q} --round {wildcards.round:q} --records {input.records:q}"
+        " --options {params.options:q} --out {output.decision:q} > {log:q} 2>&1"

@@ -21,10 +21,13 @@ rule train:
         experiment=run_parameters,
         framework_threads=config["cpu_threads"],
         contention=json.dumps(config["contention"], sort_keys=True),
+        dataset_dir=lambda wildcards, input: Path(input.meta).parent,
+        epochs_csv=lambda wildcards, output: Path(output.record).with_name("epochs.csv"),
+        telemetry_csv=lambda wildcards, output: Path(output.record).with_name("telemetry.csv"),
     # fd 3: the console, where run_experiment.py says that a contended run is run again.
     shell:
-        "{params.python} scripts/run_experiment.py --experiment {params.experiment:q}"
-        " --dataset-dir $(dirname {input.meta}) --env-description {input.env}"
-        " --threads {params.framework_threads} --record {output.record}"
-        " --epochs-csv $(dirname {output.record})/epochs.csv --telemetry-csv $(dirname {output.record})/telemetry.csv"
-        " --contention {params.contention:q} 3>&2 > {log} 2>&1"
+        "{params.python:q} scripts/run_experiment.py --experiment {params.experiment:q}"
+        " --dataset-dir {params.dataset_dir:q} --env-description {input.env:q}"
+        " --threads {params.framework_threads:q} --record {output.record:q}"
+        " --epochs-csv {params.epochs_csv:q} --telemetry-csv {params.telemetry_csv:q}"
+        " --contention {params.contention:q} 3>&2 > {log:q} 2>&1"
