@@ -314,7 +314,7 @@ def workflow_step(args, sizes):
         config = out / "workflow" / "config.yaml"
         config.write_text(yaml.safe_dump(workflow_config(args, sizes)))
         command = [args.python, "-m", "snakemake", tables, "--configfile", config, "--cores", str(os.cpu_count())]
-        command += ["--resources", "gpu=1", "--max-jobs-per-timespan", "1000/1s"]
+        command += ["--resources", "gpu=1"]
         return [command + (["--dry-run"] if args.cpu else [])]
 
     def figures(out):
