@@ -8,8 +8,8 @@ study draws each experiment's log centre from N(0, --spread), so leads range fro
 
 Two designs, each at alpha 0.05 per group:
 - fixed: --rounds rounds of every experiment, then the aggregation's tests (dlbench.analysis.statistics.decisions:
-  each experiment against the fastest, paired by round, Holm within the group); a group is decided when every
-  other experiment is proven slower or equivalent.
+  each experiment against the fastest, paired by round, Holm within the group over every pair of it); a group is
+  decided when every other experiment is proven slower or equivalent.
 - race: dlbench.analysis.race at looks --looks (the last the maximum), alpha spent O'Brien-Fleming-style across
   them; a group is decided when one experiment is left.
 

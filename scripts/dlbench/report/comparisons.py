@@ -30,7 +30,9 @@ METHOD = (
     '[1 / (1 + margin), 1 + margin]. "faster" or "slower" means an adjusted difference p below 0.05 and an interval '
     'that excludes 1; "equivalent within" the margin an adjusted equivalence p below 0.05; "inconclusive" neither, '
     "with the number of repeats that would decide it with 80% probability if the ratio and its spread across rounds "
-    "stay as observed. Each interval is at the confidence its verdict was tested at (Holm tests the group's "
+    "stay as observed. Holm's family is every pair of the group's tested experiments, m = k (k - 1) / 2 for k, "
+    "not only the comparisons against the baseline: the baseline is chosen from the same data, the fastest partly "
+    "by chance. Each interval is at the confidence its verdict was tested at (Holm tests the group's "
     "comparisons one step at a time, the first at 0.05 / m, the next at 0.05 / (m - 1), and stops at the first it "
     "cannot decide), so it agrees with the verdict: wholly above or below 1, faster or slower; containing 1 and "
     "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also "
