@@ -7,6 +7,8 @@ on the log scale, back-transformed only for printing (never a zero or negative b
   common: runs of one round ran side by side in time, so the mean of the per-round log differences, with Student's t
   on pairs - 1 degrees of freedom, leaves the drift between rounds out of the noise. Otherwise it is unpaired:
   Welch's t on the two samples of log throughput. Fewer than MIN_REPEATS ok runs on either side: not tested.
+- The aggregation pools a paired log ratio's variance over the study's (dlbench.analysis.pooling, limma's moderated
+  t) before its tests: the LogRatio then carries the moderated error and freedom, and these functions test it alike.
 - Difference: the two-sided t-test of a log ratio of 0.
 - Equivalence: two one-sided tests (TOST) against symmetric bounds on the log scale, -log(1 + margin) and
   log(1 + margin), i.e. a ratio within [1 / (1 + margin), 1 + margin]; its p is the larger of the two one-sided p's.

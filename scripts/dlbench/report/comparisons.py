@@ -25,8 +25,10 @@ METHOD = (
     "geometric-mean throughputs with its interval. Repeats run in rounds (round r runs repeat r of every "
     "experiment of a group before any r + 1), so where both sides have ok runs in at least 3 common rounds the "
     "comparison is paired by round: Student's t on the per-round log ratios, which leaves drift between rounds out; "
-    "otherwise it is unpaired, Welch's t on log throughput. Two tests per comparison, each Holm-adjusted within its "
-    "group: the test of no difference, and the equivalence test (two one-sided tests) of a ratio within "
+    "otherwise it is unpaired, Welch's t on log throughput. A paired comparison's variance is pooled over the "
+    "study's paired comparisons on its machine and device (limma's moderated t: shrunk toward a prior fitted over "
+    "them, with the prior's degrees of freedom added to its own). Two tests per comparison, each Holm-adjusted "
+    "within its group: the test of no difference, and the equivalence test (two one-sided tests) of a ratio within "
     '[1 / (1 + margin), 1 + margin]. "faster" or "slower" means an adjusted difference p below 0.05 and an interval '
     'that excludes 1; "equivalent within" the margin an adjusted equivalence p below 0.05; "inconclusive" neither, '
     "with the number of repeats that would decide it with 80% probability if the ratio and its spread across rounds "
