@@ -8,10 +8,13 @@ study draws each experiment's log centre from N(0, --spread), so leads range fro
 
 Two designs, each at alpha 0.05 per group:
 - fixed: --rounds rounds of every experiment, then the aggregation's tests (dlbench.analysis.statistics.decisions:
-  each experiment against the fastest, paired by round, Holm within the group); a group is decided when every
-  other experiment is proven slower or equivalent.
+  each experiment against the fastest, paired by round, Holm within the group over every pair of it); a group is
+  decided when every other experiment is proven slower or equivalent.
 - race: dlbench.analysis.race at looks --looks (the last the maximum), alpha spent O'Brien-Fleming-style across
   them; a group is decided when one experiment is left.
+- fixed pooled, race pooled: the same, each comparison's variance pooled toward a prior fitted over the study's
+  comparisons (dlbench.analysis.pooling, limma's moderated t): the fixed design's after its rounds, the race's after
+  its first look.
 
 Printed per study and design: groups decided, groups with a false claim (a "slower" for an experiment not truly
 slower, or an "equivalent" for one truly beyond the margin), and runs spent per study. Run from the repository root:
@@ -23,6 +26,7 @@ import argparse
 import math
 
 import numpy as np
+from dlbench.analysis.pooling import fit_prior, pooled
 from dlbench.analysis.race import ELIMINATED, RETIRED, planned_looks, race, rounds_spent
 from dlbench.analysis.statistics import SLOWER, compared, decisions, equivalence_bound
 
@@ -46,12 +50,26 @@ def wrongly_equivalent(centres, one, other, margin):
     return abs(centres[one] - centres[other]) > equivalence_bound(margin)
 
 
-def fixed_design(runs, centres, rounds, margin):
-    """(decided, false claim, runs spent) of the fixed design: rounds of everything, each against the fastest."""
+def against_fastest(runs, rounds):
+    """(fastest, others, their log ratios against it) after `rounds` rounds: the fixed design's comparisons."""
     throughputs = {name: {r: value for r, value in by_round.items() if r <= rounds} for name, by_round in runs.items()}
     fastest = max(throughputs, key=lambda name: np.mean(np.log(list(throughputs[name].values()))))
     others = sorted(set(throughputs) - {fastest})
-    log_ratios = [compared(throughputs[name], throughputs[fastest])[2] for name in others]
+    return fastest, others, [compared(throughputs[name], throughputs[fastest])[2] for name in others]
+
+
+def study_prior(comparisons):
+    """The prior pooled variance over every comparison of a study (all paired here), as the aggregation fits it."""
+    log_ratios = [log_ratio for _, _, group in comparisons for log_ratio in group]
+    return fit_prior([log_ratio.spread**2 for log_ratio in log_ratios], [log_ratio.freedom for log_ratio in log_ratios])
+
+
+def fixed_design(comparison, centres, runs_spent, margin, prior=None):
+    """(decided, false claim, runs spent) of the fixed design: rounds of everything, each against the fastest; each
+    variance pooled toward the study's prior where one is given."""
+    fastest, others, log_ratios = comparison
+    if prior is not None:
+        log_ratios = [pooled(log_ratio, prior) for log_ratio in log_ratios]
     verdicts = [outcome["verdict"] for outcome in decisions(log_ratios, margin)]
     false_claim = any(  # no "faster": the baseline is the fastest observed
         (verdict == SLOWER and wrongly_slower(centres, name, fastest))
@@ -59,12 +77,12 @@ def fixed_design(runs, centres, rounds, margin):
         for name, verdict in zip(others, verdicts)
     )
     decided = all(verdict == SLOWER or verdict.startswith("equivalent") for verdict in verdicts)
-    return decided, false_claim, rounds * len(runs)
+    return decided, false_claim, runs_spent
 
 
-def race_design(runs, centres, looks, margin):
+def race_design(runs, centres, looks, margin, prior=None):
     """(decided, false claim, runs spent) of the race."""
-    result = race(runs, looks, margin)
+    result = race(runs, looks, margin, prior)
     false_claim = any(
         (state == ELIMINATED and wrongly_slower(centres, name, result.leader))
         or (state == RETIRED and wrongly_equivalent(centres, name, result.leader, margin))
@@ -73,17 +91,30 @@ def race_design(runs, centres, looks, margin):
     return result.outcome == "decided", false_claim, rounds_spent(result)
 
 
+DESIGNS = ("fixed", "race", "fixed pooled", "race pooled")
+
+
 def simulate(study, args, looks, generator):
-    """Per design, the mean over studies of (groups decided, groups with a false claim, runs spent per study)."""
-    totals = {"fixed": np.zeros(3), "race": np.zeros(3)}
+    """Per design, the mean over studies of (groups decided, groups with a false claim, runs spent per study). Pooled
+    designs fit their prior over the study's comparisons: the fixed design's after its rounds, the race's after its
+    first look (every experiment runs that far), and keep it for every look."""
+    totals = {design: np.zeros(3) for design in DESIGNS}
     names = [f"arm{index}" for index in range(args.arms)]
+    spread = 0.0 if study == "A/A" else args.spread
     for _ in range(args.studies):
+        groups = []
         for _ in range(args.groups):
-            spread = 0.0 if study == "A/A" else args.spread
             centres = dict(zip(names, generator.normal(0, spread, args.arms)))
-            runs = draw_group(generator, centres, args.noise, looks[-1].rounds)
-            totals["fixed"] += fixed_design(runs, centres, args.rounds, args.margin)
+            groups.append((centres, draw_group(generator, centres, args.noise, looks[-1].rounds)))
+        fixed = [against_fastest(runs, args.rounds) for _, runs in groups]
+        fixed_prior = study_prior(fixed)
+        race_prior = study_prior([against_fastest(runs, looks[0].rounds) for _, runs in groups])
+        for (centres, runs), comparison in zip(groups, fixed):
+            spent = args.rounds * len(runs)
+            totals["fixed"] += fixed_design(comparison, centres, spent, args.margin)
             totals["race"] += race_design(runs, centres, looks, args.margin)
+            totals["fixed pooled"] += fixed_design(comparison, centres, spent, args.margin, fixed_prior)
+            totals["race pooled"] += race_design(runs, centres, looks, args.margin, race_prior)
     return {design: total / args.studies for design, total in totals.items()}
 
 
@@ -106,11 +137,11 @@ def main():
         f"(paired log-ratio SD {args.noise * math.sqrt(2):.2f}), margin {args.margin:.0%}; fixed {args.rounds} "
         f"rounds, race looks {args.looks}"
     )
-    print(f"{'study':<6} {'design':<6} {'decided':>14} {'false claims':>18} {'runs per study':>15}")
+    print(f"{'study':<6} {'design':<12} {'decided':>14} {'false claims':>18} {'runs per study':>15}")
     for study in ("A/A", "mixed"):
         for design, (decided, false, runs) in simulate(study, args, looks, generator).items():
             print(
-                f"{study:<6} {design:<6} {decided:>5.2f} of {args.groups} ({decided / args.groups:>4.0%}) "
+                f"{study:<6} {design:<12} {decided:>5.2f} of {args.groups} ({decided / args.groups:>4.0%}) "
                 f"{false:>5.3f} ({false / args.groups:>5.1%} of groups) {runs:>15.1f}"
             )
 

@@ -32,6 +32,8 @@ def experiment(stack, images_per_s, runs_ok=3, to_target=None, low=None, high=No
 def compared(stack, baseline, ratio, verdict):
     return dict(
         GROUP_VALUES,
+        stack=stack,
+        variant="eager",
         experiment_id=f"{stack}_mlp",
         baseline_stack=baseline,
         baseline_experiment_id=f"{baseline}_mlp",
@@ -43,7 +45,16 @@ def compared(stack, baseline, ratio, verdict):
     )
 
 
-COMPARISON_COLUMNS = [*GROUP, "experiment_id", "baseline_stack", "baseline_experiment_id", "ratio", "verdict"]
+COMPARISON_COLUMNS = [
+    *GROUP,
+    "stack",
+    "variant",
+    "experiment_id",
+    "baseline_stack",
+    "baseline_experiment_id",
+    "ratio",
+    "verdict",
+]
 
 
 def answer(experiments, comparisons):
@@ -75,6 +86,27 @@ def test_an_unproven_gap_is_never_called_decisive(verdict, flag):
         [compared("mxnet-1.9", "torch-2.13", 0.99, verdict)],
     )
     assert row["confidence"] == flag
+
+
+def test_a_lead_over_the_runner_up_decides_only_when_every_other_tested_rival_is_proven_slower():
+    """A noisier third experiment can stay unproven behind a runner-up proven slower: naming the fastest would claim
+    it beats that one too."""
+    experiments = [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 150.0), experiment("jax-0.9", 140.0)]
+    row = answer(
+        experiments,
+        [compared("mxnet-1.9", "torch-2.13", 0.75, "slower"), compared("jax-0.9", "torch-2.13", 0.7, "inconclusive")],
+    )
+    assert row["lead_verdict"] == "slower" and row["confidence"] == "inconclusive"
+    assert row["confidence_reason"] == "the runner-up is proven slower, but not jax-0.9 (eager): inconclusive"
+    row = answer(
+        experiments,
+        [
+            compared("mxnet-1.9", "torch-2.13", 0.75, "slower"),
+            compared("jax-0.9", "torch-2.13", 0.7, "slower"),
+            compared("old-1.0", "torch-2.13", 0.1, "not tested: fewer than 3 ok repeats"),
+        ],
+    )
+    assert row["confidence"] == "decisive"
 
 
 def test_a_quicker_experiment_with_too_few_repeats_is_named_apart_and_one_never_measured_makes_it_contended():

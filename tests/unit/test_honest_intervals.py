@@ -88,13 +88,14 @@ def random_family(generator):
     ]
 
 
+@pytest.mark.parametrize("baseline_from_data", [True, False])  # Holm over every pair of the group, or its comparisons
 @pytest.mark.parametrize("margin", [0.02, 0.05, 0.1])
-def test_no_interval_of_random_families_contradicts_its_verdict(margin):
+def test_no_interval_of_random_families_contradicts_its_verdict(margin, baseline_from_data):
     generator = np.random.default_rng(40)
     problems, seen = [], set()
     for _ in range(1500):
         family = random_family(generator)
-        for log_ratio, outcome in zip(family, decisions(family, margin)):
+        for log_ratio, outcome in zip(family, decisions(family, margin, baseline_from_data)):
             ratio = math.nan if log_ratio is None else math.exp(log_ratio.estimate)
             seen.add(outcome["verdict"].split(" within")[0])
             problem = contradiction(ratio, outcome["ratio_low"], outcome["ratio_high"], outcome["verdict"], margin)
@@ -111,11 +112,19 @@ def test_holm_tests_each_hypothesis_at_its_step_and_the_rest_where_it_stopped():
     assert holm_levels([0.001, 0.002]) == pytest.approx([0.025, 0.05])
 
 
+def test_holm_tests_a_family_of_every_pair_from_its_size_down():
+    # 3 comparisons of 4 experiments, 6 pairs: 0.005 at 0.05 / 6 (rejected), 0.01 at 0.05 / 5 (not), 0.04 left there
+    levels = holm_levels([0.04, 0.005, 0.01], hypotheses=6)
+    assert levels == pytest.approx([0.05 / 5, 0.05 / 6, 0.05 / 5])
+
+
 def test_a_p_is_below_its_holm_level_exactly_when_its_adjusted_p_is_below_alpha():
     generator = np.random.default_rng(7)
     for _ in range(2000):
         p_values = generator.uniform(0, 0.1, int(generator.integers(1, 8)))
         assert list(p_values < holm_levels(p_values)) == list(holm(p_values) < ALPHA)
+        pairs = len(p_values) * (len(p_values) + 1) // 2  # the family of every pair, the baseline among them
+        assert list(p_values < holm_levels(p_values, hypotheses=pairs)) == list(holm(p_values, pairs) < ALPHA)
 
 
 def test_the_equivalence_interval_is_the_one_sided_tests_interval_widened_to_take_in_1():
@@ -130,7 +139,8 @@ def test_the_equivalence_interval_is_the_one_sided_tests_interval_widened_to_tak
 
 
 def test_an_interval_that_excluded_1_unadjusted_now_says_what_holm_decided():
-    """A 1.15x lead whose unadjusted 95% interval excludes 1 but which Holm, in a family of three, does not decide:
+    """A 1.15x lead whose unadjusted 95% interval excludes 1 but which Holm, in a family of three comparisons (six
+    pairs), does not decide:
     its printed interval contains 1."""
     lead = LogRatio(math.log(1.15), 0.055, 8, 0.16, 9)
     family = [lead, LogRatio(0.02, 0.05, 8, 0.15, 9), LogRatio(-0.01, 0.05, 8, 0.15, 9)]

@@ -10,11 +10,13 @@ import pytest
 from conftest import library_environment
 from dlbench.analysis.rounds import experiments_needing_a_round
 from dlbench.analysis.statistics import (
+    ALPHA,
     INCONCLUSIVE,
     NOT_TESTED,
     PAIRED,
     UNPAIRED,
     LogRatio,
+    all_pairs,
     compared,
     decides_after,
     decisions,
@@ -108,6 +110,44 @@ def test_holm_adjusts_step_down_and_leaves_untested_comparisons_out():
     assert holm([]).size == 0 and holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])
 
 
+def test_holm_in_a_family_larger_than_its_tested_comparisons_starts_at_the_familys_size():
+    """Three comparisons with a baseline picked from the data, four experiments in all: six pairs, so the smallest p
+    is multiplied by 6, the next by 5, the next by 4 (the untested pairs' p's taken as 1)."""
+    adjusted = holm([0.01, np.nan, 0.04, 0.005], hypotheses=6)
+    assert adjusted[[3, 0, 2]] == pytest.approx([0.03, 0.05, 0.16]) and math.isnan(adjusted[1])
+    assert holm([0.01, 0.04]) == pytest.approx(holm([0.01, 0.04], hypotheses=2))  # by default, the tested alone
+    with pytest.raises(ValueError, match="2 hypotheses cannot hold 3"):
+        holm([0.1, 0.2, 0.3], hypotheses=2)
+
+
+def test_a_baseline_fixed_in_advance_keeps_the_family_to_its_comparisons():
+    """p about 0.018 beside one rival: decided against a baseline fixed in advance (a family of 2); the same p against
+    a baseline picked from the data of 3 experiments (3 pairs) is not."""
+    edge = paired_log_ratio([106.0, 102.0, 107.0, 105.0], [100.0, 100.0, 100.0, 100.0])
+    other = paired_log_ratio([100.0, 90.0, 112.0, 99.0], [100.0, 100.0, 100.0, 100.0])
+    assert 0.05 / 3 < difference_p(edge) < 0.05 / 2
+    assert decisions([edge, other], 0.01, baseline_from_data=False)[0]["verdict"] == "faster"
+    assert decisions([edge, other], 0.01)[0]["verdict"] == INCONCLUSIVE
+    assert all_pairs(0) == 0 and all_pairs(1) == 1 and all_pairs(3) == 6
+
+
+def test_among_equal_experiments_the_observed_fastest_is_called_faster_in_at_most_alpha_of_groups():
+    """A/A: four equal experiments, three rounds, each compared with the one that measured fastest. Holm over the
+    three comparisons alone claims a difference in about 6 % of groups; over the six pairs, in about 3 %."""
+    generator = np.random.default_rng(40)
+    groups, claims, claims_unselected = 3000, 0, 0
+    for _ in range(groups):
+        logs = generator.normal(0, 0.12, (4, 3)) + generator.normal(0, 0.05, 3)
+        fastest = int(np.argmax(logs.mean(axis=1)))
+        log_ratios = [
+            paired_log_ratio(np.exp(logs[other]), np.exp(logs[fastest])) for other in range(4) if other != fastest
+        ]
+        p_values = [difference_p(log_ratio) for log_ratio in log_ratios]  # decisions' difference tests, as Holm
+        claims += bool((holm(p_values, all_pairs(3)) < ALPHA).any())  # adjusts them there
+        claims_unselected += bool((holm(p_values) < ALPHA).any())
+    assert claims / groups <= ALPHA < claims_unselected / groups
+
+
 def test_comparisons_pair_rounds_in_common_and_fall_back_to_welch():
     both = {1: 100.0, 2: 101.0, 3: 99.0, 4: 100.0}
     method, pairs, log_ratio = compared({1: 200.0, 2: 203.0, 4: 199.0}, both)
@@ -149,7 +189,8 @@ def test_verdicts_decide_where_the_data_do_and_say_what_would_decide_the_rest():
     assert 4 < outcomes["unsure"]["repeats_to_decide"] <= 100
     assert math.isnan(outcomes["few"]["p_holm"]) and outcomes["few"]["equivalence_margin"] == 0.05
     p_values = [outcome["p_value"] for outcome in outcomes.values()][:4]
-    assert [outcome["p_holm"] for outcome in outcomes.values()][:4] == pytest.approx(holm(p_values))
+    # the baseline was picked from the data: the family is all 10 pairs of its 5 tested experiments
+    assert [outcome["p_holm"] for outcome in outcomes.values()][:4] == pytest.approx(holm(p_values, 10))
     assert verdict(log_ratios[2], 1.0, 0.01, 0.025) == "equivalent within 2.5 %"
 
 

@@ -1,17 +1,21 @@
 """The comparisons and versions tables. A comparison is the ratio of geometric-mean training throughputs of an
 experiment against its group's baseline (the config's `comparison_baseline` stack where the group has it, else the
 fastest with enough ok repeats to be tested). Its method: paired by round where both sides have ok runs in at least 3
-common rounds (`rep`: runs of one round ran side by side in time), else Welch's unpaired t on log throughput. Two
-tests, each Holm-adjusted within the comparison group (the family: the experiments that differ only in stack and
-variant), differences and equivalences apart: the t-test of no difference and the equivalence test (TOST) against a
-ratio within [1 / (1 + margin), 1 + margin]. Verdict: "faster" or "slower" where the adjusted difference p is below
-0.05; "equivalent within 5 %" where the adjusted equivalence p is below 0.05; else "inconclusive", with
-`repeats_to_decide` (the rounds that would decide it at the observed ratio and spread; empty where no practical count
-would). The ratio's interval (`ratio_low`, `ratio_high`, with `ratio_confidence`) is at the level the verdict was
+common rounds (`rep`: runs of one round ran side by side in time), else Welch's unpaired t on log throughput. Two tests,
+each Holm-adjusted within the comparison group (the family: the experiments that differ only in stack and variant),
+differences and equivalences apart: the t-test of no difference and the equivalence test (TOST) against a ratio within
+[1 / (1 + margin), 1 + margin]. The family counts every pair of the group's tested experiments, not only those against
+the baseline: the baseline is chosen from the same data, and Holm over its comparisons alone would not cover that choice
+(dlbench.analysis.statistics says why). A paired comparison's variance is pooled over the study's paired comparisons on
+its machine and device (dlbench.analysis.pooling: limma's moderated t). Verdict: "faster" or "slower" where the adjusted
+difference p is below 0.05; "equivalent within 5 %" where the adjusted equivalence p is below 0.05; else "inconclusive",
+with `repeats_to_decide` (the rounds that would decide it at the observed ratio and spread; empty where no practical
+count would). The ratio's interval (`ratio_low`, `ratio_high`, with `ratio_confidence`) is at the level the verdict was
 tested at, so it agrees with the verdict. dlbench.analysis.statistics says why.
 
 A version pair is the same comparison between two releases of one framework (same backend and variant), newer over
-older, Holm-adjusted within the versions of one experiment group: "slower" there is a regression. Beside it: the ratio
+older, Holm-adjusted within the versions of one experiment group (consecutive releases: pairs fixed in advance, so
+the family is the pairs alone): "slower" there is a regression. Beside it: the ratio
 of first-epoch times (compilation included) and the difference in mean final test accuracy.
 """
 
@@ -20,6 +24,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from dlbench.analysis.pooling import pooled_across
 from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions
 from dlbench.analysis.tables import GROUP
 
@@ -89,20 +94,25 @@ def ratio_columns(values, reference, row, reference_row):
     return dict(zip(TEST_COLUMNS, (method, pairs, np.exp(log_ratio.estimate)))), log_ratio
 
 
-def with_verdicts(rows, log_ratios, columns, margin):
+def with_verdicts(rows, log_ratios, columns, margin, baseline_from_data=True):
     """The table of rows (each with its log ratio), tested and given its verdict, Holm-adjusted within each
-    experiment group (GROUP): the family of comparisons a reader reads together."""
+    experiment group (GROUP): the family of comparisons a reader reads together (every pair of the group where the
+    baseline was chosen from the data: statistics.decisions)."""
     table = pd.DataFrame(rows, columns=columns)
     outcomes = [None] * len(rows)
     for positions in table.groupby(GROUP, dropna=False, sort=False).indices.values():
-        for position, outcome in zip(positions, decisions([log_ratios[index] for index in positions], margin)):
+        for position, outcome in zip(
+            positions, decisions([log_ratios[index] for index in positions], margin, baseline_from_data)
+        ):
             outcomes[position] = outcome
     table[DECISION_COLUMNS] = pd.DataFrame(outcomes, columns=DECISION_COLUMNS, index=table.index)
     return table.astype({"pairs": "int64", "repeats_to_decide": "Int64"})
 
 
 def comparisons(runs, summary, named_baseline, margin):
-    """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant)."""
+    """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant);
+    each paired comparison's variance pooled over the study's paired comparisons on its machine and device
+    (dlbench.analysis.pooling)."""
     throughputs = ok_throughputs(runs)
     rows, log_ratios = [], []
     measured = summary[summary["train_images_per_s_gmean"].notna()]
@@ -129,6 +139,8 @@ def comparisons(runs, summary, named_baseline, margin):
                 )
             )
             log_ratios.append(log_ratio)
+    sources = [(row["machine"], row["device"]) for row in rows]  # a CPU's noise is not a GPU's
+    log_ratios = pooled_across([row["method"] for row in rows], log_ratios, sources)
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 
@@ -198,6 +210,6 @@ def version_pairs(runs, summary, margin):
                 )
             )
             log_ratios.append(log_ratio)
-    table = with_verdicts(rows, log_ratios, VERSION_COLUMNS, margin)
+    table = with_verdicts(rows, log_ratios, VERSION_COLUMNS, margin, baseline_from_data=False)
     table["regression"] = table["verdict"] == "slower"
     return table

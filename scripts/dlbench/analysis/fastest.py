@@ -5,6 +5,11 @@ tested at, so the two agree), faster experiments with too few repeats to
 test, the first to reach the target accuracy in every repeat where that is another experiment, and how far the answer
 can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
 comparisons table holds.
+
+The answer is decisive only where every other tested experiment of the group is proven slower than the fastest, not
+the runner-up alone: a rival with a noisier measurement can stay unproven behind a runner-up that is proven slower,
+and naming the fastest claims it beats them all. Those claims are the comparisons' own, made in the family of every
+pair of the group, so naming the fastest holds the group's chance of a false claim at 0.05 too.
 """
 
 import pandas as pd
@@ -68,21 +73,41 @@ def lead_of(fastest, runner_up, compared):
     return ratio, float("nan"), float("nan"), float("nan"), untested
 
 
-def confidence(verdict, unmeasured):
-    """(flag, why): decisive (the runner-up proven slower), equivalent (proven within the equivalence margin),
-    inconclusive (neither), untested (the comparisons are against another baseline), alone (no runner-up: verdict
-    None), or contended where an experiment of the group was never measured clean: a contender may be missing."""
+def proven(verdict):
+    return verdict == "slower" or verdict.startswith("equivalent")
+
+
+def unproven_rivals(fastest, runner_up, compared):
+    """The other rivals of the fastest (the runner-up aside) that its comparisons test but prove neither slower nor
+    equivalent, as "stack (variant): verdict"; experiments with too few repeats to test are named apart
+    (faster_untested)."""
+    rivals = compared[
+        (compared["baseline_experiment_id"] == fastest["experiment_id"])
+        & (compared["experiment_id"] != runner_up["experiment_id"])
+        & ~compared["verdict"].str.startswith("not tested")
+    ]
+    return [f"{name(rival)}: {rival['verdict']}" for _, rival in rivals.iterrows() if not proven(rival["verdict"])]
+
+
+def confidence(verdict, unmeasured, unproven=()):
+    """(flag, why): decisive (the runner-up and every other tested rival proven slower), equivalent (each proven
+    slower or within the equivalence margin, the runner-up within it), inconclusive (a rival proven neither: the
+    runner-up's verdict, else the unproven rivals), untested (the comparisons are against another baseline), alone
+    (no runner-up: verdict None), or contended where an experiment of the group was never measured clean: a contender
+    may be missing."""
     if unmeasured:
         return CONTENDED, f"{unmeasured} experiment(s) of the group never measured clean (machine busy)"
     if verdict is None:
         return ALONE, "no other experiment of the group finished"
-    if verdict == "slower":
-        return DECISIVE, "the runner-up is proven slower"
-    if verdict.startswith("equivalent"):
-        return EQUIVALENT, f"the runner-up is proven {verdict}"
     if verdict.startswith(UNTESTED):
         return UNTESTED, verdict
-    return INCONCLUSIVE, verdict
+    if not proven(verdict):
+        return INCONCLUSIVE, verdict
+    if unproven:
+        return INCONCLUSIVE, f"the runner-up is proven {verdict}, but not " + "; ".join(unproven)
+    if verdict == "slower":
+        return DECISIVE, "the runner-up and every other tested experiment are proven slower"
+    return EQUIVALENT, f"the runner-up is proven {verdict}"
 
 
 def reached_target(part):
@@ -116,13 +141,14 @@ def group_row(key, part, compared):
     )
     quicker = order[~order["testable"] & (order["train_images_per_s_gmean"] > fastest["train_images_per_s_gmean"])]
     row["faster_untested"] = ", ".join(name(late) for _, late in quicker.iterrows()) or None
-    verdict = None
+    verdict, unproven = None, []
     if len(order) > 1:
         runner_up = order.iloc[1]
         lead, low, high, level, verdict = lead_of(fastest, runner_up, compared)
+        unproven = unproven_rivals(fastest, runner_up, compared)
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
-    row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured)
+    row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, unproven)
     quickest = to_target(part)
     if quickest is not None:
         row.update(to_target_stack=quickest["stack"], to_target_variant=quickest["variant"])

@@ -15,6 +15,8 @@ benchmarks/race_simulation.py holds against today's fixed rounds.
   The leader can change between looks, so a look's alpha is shared among every pair the group could compare:
   k (k - 1) / 2 for k experiments. Each pair can be wrong one way only (its true ratio is 1, beyond the margin, or
   neither), so its difference test and its equivalence test (two one-sided tests) both run at that share.
+- Pooled variance: given a prior fitted over the study's paired comparisons (dlbench.analysis.pooling, limma's
+  moderated t), each pair's variance is shrunk toward it and its t runs on the prior's degrees of freedom and its own.
 - Eliminated: the two-sided interval at the pair's level lies wholly below 1 (slower than the leader). Retired: the
   two one-sided tests prove the ratio within [1 / (1 + margin), 1 + margin]. An eliminated or retired rival runs no
   more rounds; the leader and the live rivals do.
@@ -27,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dlbench.analysis.pooling import pooled
 from dlbench.analysis.statistics import (
     ALPHA,
     difference_interval,
@@ -78,11 +81,13 @@ def leader_of(groups, live, rounds):
     return max(sorted(live), key=lambda experiment: mean_log(groups[experiment], rounds))
 
 
-def judged(rival, leader, rounds, level, margin):
+def judged(rival, leader, rounds, level, margin, prior=None):
     """A live rival's state after a look: eliminated where proven slower than the leader at `level`, retired where
-    proven within the margin, else still live."""
+    proven within the margin, else still live; its variance pooled toward the prior where one is given."""
     common = sorted(key for key in set(rival) & set(leader) if key <= rounds)
     log_ratio = paired_log_ratio([rival[key] for key in common], [leader[key] for key in common])
+    if prior is not None:
+        log_ratio = pooled(log_ratio, prior)
     _, high = difference_interval(log_ratio, level)
     if high < 0:
         return ELIMINATED
@@ -91,9 +96,10 @@ def judged(rival, leader, rounds, level, margin):
     return LIVE
 
 
-def race(groups, looks, margin):
+def race(groups, looks, margin, prior=None):
     """Race one group: groups maps experiment -> {round: throughput} (at least the rounds it would run: a left rival's
-    later rounds are never read); looks from planned_looks. Returns the Race."""
+    later rounds are never read); looks from planned_looks; prior, where given, the study's (pooling.fit_prior).
+    Returns the Race."""
     experiments = sorted(groups)
     if len(experiments) == 1:
         return Race(ALONE, experiments[0], {experiments[0]: (LIVE, looks[0].rounds)})
@@ -107,7 +113,7 @@ def race(groups, looks, margin):
         leader = leader_of(groups, live, look.rounds)
         for rival in live:
             if rival != leader:
-                state = judged(groups[rival], groups[leader], look.rounds, look.alpha / pairs, margin)
+                state = judged(groups[rival], groups[leader], look.rounds, look.alpha / pairs, margin, prior)
                 states[rival] = (state, look.rounds)
         if sum(state == LIVE for state, _ in states.values()) == 1:
             return Race(DECIDED, leader, states)

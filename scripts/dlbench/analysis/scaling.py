@@ -13,7 +13,8 @@ step spent communicating that compute does not hide (the record's communication_
 Stacks are compared at one N within a family (dataset, model, device, batch size, optimiser, rate, epochs, placement,
 scaling, N and machine): the ratio of two efficiencies is the ratio of their speedups, whose log is the difference of
 the two speedups' log ratios, with their errors added in quadrature and Welch-Satterthwaite's degrees of freedom. Each
-is tested against the family's best-scaling experiment with the comparisons' verdicts (Holm within the family):
+is tested against the family's best-scaling experiment with the comparisons' verdicts (Holm within the family, over
+every pair of it: the best is chosen from the same data, as the comparisons' fastest is):
 "faster" there reads "scales better", "slower" "scales worse"; the efficiency ratio's interval (`ratio_low`,
 `ratio_high`, `ratio_confidence`) is at the level its verdict was tested at, as the comparisons' is.
 """

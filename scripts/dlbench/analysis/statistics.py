@@ -7,13 +7,24 @@ on the log scale, back-transformed only for printing (never a zero or negative b
   common: runs of one round ran side by side in time, so the mean of the per-round log differences, with Student's t
   on pairs - 1 degrees of freedom, leaves the drift between rounds out of the noise. Otherwise it is unpaired:
   Welch's t on the two samples of log throughput. Fewer than MIN_REPEATS ok runs on either side: not tested.
+- The aggregation pools a paired log ratio's variance over the study's (dlbench.analysis.pooling, limma's moderated
+  t) before its tests: the LogRatio then carries the moderated error and freedom, and these functions test it alike.
 - Difference: the two-sided t-test of a log ratio of 0.
 - Equivalence: two one-sided tests (TOST) against symmetric bounds on the log scale, -log(1 + margin) and
   log(1 + margin), i.e. a ratio within [1 / (1 + margin), 1 + margin]; its p is the larger of the two one-sided p's.
-- The multiple-testing family is one comparison group (the experiments that differ only in stack and variant,
-  each against the group's baseline: the question a reader asks is per group). Holm's adjustment runs within it,
-  over the difference tests and, separately, over the equivalence tests. A true ratio is 1, beyond the margin, or
-  neither, so a comparison can only err one way, and each family holds its error rate at ALPHA.
+- The multiple-testing family is one comparison group (the experiments that differ only in stack and variant:
+  the question a reader asks is per group). Its experiments are compared with a baseline chosen from the same data
+  (the fastest observed), which is the fastest partly by chance: among equal experiments the one that measured
+  fastest lies furthest from the rest, so Holm over only its k - 1 comparisons claims a difference more often than
+  ALPHA. The family is therefore every pair the group could compare, k (k - 1) / 2 for k tested experiments, of which
+  the k - 1 against the baseline are tested: Holm's steps start at ALPHA / (k (k - 1) / 2) and go down one per
+  rejection (holm_levels' `hypotheses`). That holds the error at ALPHA whichever pairs the data picked: the first
+  true hypothesis rejected at step j follows j - 1 rejected false ones, so at most as many hypotheses as are false
+  in the whole family, and it was tested at ALPHA over at least the number that are true (Holm's own argument, which
+  never needed the untested pairs' p's). A family whose pairs are fixed in advance (a framework's consecutive
+  releases) is just its comparisons. Holm runs over the difference tests and, separately, over the equivalence
+  tests. A true ratio is 1, beyond the margin, or neither, so a comparison can only err one way, and each family
+  holds its error rate at ALPHA.
 - Verdict: "faster" or "slower" where the Holm-adjusted difference p is below ALPHA (a proven difference keeps that
   name when it is also within the margin: the ratio beside it tells its size); "equivalent within 5 %" (the margin)
   where the Holm-adjusted equivalence p is below ALPHA; otherwise "inconclusive", with the number of repeats that
@@ -182,29 +193,43 @@ def equivalence_p(log_ratio, margin):
     return max(above_lower, below_upper)
 
 
-def holm(p_values):
+def family_size(p_values, hypotheses):
+    """The hypotheses of the family the tested p-values (not NaN) were drawn from: `hypotheses` where given (it
+    counts untested ones too: never fewer than the tested), else the tested alone."""
+    tested = int(np.count_nonzero(~np.isnan(np.asarray(p_values, dtype=float))))
+    if hypotheses is None:
+        return tested
+    if hypotheses < tested:
+        raise ValueError(f"a family of {hypotheses} hypotheses cannot hold {tested} tested ones")
+    return hypotheses
+
+
+def holm(p_values, hypotheses=None):
     """Holm's step-down adjustment of one family's p-values (NaN, a comparison not tested, stays NaN and is not
-    counted)."""
+    counted) in a family of `hypotheses` (family_size: untested ones count, their p's taken as 1)."""
     p_values = np.asarray(p_values, dtype=float)
     adjusted = np.full(p_values.shape, np.nan)
     tested = np.flatnonzero(~np.isnan(p_values))
     order = tested[np.argsort(p_values[tested], kind="stable")]
-    steps = p_values[order] * np.arange(len(order), 0, -1)
+    size = family_size(p_values, hypotheses)
+    steps = p_values[order] * np.arange(size, size - len(order), -1)
     adjusted[order] = np.minimum(np.maximum.accumulate(steps), 1.0)
     return adjusted
 
 
-def holm_levels(p_values, alpha=ALPHA):
-    """The level at which Holm's step-down procedure tested each p-value of one family (NaN, a comparison not
-    tested, gets NaN): the smallest at alpha / m, the next at alpha / (m - 1), ..., each rejected hypothesis at its
-    own step's level, and every one from the first that is not rejected on at that step's level (the procedure stops
-    there). A p is below its level exactly when its Holm-adjusted p is below alpha."""
+def holm_levels(p_values, alpha=ALPHA, hypotheses=None):
+    """The level at which Holm's step-down procedure tested each p-value of one family of `hypotheses`
+    (family_size; NaN, a comparison not tested, gets NaN): the smallest at alpha / m, the next at alpha / (m - 1),
+    ..., each rejected hypothesis at its own step's level, and every one from the first that is not rejected on at
+    that step's level (the procedure stops there). A p is below its level exactly when its Holm-adjusted p is below
+    alpha."""
     p_values = np.asarray(p_values, dtype=float)
     levels = np.full(p_values.shape, np.nan)
     tested = np.flatnonzero(~np.isnan(p_values))
     order = tested[np.argsort(p_values[tested], kind="stable")]
+    size = family_size(p_values, hypotheses)
     for step, position in enumerate(order):
-        level = alpha / (len(order) - step)
+        level = alpha / (size - step)
         if not p_values[position] < level:
             levels[order[step:]] = level
             break
@@ -257,26 +282,33 @@ def verdict(log_ratio, p_holm, p_equivalence_holm, margin):
     return INCONCLUSIVE
 
 
-def decisions(log_ratios, margin):
-    """Per comparison of one family (a comparison group; None for a comparison not tested): its tests, Holm-adjusted
-    within the family, its verdict, the ratio's interval at the levels the verdict was tested at (verdict_interval)
-    and, where inconclusive, the repeats that would decide it (at the family's Bonferroni level, at which Holm's
-    adjustment decides it whatever the other comparisons give)."""
+def all_pairs(tested):
+    """The pairs a group could compare: its `tested` comparisons' experiments and their baseline, two at a time."""
+    return (tested + 1) * tested // 2
+
+
+def decisions(log_ratios, margin, baseline_from_data=True):
+    """Per comparison of one family (a comparison group, each against its baseline; None for a comparison not
+    tested): its tests, Holm-adjusted within the family, its verdict, the ratio's interval at the levels the verdict
+    was tested at (verdict_interval) and, where inconclusive, the repeats that would decide it (at the family's
+    Bonferroni level, at which Holm's adjustment decides it whatever the other comparisons give). The family is
+    every pair of the group (all_pairs) where the baseline was chosen from the data, else the comparisons alone."""
     p_values = [np.nan if log_ratio is None else difference_p(log_ratio) for log_ratio in log_ratios]
     p_equivalence = [np.nan if log_ratio is None else equivalence_p(log_ratio, margin) for log_ratio in log_ratios]
     tested = sum(log_ratio is not None for log_ratio in log_ratios)
+    hypotheses = all_pairs(tested) if baseline_from_data else tested
     rows = []
     for log_ratio, p_value, p_holm, difference_level, p_same, p_same_holm, equivalence_level in zip(
         log_ratios,
         p_values,
-        holm(p_values),
-        holm_levels(p_values),
+        holm(p_values, hypotheses),
+        holm_levels(p_values, hypotheses=hypotheses),
         p_equivalence,
-        holm(p_equivalence),
-        holm_levels(p_equivalence),
+        holm(p_equivalence, hypotheses),
+        holm_levels(p_equivalence, hypotheses=hypotheses),
     ):
         called = verdict(log_ratio, p_holm, p_same_holm, margin)
-        needed = repeats_to_decide(log_ratio, margin, ALPHA / tested) if called == INCONCLUSIVE else None
+        needed = repeats_to_decide(log_ratio, margin, ALPHA / hypotheses) if called == INCONCLUSIVE else None
         untested = (np.nan, np.nan, np.nan)
         low, high, confidence = (
             untested if log_ratio is None else verdict_interval(log_ratio, called, difference_level, equivalence_level)

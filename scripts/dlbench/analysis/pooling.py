@@ -1,0 +1,106 @@
+"""Pooled variance across a study's comparisons: limma's moderated t (Smyth 2004), in plain Python so that whatever
+decides with the comparisons' tests can pool without SciPy.
+
+At three rounds a paired log ratio's variance rests on 2 degrees of freedom, so its t test needs a statistic above 4.3
+at 5 % and far more at a Holm step. The comparisons of one study ran on one machine through one harness, so their
+variances are alike: an empirical Bayes prior fitted over them lends each the others' information. Each comparison's
+sample variance s^2 on d degrees of freedom is taken to be drawn as s0^2 F(d, d0) around a prior variance s0^2 with d0
+degrees of freedom (Smyth's model, a scaled inverse chi-square prior on the true variances). fit_prior estimates d0
+and s0^2 by the method of moments on log variances, as limma's fitFDist does without covariates: the mean and variance
+of log s^2, corrected by the digamma and trigamma of d / 2, give log s0^2 and trigamma(d0 / 2). The moderated variance
+(d0 s0^2 + d s^2) / (d0 + d) then takes Student's t on d0 + d degrees of freedom. Where the log variances spread no
+more than sampling alone would, d0 is infinite: every comparison takes the prior's variance; its t is then held at
+PRIOR_FREEDOM_CAP degrees of freedom, which differs from the normal by under 0.1 %.
+"""
+
+import math
+from typing import NamedTuple
+
+from dlbench.analysis.statistics import PAIRED
+
+PRIOR_FREEDOM_CAP = 1000.0
+MIN_COMPARISONS = 3  # fewer variances cannot estimate a variance of log variances worth lending
+
+
+class Prior(NamedTuple):
+    freedom: float  # d0, possibly infinite
+    variance: float  # s0^2
+
+
+def digamma(x):
+    """psi(x) for x > 0: the recurrence up to 10, then the asymptotic series (error under 1e-12)."""
+    shift = 0.0
+    while x < 10:
+        shift -= 1 / x
+        x += 1
+    inverse = 1 / (x * x)
+    series = inverse * (1 / 12 - inverse * (1 / 120 - inverse * (1 / 252 - inverse * (1 / 240 - inverse / 132))))
+    return shift + math.log(x) - 0.5 / x - series
+
+
+def trigamma(x):
+    """psi'(x) for x > 0: the recurrence up to 10, then the asymptotic series (error under 1e-12)."""
+    shift = 0.0
+    while x < 10:
+        shift += 1 / (x * x)
+        x += 1
+    inverse = 1 / (x * x)
+    series = 1 / x + inverse / 2 + inverse / x * (1 / 6 - inverse * (1 / 30 - inverse * (1 / 42 - inverse / 30)))
+    return shift + series
+
+
+def trigamma_inverse(value):
+    """The x with trigamma(x) = value (> 0): bisection on the log scale, trigamma decreasing from infinity to 0."""
+    low, high = 1e-8, 1e8
+    for _ in range(200):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if trigamma(middle) > value else (low, middle)
+    return math.sqrt(low * high)
+
+
+def fit_prior(variances, freedoms):
+    """The Prior (d0, s0^2) fitted over sample variances with their degrees of freedom, as limma's fitFDist; None with
+    fewer than MIN_COMPARISONS positive variances."""
+    pairs = [(variance, freedom) for variance, freedom in zip(variances, freedoms) if variance > 0 and freedom > 0]
+    if len(pairs) < MIN_COMPARISONS:
+        return None
+    # log s^2 has mean log sigma^2 + digamma(d / 2) - log(d / 2) and variance trigamma(d / 2) around each truth
+    centred = [math.log(variance) - digamma(freedom / 2) + math.log(freedom / 2) for variance, freedom in pairs]
+    mean = sum(centred) / len(centred)
+    spread = sum((value - mean) ** 2 for value in centred) / (len(centred) - 1)
+    beyond_sampling = spread - sum(trigamma(freedom / 2) for _, freedom in pairs) / len(pairs)
+    if beyond_sampling <= 0:
+        return Prior(math.inf, math.exp(mean))
+    freedom = 2 * trigamma_inverse(beyond_sampling)
+    return Prior(freedom, math.exp(mean + digamma(freedom / 2) - math.log(freedom / 2)))
+
+
+def moderated(variance, freedom, prior):
+    """(variance, freedom) of one comparison shrunk toward the prior: (d0 s0^2 + d s^2) / (d0 + d) on d0 + d degrees
+    of freedom (the prior's freedom held at PRIOR_FREEDOM_CAP)."""
+    prior_freedom = min(prior.freedom, PRIOR_FREEDOM_CAP)
+    pooled = (prior_freedom * prior.variance + freedom * variance) / (prior_freedom + freedom)
+    return pooled, prior_freedom + freedom
+
+
+def pooled(log_ratio, prior):
+    """A paired log ratio with its variance moderated toward the prior: its error, spread and freedom; the estimate
+    and rounds as they were."""
+    variance, freedom = moderated(log_ratio.spread**2, log_ratio.freedom, prior)
+    return log_ratio._replace(error=math.sqrt(variance / log_ratio.rounds), freedom=freedom, spread=math.sqrt(variance))
+
+
+def pooled_across(methods, log_ratios, sources):
+    """The study's log ratios with each paired one pooled over a prior fitted to the paired ones of its noise source
+    (fit_prior; sources: one per comparison, such as its machine and device, whose runs share a noise process); Welch's
+    and untested ones (None) as they were, and all of a source's where too few are paired to fit a prior. Welch's are
+    left out: their variance adds two experiments' and their freedom is an approximation, not a sample variance's."""
+    result = list(log_ratios)
+    for source in set(sources):
+        paired = [i for i, method in enumerate(methods) if method == PAIRED and sources[i] == source]
+        prior = fit_prior([log_ratios[i].spread ** 2 for i in paired], [log_ratios[i].freedom for i in paired])
+        if prior is None:
+            continue
+        for index in paired:
+            result[index] = pooled(log_ratios[index], prior)
+    return result
