@@ -150,24 +150,23 @@ def inside_step(name, args, runs):
     interpreter, appending to OUT/<name>.csv; `runs` lists (stack, inside options, extra environment)."""
 
     def commands(out):
+        entries = harness.stacks()
+        # each stack's interpreter found (and, on a GPU, checked by importing its framework) once for all its runs
+        pythons = {stack: stack_python(args, stack, entries[stack]) for stack in {stack for stack, _, _ in runs}}
         return [
-            [stack_python(args, stack), __file__, "inside", "--adapter", harness.stacks()[stack]["adapter"]]
-            + ["--stack", stack, "--csv", out / f"{name}.csv"]
-            + env_options({**harness.stacks()[stack]["environment"], **environment})
-            + options
+            [pythons[stack], __file__, "inside", "--adapter", entries[stack]["adapter"], "--stack", stack]
+            + ["--csv", out / f"{name}.csv", *env_options({**entries[stack]["environment"], **environment}), *options]
             for stack, options, environment in runs
         ]
 
     return name, commands
 
 
-def stack_python(args, stack):
+def stack_python(args, stack, entry):
     """The stack's interpreter: on a GPU the machine's (checked as config existing_envs is), on CPU its env file's
     venv (built if needed)."""
     existing = {} if args.cpu else {stack: args.python}
-    python, problem = harness.interpreter(
-        stack, harness.stacks()[stack], "cpu" if args.cpu else "gpu", existing, args.venv_root
-    )
+    python, problem = harness.interpreter(stack, entry, "cpu" if args.cpu else "gpu", existing, args.venv_root)
     if problem:
         raise RuntimeError(f"{stack}: {problem}")
     return python
@@ -483,8 +482,7 @@ def inside(args):
 def epoch_setup(args, images, batch_size):
     """(adapter, epoch(order), parameters, engaged()) of the harness's epoch of the adapter (benchmarks/harness.py)."""
     adapter = harness.import_adapter(args.adapter, args.device, "framework", {})
-    shape = (args.image_size, args.image_size, 3) if args.model == "resnet50" else harness.INPUT_SHAPES[args.model]
-    arrays = harness.synthetic_arrays(shape, images, batch_size)
+    arrays = harness.synthetic_arrays(harness.input_shape(args.model, args.image_size), images, batch_size)
     experiment = {"device": args.device, "variant": args.variant, "data_placement": "device"}
     return adapter, *harness.harness_epoch(adapter, args.model, arrays, experiment, batch_size)
 

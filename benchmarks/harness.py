@@ -61,6 +61,11 @@ def write_csv(path, rows, columns):
         writer.writerows(rows)
 
 
+def input_shape(model, image_size):
+    """A model's input (height, width, channels): ResNet-50 at `image_size`, the others at their own size."""
+    return (image_size, image_size, 3) if model == "resnet50" else INPUT_SHAPES[model]
+
+
 def synthetic_arrays(shape, images, batch_size):
     import numpy as np
 
