@@ -294,6 +294,7 @@ def workflow_config(args, sizes):
         "epochs": [3],
         "variants": ["eager", "xla"] if args.cpu else ["eager-amp", "xla-amp"],
         "repeats": 1,
+        "race": {"enabled": False},
         "ops": {"stacks": []},
         "synthetic": {"classes": 10, "train_size": 1024 if args.cpu else 8192, "test_size": 256, "seed": 0},
         "venv_root": str(args.venv_root),

@@ -63,6 +63,9 @@ def main():
         default=0.05,
         help="a ratio within [1 / (1 + margin), 1 + margin] is equivalent, where proven",
     )
+    parser.add_argument(
+        "--race", help="JSON: the config's `race` with `repeats` beside it, where the study raced its groups"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     problem = missing_run_tables(args.records)
@@ -83,7 +86,9 @@ def main():
         "max_batch": pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype(
             {"max_batch": "Int64", "first_failure": "Int64"}
         ),
-        "comparisons": comparisons(runs, summary, args.baseline, args.equivalence_margin),
+        "comparisons": comparisons(
+            runs, summary, args.baseline, args.equivalence_margin, json.loads(args.race) if args.race else None
+        ),
         "versions": version_pairs(runs, summary, args.equivalence_margin),
         "scaling": scaling_table(runs, summary, args.equivalence_margin),
         "telemetry": telemetry_table(records, machines),

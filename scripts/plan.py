@@ -46,6 +46,10 @@ def main():
     experiments, skipped = plan.experiment_table(config, stacks, sizes)
     if not experiments:
         sys.exit(plan.nothing_planned(config, stacks, sizes, skipped))
+    try:
+        configuration.race_budget(config, experiments)
+    except configuration.ConfigError as error:
+        sys.exit(str(error))
     if args.what == "failed":
         found = list(plan.failed_runs(config, experiments, args.status))
         for run in found:

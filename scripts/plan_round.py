@@ -1,20 +1,23 @@
-"""Adaptive repeats: after round r, the experiments that need round r + 1 (dlbench/analysis/rounds.py decides).
+"""Racing: after a planned look, the experiments that run the rounds to the next look (dlbench/analysis/race.py
+decides).
 
-Reads every run record through round r, groups the experiments as the comparisons do, and writes
-{"round": r, "next_round": [experiment ids], "groups": {...}}: one more round for every experiment of a comparison
-that has neither decided (faster, slower, equivalent) nor narrowed its interval to the target half-width, until
-`adaptive_repeats.max_repeats`. Runs that did not end ok (failed, contended) count as missing in their round.
+Reads every run record through the look's round, groups the experiments as the comparisons do, races each group
+through the looks it reached and writes {"look": L, "rounds": [the rounds to the next look], "next_round": [experiment
+ids], "groups": {group: its standing}}: the leader and the live rivals of each undecided group run on, the groups
+nearest a decision first, within the budget. Runs that did not end ok (failed, contended) count as missing in their
+round; they count against the budget all the same.
 
-    python scripts/plan_round.py --round R --records results/runs/*/rep*/record.json --options JSON --out FILE
+    python scripts/plan_round.py --look L --records results/runs/*/rep*/record.json --options JSON --out FILE
 """
 
 import argparse
 import json
+import statistics
 import sys
 
-from dlbench.analysis.rounds import experiments_needing_a_round
-from dlbench.cli import run_main
 from dlbench import record as run_record
+from dlbench.analysis.race import Budget, plan_next, schedule
+from dlbench.cli import run_main
 from dlbench.io import write_json_atomic
 from dlbench.plan import comparison_group
 
@@ -32,44 +35,62 @@ def grouped(records):
     return groups
 
 
-def baseline_experiments(records, stack):
-    """group key -> the group's experiments on the config's comparison_baseline stack."""
-    baselines = {}
+def run_seconds(record):
+    """What one run cost: the phases it timed, summed (its process start and the driver's own work aside)."""
+    return sum(record["phases_s"].values())
+
+
+def costs(records):
+    """experiment id -> the median seconds of its runs."""
+    seconds = {}
     for record in records:
-        if record["stack"] == stack:
-            baselines.setdefault(group_key(record), set()).add(record["experiment_id"])
-    return baselines
+        seconds.setdefault(record["experiment_id"], []).append(run_seconds(record))
+    return {experiment: statistics.median(values) for experiment, values in seconds.items()}
+
+
+def budget(options):
+    race = options["race"]
+    runs, minutes = race["budget_runs"], race["budget_minutes"]
+    return Budget(float("inf") if runs is None else runs, float("inf") if minutes is None else 60 * minutes)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--round", type=int, required=True)
+    parser.add_argument("--look", type=int, required=True, help="the round count of the look")
     parser.add_argument("--records", nargs="+", required=True)
-    parser.add_argument("--options", required=True, help="JSON: repeats, adaptive_repeats, equivalence_margin, ...")
+    parser.add_argument("--options", required=True, help="JSON: repeats, race, equivalence_margin")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     options = json.loads(args.options)
-    adaptive = options["adaptive_repeats"]
+    looks = schedule(options["repeats"], options["race"]["looks"])
     records = []
     for path in args.records:  # an unreadable record is a run without a figure, as a failed one
         try:
             records.append(run_record.read(path))
         except run_record.UnreadableRecord as error:
             print(f"left out: {error}", file=sys.stderr)
-    groups = grouped(records)
-    needed = experiments_needing_a_round(
-        groups,
-        options["repeats"],
-        adaptive["max_repeats"],
-        adaptive["target_half_width"],
+    seconds = sum(run_seconds(record) for record in records)
+    chosen, standing = plan_next(
+        grouped(records),
+        costs(records),
+        seconds,
+        looks,
         options["equivalence_margin"],
-        baseline_experiments(records, options["comparison_baseline"]),
+        budget(options),
+        options["race"]["pooled"],
     )
-    undecided = sorted({key for key, runs in groups.items() if set(runs) & set(needed)})
-    write_json_atomic(args.out, {"round": args.round, "next_round": needed, "undecided_groups": undecided})
+    later = [look.rounds for look in looks if look.rounds > args.look]
+    rounds = list(range(args.look + 1, later[0] + 1)) if later and chosen else []
+    write_json_atomic(
+        args.out, {"look": args.look, "rounds": rounds, "next_round": chosen, "groups": dict(sorted(standing.items()))}
+    )
+    print(f"look after round {args.look}: {len(records)} runs, {seconds / 60:.1f} min of training so far")
+    for key, state in sorted(standing.items()):
+        print(f"  {key}: {state}")
     print(
-        f"after round {args.round}: {len(needed)} experiment(s) in {len(undecided)} of {len(groups)} group(s) run "
-        f"round {args.round + 1}" + ("" if needed else ": every comparison decided or at its target")
+        f"{len(chosen)} experiment(s) run rounds {rounds[0]}-{rounds[-1]}"
+        if rounds
+        else "no more rounds: every group decided, alone, at the maximum or stopped by the budget"
     )
 
 

@@ -250,6 +250,7 @@ def refusals(config, stacks, registry, machine):
         exclusions,
         named_stacks,
         max_batch_range,
+        race_schedule,
         existing_env_files,
         existing_envs_under_conda,
         dataset_memory,
@@ -406,6 +407,36 @@ def max_batch_range(config, stacks, registry, machine):
         yield (
             f"config error in `max_batch.start`: {options['start']} is above `max_batch.limit` "
             f"({options['limit']}); make start <= limit"
+        )
+
+
+def race_schedule(config, stacks, registry, machine):
+    race = config["race"]
+    if not race["enabled"]:
+        return
+    if config["repeats"] < 2:
+        yield (
+            f"config error in `repeats`: {config['repeats']} round before the race's first look; a look needs at "
+            "least 2 (a paired spread), so set repeats: 2 or more, or race: {enabled: false}"
+        )
+    rounds = [config["repeats"], *race["looks"]]
+    if rounds != sorted(set(rounds)):
+        yield (
+            f"config error in `race.looks`: {race['looks']} must increase and come after the first look at "
+            f"`repeats` ({config['repeats']}) rounds; its last is the maximum rounds (e.g. [5, 8] after 3)"
+        )
+
+
+def race_budget(config, experiments):
+    """Raises ConfigError where `race.budget_runs` cannot pay for the first rounds of every experiment."""
+    runs, first = config["race"]["budget_runs"], len(experiments) * config["repeats"]
+    if config["race"]["enabled"] and runs is not None and runs < first:
+        raise ConfigError(
+            [
+                f"config error in `race.budget_runs`: {runs} runs cannot pay for the first {config['repeats']} "
+                f"rounds of the {len(experiments)} experiments ({first} runs); raise it to {first} or more, or "
+                "leave it null"
+            ]
         )
 
 

@@ -316,16 +316,28 @@ RUN_DIRECTORY = "results/runs/{experiment}/rep{rep}"  # the train rule's record 
 RUN_LOG = "logs/train/{experiment}/rep{rep}.log"
 
 
-ROUND_DECISION = "results/rounds/round{round}.json"  # the adaptive-repeats checkpoint's output after a round
+ROUND_DECISION = "results/rounds/round{round}.json"  # the racing checkpoint's output after the look at that round
 
 
 def comparison_group(row):
     return tuple(row[key] for key in COMPARISON_GROUP)
 
 
+def race_looks(config):
+    """The round counts after which the race plans its next rounds: every planned look but the last (the maximum),
+    none without racing."""
+    race = config["race"]
+    return [config["repeats"], *race["looks"][:-1]] if race["enabled"] else []
+
+
+def rounds_decided(decision):
+    """One list of experiments per round a look's decision planned (its `rounds`, each the same experiments)."""
+    return [decision["next_round"]] * len(decision["rounds"]) if decision["next_round"] else []
+
+
 def runs(config, experiments, extra_rounds=None):
-    """(experiment id, repeat) of every training job: `repeats` rounds of every experiment, then, with adaptive
-    repeats, the experiments each later round was planned for. extra_rounds lists them per round; None reads the
+    """(experiment id, repeat) of every training job: `repeats` rounds of every experiment, then, with racing, the
+    experiments each look planned for the rounds up to the next. extra_rounds lists them per round; None reads the
     decisions already on disk (what a finished invocation ran, for the failure summary and scripts/plan.py)."""
     planned = [(experiment, rep) for experiment in experiments for rep in range(1, config["repeats"] + 1)]
     if extra_rounds is None:
@@ -336,17 +348,16 @@ def runs(config, experiments, extra_rounds=None):
 
 
 def decided_rounds(config):
-    """The experiments planned for each extra round by the decisions on disk, in order, up to the first missing."""
-    extra, last = [], config["repeats"]
-    while config["adaptive_repeats"]["enabled"] and last < config["adaptive_repeats"]["max_repeats"]:
-        decision = Path(ROUND_DECISION.format(round=last))
+    """The experiments planned for each later round by the decisions on disk, in order, up to the first missing."""
+    extra = []
+    for look in race_looks(config):
+        decision = Path(ROUND_DECISION.format(round=look))
         if not decision.exists():
             break
-        more = json.loads(decision.read_text())["next_round"]
+        more = rounds_decided(json.loads(decision.read_text()))
         if not more:
             break
-        extra.append(more)
-        last += 1
+        extra += more
     return extra
 
 

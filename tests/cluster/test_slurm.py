@@ -79,6 +79,7 @@ def workdir_with(root, config):
         "epochs": [2],
         "variants": ["eager"],
         "repeats": 2,
+        "race": {"enabled": False},
         "min_steady_seconds": 0.1,
         "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
         "ops": {"stacks": []},

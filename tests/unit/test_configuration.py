@@ -67,6 +67,11 @@ HOSTILE = [
     ({"repeats": 0}, "`repeats`: 0 is less than the minimum of 1"),
     ({"repeats": 10**6}, "`repeats`: 1000000 is greater than the maximum of 100"),
     ({"equivalence_margin": 0}, "`equivalence_margin`: 0 is less than or equal to the minimum of 0"),
+    ({"race": {"looks": [3, 8]}}, "`race.looks`: [3, 8] must increase and come after the first look at `repeats` (3)"),
+    ({"race": {"looks": [8, 5]}}, "`race.looks`: [8, 5] must increase"),
+    ({"repeats": 1}, "`repeats`: 1 round before the race's first look; a look needs at least 2"),
+    ({"race": {"budget_minutes": 0}}, "`race.budget_minutes`: 0 is less than or equal to the minimum of 0"),
+    ({"race": {"budget_runs": 0}}, "`race.budget_runs`: 0 is less than the minimum of 1"),
     ({"momentum": float("nan")}, "`momentum`: nan is not a finite number"),
     ({"weight_decay": float("inf")}, "`weight_decay`: inf is not a finite number"),
     ({"contention": {"max_steal_share": 1.5}}, "`contention.max_steal_share`: 1.5 is greater than the maximum of 1"),
@@ -247,3 +252,11 @@ def test_existing_environments_are_refused_only_where_software_is_deployed_with_
         "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
         "drop --sdm conda or the `existing_envs` entries"
     ]
+
+
+def test_a_race_budget_too_small_for_the_first_rounds_is_refused_naming_the_key():
+    config = {"repeats": 3, "race": {"enabled": True, "budget_runs": 20}}
+    with pytest.raises(configuration.ConfigError, match=r"`race.budget_runs`: 20 runs cannot pay for the first 3 "):
+        configuration.race_budget(config, {f"e{index}": {} for index in range(8)})
+    configuration.race_budget(dict(config, race={"enabled": True, "budget_runs": 24}), {f"e{i}": {} for i in range(8)})
+    configuration.race_budget(dict(config, race={"enabled": False, "budget_runs": 1}), {"e": {}})

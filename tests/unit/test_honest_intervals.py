@@ -71,6 +71,20 @@ def test_no_interval_of_the_fixture_study_contradicts_its_verdict(fixture_study,
     assert not contradictions(scaling, "efficiency_ratio", margin)
 
 
+@pytest.mark.parametrize("margin", [0.05, 0.2])
+def test_no_interval_of_the_raced_fixture_study_contradicts_the_races_verdict(fixture_study, margin):
+    runs, summary = fixture_study
+    race = {"enabled": True, "repeats": 2, "looks": [3], "pooled": True}
+    compared = comparisons(runs, summary, None, margin, race)
+    assert len(compared) and set(compared["race_state"]) <= {"live", "eliminated", "retired"}
+    assert set(compared["race_outcome"]) <= {"decided", "undecided"}
+    assert not contradictions(compared, "ratio", margin)
+    eliminated = compared[compared["race_state"] == "eliminated"]
+    assert (eliminated["verdict"] == SLOWER).all() and (eliminated["p_holm"] < ALPHA).all()
+    live = compared[compared["race_state"] == "live"]
+    assert (live["verdict"] == INCONCLUSIVE).all() and (live["p_holm"] >= ALPHA).all()
+
+
 def random_family(generator):
     """A family of 1 to 6 comparisons with ratios near 1 and errors from tiny to wide, some not tested."""
     size = int(generator.integers(1, 7))

@@ -46,7 +46,7 @@ CONFIG = dict(
     image_folders={},
     images_per_epoch=None,
     stream={"workers": None, "loader_batches": 20},
-    adaptive_repeats={"enabled": False, "max_repeats": 10, "target_half_width": 0.05},
+    race={"enabled": False, "looks": [5, 8], "pooled": True, "budget_runs": None, "budget_minutes": None},
 )
 
 
@@ -179,18 +179,19 @@ def test_prepared_data_that_changed_is_named_and_refused(prepared):
     assert data.changed(prepared, always_hash=False) == f"{arrays} is missing"
 
 
-def test_adaptive_rounds_add_the_experiments_each_decision_planned(tmp_path, monkeypatch):
-    """Two rounds of everything, then the rounds the decisions on disk planned, up to the first that planned none."""
+def test_raced_rounds_add_the_experiments_each_look_planned_for_the_rounds_to_the_next(tmp_path, monkeypatch):
+    """Two rounds of everything, then per look the rounds its decision planned, up to the first that planned none."""
     monkeypatch.chdir(tmp_path)
-    config = dict(CONFIG, adaptive_repeats={"enabled": True, "max_repeats": 5, "target_half_width": 0.05})
+    config = dict(CONFIG, race=dict(CONFIG["race"], enabled=True, looks=[4, 5, 7]))
     table = {"a": {}, "b": {}}
+    assert plan.race_looks(config) == [2, 4, 5]
     assert plan.runs(config, table) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
-    for round_, planned in ((2, ["a", "b"]), (3, ["b"]), (4, [])):
-        decision = tmp_path / plan.ROUND_DECISION.format(round=round_)
+    for look, rounds, planned in ((2, [3, 4], ["a", "b"]), (4, [5], ["b"]), (5, [], [])):
+        decision = tmp_path / plan.ROUND_DECISION.format(round=look)
         decision.parent.mkdir(parents=True, exist_ok=True)
-        decision.write_text(json.dumps({"round": round_, "next_round": planned}))
-    assert plan.runs(config, table)[4:] == [("a", 3), ("b", 3), ("b", 4)]
-    assert plan.runs(dict(config, adaptive_repeats=dict(config["adaptive_repeats"], enabled=False)), table)[4:] == []
+        decision.write_text(json.dumps({"look": look, "rounds": rounds, "next_round": planned}))
+    assert plan.runs(config, table)[4:] == [("a", 3), ("b", 3), ("a", 4), ("b", 4), ("b", 5)]
+    assert plan.runs(CONFIG, table)[4:] == []  # no race: the decisions on disk are not read
 
 
 def test_a_byte_changed_with_its_modification_time_put_back_is_seen_by_planning_without_writing(prepared):

@@ -11,9 +11,15 @@ from dlbench.analysis.race import (
     LIVE,
     RETIRED,
     UNDECIDED,
+    Budget,
+    first_look_prior,
+    plan_next,
     planned_looks,
     race,
+    race_study,
+    reached,
     rounds_spent,
+    schedule,
     spent,
 )
 
@@ -82,3 +88,67 @@ def test_among_equal_experiments_a_race_claims_a_difference_in_at_most_alpha_of_
         for seed in range(400)
     )
     assert false_claims / 400 <= 0.05
+
+
+def runs_of(centres, noise, seed, rounds):
+    """experiment -> {round: throughput} for the given rounds, as the planner reads a group's runs."""
+    return group(centres, noise, seed, rounds)
+
+
+def test_a_group_reaches_the_looks_its_runs_got_to_and_is_raced_through_those_alone():
+    looks = schedule(3, [5, 8])
+    runs = runs_of({"a": 100.0, "b": 93.0}, 0.2, seed=4, rounds=5)
+    assert [look.rounds for look in reached(runs, looks)] == [3, 5]
+    races, _ = race_study({"g": runs}, looks, MARGIN, pool=False)
+    assert races["g"].outcome == UNDECIDED and races["g"].states == {"a": (LIVE, 5), "b": (LIVE, 5)}
+    # a run that did not end ok counts as a round run, but never as a figure; an experiment without any is no rival
+    runs["failed"] = {1: None, 2: None, 3: float("nan"), 4: None, 5: None}
+    races, _ = race_study({"g": runs}, looks, MARGIN, pool=False)
+    assert set(races["g"].states) == {"a", "b"}
+
+
+def test_the_planner_runs_on_only_the_leader_and_live_rivals_of_undecided_groups():
+    looks = schedule(3, [5, 8])
+    groups = {
+        "clear": runs_of({"fast": 200.0, "slow": 100.0}, 0.02, seed=1, rounds=3),
+        "close": runs_of({"a": 100.0, "b": 97.0, "c": 50.0}, 0.1, seed=5, rounds=3),
+        "alone": runs_of({"only": 100.0}, 0.1, seed=6, rounds=3),
+    }
+    chosen, standing = plan_next(groups, {}, 0.0, looks, MARGIN, Budget(float("inf"), float("inf")), pool=False)
+    assert standing["clear"] == DECIDED and standing["alone"] == ALONE
+    assert standing["close"].startswith("racing")
+    assert set(chosen) <= {"a", "b", "c"} and {"a", "b"} <= set(chosen)
+    # at the maximum, nothing more
+    groups["close"] = runs_of({"a": 100.0, "b": 97.0}, 0.1, seed=5, rounds=8)
+    chosen, standing = plan_next(groups, {}, 0.0, looks, MARGIN, Budget(float("inf"), float("inf")), pool=False)
+    assert chosen == [] and standing["close"] == UNDECIDED
+
+
+def test_the_budget_gives_the_next_rounds_to_the_group_nearest_a_decision_and_a_stopped_group_stays_stopped():
+    looks = schedule(3, [5, 8])
+    groups = {
+        "near": runs_of({"a": 100.0, "b": 80.0}, 0.1, seed=9, rounds=3),  # a clear lead, not yet proven
+        "far": runs_of({"c": 100.0, "d": 99.0}, 0.2, seed=8, rounds=3),  # a close, noisy pair
+    }
+    first = sum(len(by_round) for runs in groups.values() for by_round in runs.values())
+    budget = Budget(first + 4, float("inf"))  # room for one group's two experiments over two rounds
+    chosen, standing = plan_next(groups, {}, 0.0, looks, MARGIN, budget, pool=False)
+    assert chosen == ["a", "b"] and standing["far"] == "stopped at the budget"
+    # minutes: the same choice, costed at each experiment's run seconds
+    costs = {"a": 10.0, "b": 10.0, "c": 10.0, "d": 10.0}
+    chosen, _ = plan_next(groups, costs, 120.0, looks, MARGIN, Budget(float("inf"), 160.0), pool=False)
+    assert chosen == ["a", "b"]
+    # the next look: "far" never ran rounds 4-5, so it is not looked at again on the same rounds
+    groups["near"] = runs_of({"a": 100.0, "b": 80.0}, 0.1, seed=9, rounds=5)
+    chosen, standing = plan_next(groups, {}, 0.0, looks, MARGIN, Budget(float("inf"), float("inf")), pool=False)
+    assert standing["far"] == "stopped at the budget" and "c" not in chosen and "d" not in chosen
+    races, _ = race_study(groups, looks, MARGIN, pool=False)
+    assert races["far"].states == {"c": (LIVE, 3), "d": (LIVE, 3)}
+
+
+def test_the_study_prior_is_fitted_at_the_first_look_and_lends_a_pair_its_freedom():
+    looks = schedule(3, [5, 8])
+    groups = {f"g{index}": runs_of({"a": 100.0, "b": 90.0}, 0.05, seed=index, rounds=3) for index in range(6)}
+    prior = first_look_prior(groups, looks)
+    assert prior is not None and prior.variance > 0
+    assert first_look_prior({"g": groups["g0"]}, looks) is None  # one comparison cannot fit a prior

@@ -1,5 +1,5 @@
-"""The comparisons' statistics (dlbench/analysis/statistics.py), the plain-Python Student's t under them (student.py)
-and the planner of adaptive repeats (rounds.py), at unit level: each held to SciPy or to a case worked by hand."""
+"""The comparisons' statistics (dlbench/analysis/statistics.py), the plain-Python Student's t under them (student.py),
+at unit level: each held to SciPy or to a case worked by hand."""
 
 import math
 import subprocess
@@ -8,7 +8,6 @@ import sys
 import numpy as np
 import pytest
 from conftest import library_environment
-from dlbench.analysis.rounds import experiments_needing_a_round
 from dlbench.analysis.statistics import (
     ALPHA,
     INCONCLUSIVE,
@@ -217,39 +216,9 @@ def test_repeats_to_decide_are_the_fewest_rounds_that_would_decide_at_the_observ
     assert repeats_to_decide(LogRatio(math.log(1.5), 0.3, 2, 0.5, 3), 0.05) >= 4
 
 
-def group(**experiments):
-    return {name: rounds_of(*values) for name, values in experiments.items()}
-
-
-def test_the_planner_adds_rounds_only_to_undecided_comparisons_between_the_minimum_and_the_maximum():
-    # Against each group's fastest: "same" in the first (base equivalent, slow slower), "noisy" in the second.
-    decided = group(base=[100.0, 101.0, 99.0], slow=[50.0, 50.5, 49.5], same=[100.0, 101.2, 99.1])
-    undecided = group(base=[100.0, 101.0, 99.0], noisy=[104.0, 92.0, 112.0], slow=[50.0, 50.5, 49.5])
-    groups = {"decided": decided, "undecided": undecided}
-    needed = experiments_needing_a_round(groups, minimum=3, maximum=10, half_width_target=0.01, margin=0.05)
-    assert needed == ["base", "noisy"]  # the decided comparisons' experiments (slow in both groups) wait
-    assert experiments_needing_a_round(groups, 4, 10, 0.01, 0.05) == ["base", "noisy", "same", "slow"]  # minimum
-    assert experiments_needing_a_round(groups, 3, 3, 0.01, 0.05) == []  # maximum reached
-    # An interval within the target half-width is precise enough, decided or not.
-    assert experiments_needing_a_round({"undecided": undecided}, 3, 10, 0.5, 0.05) == []
-
-
-def test_the_planner_takes_the_named_baseline_and_gives_failed_experiments_no_more_rounds():
-    runs = group(slow=[95.0, 96.0, 94.0], base=[100.0, 101.0, 99.0], noisy=[104.0, 92.0, 112.0])
-    runs["oom"] = {1: None, 2: None, 3: float("nan")}
-    needed = experiments_needing_a_round({"g": runs}, 3, 10, 0.01, 0.05)
-    assert needed == ["base", "noisy", "slow"]  # against the fastest, noisy: base and slow are within its noise
-    named = experiments_needing_a_round({"g": runs}, 3, 10, 0.01, 0.05, baselines={"g": ["base"]})
-    assert named == ["base", "noisy"]
-    runs["noisy"] = {1: 104.0, 2: None, 3: 112.0}  # two ok runs: not tested yet, so one more round
-    # ... and, though the quickest, not the baseline (against it nothing could be tested: slow would need rounds too).
-    assert experiments_needing_a_round({"g": runs}, 3, 10, 0.01, 0.05) == ["base", "noisy"]
-
-
-def test_the_planner_imports_no_scipy():
-    """Snakemake's driver imports the planner, and SciPy is no dependency of Snakemake."""
+def test_the_race_imports_no_scipy():
+    """The race's planner decides with plain Python and NumPy, as the comparisons' tests it shares."""
     code = (
-        "import sys, dlbench.analysis.rounds; "
-        "assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
+        "import sys, dlbench.analysis.race; assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=library_environment())

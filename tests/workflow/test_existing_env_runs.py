@@ -25,6 +25,7 @@ def test_a_stack_runs_in_an_existing_env_and_bad_ones_are_refused_before_any_job
         "epochs": [2],
         "variants": ["eager"],
         "repeats": 1,
+        "race": {"enabled": False},
         "venv_root": str(VENV_ROOT),
         "ops": {"stacks": []},
         "contention": SHARED_MACHINE,

@@ -42,6 +42,7 @@ def study_config(root):
     config = yaml.safe_load((root / "config.yaml").read_text())
     config |= {
         "repeats": 1,
+        "race": {"enabled": False},
         "max_batch": {"enabled": True},
         "image_folders": {"tiny": {"path": str(root / "tiny"), "resolution": 16}},
         "grids": [{}, {"datasets": ["tiny", "mnist"], "models": ["mlp"], "data_placements": ["device", "stream"]}],

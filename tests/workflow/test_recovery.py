@@ -26,6 +26,7 @@ CONFIG = {
     "epochs": [2],
     "variants": ["eager"],
     "repeats": 2,
+    "race": {"enabled": False},
     "venv_root": str(VENV_ROOT),
     "ops": {"stacks": []},
     "contention": SHARED_MACHINE,

@@ -21,6 +21,7 @@ def test_a_streamed_study_runs_through_the_workflow_to_its_report(env_python, tm
         "epochs": [2],
         "variants": ["eager", "graph"],
         "repeats": 1,
+        "race": {"enabled": False},
         "data_placements": ["stream"],
         "image_folders": {"tiny": {"path": str(tmp_path / "images"), "resolution": 16}},
         "exclude": [{"stack": "tensorflow-2.21", "variant": "eager"}],

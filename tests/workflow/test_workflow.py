@@ -3,8 +3,11 @@
 change, a changed batch size, a changed env file and a re-fetched dataset. (Faults and recovery: test_recovery.py.)"""
 
 import json
+import os
 import re
+import signal
 import subprocess
+import time
 
 import jsonschema
 import pytest
@@ -24,6 +27,7 @@ TINY_CONFIG = {
     "variants": ["eager", "graph", "xla"],
     "data_placements": ["device", "host"],
     "repeats": 2,
+    "race": {"enabled": False},
     "exclude": [
         {"stack": FAST_STACKS, "variant": "eager"},
         {"stack": ["tensorflow-2.21", "keras-3-tensorflow"], "variant": "xla"},  # keras-3-jax runs xla only
@@ -102,6 +106,7 @@ def mnist_workdir(tmp_path_factory, mirror):
         "epochs": [2],
         "variants": ["eager"],
         "repeats": 1,
+        "race": {"enabled": False},
         "venv_root": f"venvs {HOSTILE}",
         "contention": SHARED_MACHINE,
         "downloads": {
@@ -275,39 +280,66 @@ def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir)
         env_file.write_text(original)
 
 
-ADAPTIVE_CONFIG = {
-    "stacks": ["mxnet-1.9"],
+RACE_CONFIG = {
+    # Keras' run_eagerly runs op by op in Python, many times slower than its compiled step: a clearly slower
+    # experiment. MXNet's two modes beside it, a group of their own, may race on.
+    "stacks": ["keras-3-jax"],
     "datasets": ["synthetic-12x12x1"],
     "models": ["mlp"],
-    "batch_sizes": [32],
-    "epochs": [2],
+    "batch_sizes": [16],
+    "epochs": [3],
     "variants": ["eager", "graph"],
-    "repeats": 2,
-    "min_steady_seconds": 0.1,
+    "grids": [
+        {"stacks": ["keras-3-jax"], "variants": ["eager", "xla"]},
+        {"stacks": ["mxnet-1.9"], "batch_sizes": [32]},
+    ],
+    "repeats": 3,
+    # Looks after rounds 3 and 4: the first spends 0.024 on the group's one pair.
+    "race": {"looks": [4], "pooled": False},
+    "min_steady_seconds": 0.2,
     "ops": {"stacks": []},
-    # A target no comparison of tiny epochs reaches: rounds are added until the maximum.
-    "adaptive_repeats": {"enabled": True, "max_repeats": 4, "target_half_width": 0.001},
-    "synthetic": {"classes": 4, "train_size": 256, "test_size": 64, "seed": 0},
+    "synthetic": {"classes": 4, "train_size": 512, "test_size": 64, "seed": 0},
     "venv_root": str(VENV_ROOT),
     "contention": SHARED_MACHINE,
 }
+SLOWER_ONE = "keras-3-jax_synthetic-12x12x1_mlp_cpu_b16_adam-lr0.001_e3_eager"
 
 
-def test_adaptive_repeats_plan_rounds_until_decided_or_the_maximum(tmp_path):
-    """Two rounds, then a checkpoint per round plans the next for an undecided comparison, up to the maximum; the
-    comparisons pair the four rounds; a rerun plans nothing."""
+def invocation(workdir):
+    return subprocess.Popen(
+        [*SNAKEMAKE, "--cores", "2"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def test_a_race_eliminates_a_clearly_slower_experiment_at_the_first_look_and_resumes_after_a_kill(tmp_path):
+    """Killed during its second round, the study resumes; after three rounds the first look eliminates Keras' eager
+    mode; only undecided groups' live experiments run round 4; the comparisons carry the race's verdicts; a finished
+    race run again plans nothing."""
     copy_repository(tmp_path)
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(ADAPTIVE_CONFIG))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(RACE_CONFIG))
+    killed = invocation(tmp_path)
+    deadline = time.monotonic() + 900
+    while not list(tmp_path.glob("results/runs/*/rep2/record.json")) and time.monotonic() < deadline:
+        assert killed.poll() is None, "the first invocation ended before its second round"
+        time.sleep(0.2)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    snakemake(tmp_path, "--unlock")  # the stale lock of a killed run: Snakemake's own remedy
     output = snakemake(tmp_path)
-    decisions = [json.loads((tmp_path / f"results/rounds/round{r}.json").read_text()) for r in (2, 3)]
-    runs = read_csv(tmp_path / "results/tables/runs.csv")
-    for decision in decisions:
-        planned = {run["experiment_id"] for run in runs if int(run["rep"]) == decision["round"] + 1}
-        assert set(decision["next_round"]) == planned
-    if all(decision["next_round"] for decision in decisions):  # undecided throughout: four rounds, paired
-        assert sorted({int(run["rep"]) for run in runs}) == [1, 2, 3, 4]
-        (comparison,) = read_csv(tmp_path / "results/tables/comparisons.csv")
-        assert comparison["method"] == "paired by round" and comparison["pairs"] == "4"
-        assert "run round 3" in (tmp_path / "logs/rounds/round2.log").read_text()
-    assert not (tmp_path / "results/rounds/round4.json").exists(), "the maximum is 4 rounds"
+    decision = json.loads((tmp_path / "results/rounds/round3.json").read_text())
+    assert SLOWER_ONE not in decision["next_round"] and decision["rounds"] in ([4], []), decision
+    rounds = {}
+    for run in read_csv(tmp_path / "results/tables/runs.csv"):
+        rounds.setdefault(run["experiment_id"], set()).add(int(run["rep"]))
+    assert all(rounds[experiment] == {1, 2, 3, 4} for experiment in decision["next_round"])
+    assert all(rounds[experiment] == {1, 2, 3} for experiment in set(rounds) - set(decision["next_round"]))
+    compared = {row["experiment_id"]: row for row in read_csv(tmp_path / "results/tables/comparisons.csv")}
+    slower = compared[SLOWER_ONE]
+    assert (slower["race_state"], slower["verdict"], slower["pairs"]) == ("eliminated", "slower", "3")
+    assert float(slower["ratio_high"]) < 1 and slower["race_outcome"] == "decided"
+    assert "look after round 3" in (tmp_path / "logs/rounds/round3.log").read_text()
     assert planned_rules(snakemake(tmp_path, "-n")) == {}, output[-3000:]

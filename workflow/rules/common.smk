@@ -181,6 +181,7 @@ def report_failures():
 
 SLURM = slurm_submission()
 EXPERIMENTS = experiment_table()
+configuration.race_budget(config, EXPERIMENTS)
 SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)
 OPS_JOBS = [
     (stack, device, operator)
@@ -297,19 +298,18 @@ def train_inputs(wildcards):
 
 
 def planned_runs(through_round=None):
-    """(experiment, repeat) of the training runs through a round (None: all): the `repeats` rounds, then with
-    adaptive repeats the experiments each round's checkpoint (rule plan_round) planned for the next one.
+    """(experiment, repeat) of the training runs through a round (None: all): the `repeats` rounds, then with racing
+    the experiments each look's checkpoint (rule plan_round) planned for the rounds up to the next look.
     """
-    options, extra = config["adaptive_repeats"], []
-    last = config["repeats"]
-    limit = options["max_repeats"] if through_round is None else through_round
-    while options["enabled"] and last < limit:
-        decision = checkpoints.plan_round.get(round=last).output.decision
-        more = json.loads(Path(decision).read_text())["next_round"]
+    extra = []
+    for look in plan.race_looks(config):
+        if through_round is not None and look >= through_round:
+            break
+        decision = checkpoints.plan_round.get(round=look).output.decision
+        more = plan.rounds_decided(json.loads(Path(decision).read_text()))
         if not more:
             break
-        extra.append(more)
-        last += 1
+        extra += more
     return plan.runs(config, EXPERIMENTS, extra)
 
 
@@ -326,8 +326,8 @@ def round_records(wildcards):
 
 
 def round_options():
-    """What the round planner needs from the config: the rounds, the target, the margin and the baseline stack."""
-    keys = ("repeats", "adaptive_repeats", "equivalence_margin", "comparison_baseline")
+    """What the race's planner needs from the config: the first rounds, the race and the margin."""
+    keys = ("repeats", "race", "equivalence_margin")
     return json.dumps({key: config[key] for key in keys}, sort_keys=True)
 
 

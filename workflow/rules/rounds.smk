@@ -1,5 +1,5 @@
-# Adaptive repeats (config `adaptive_repeats`): after each round from `repeats` on, a checkpoint decides which
-# experiments run one more round; planned_runs (common.smk) asks it, round by round.
+# Racing (config `race`): after each planned look but the last, a checkpoint decides which experiments run the
+# rounds to the next look; planned_runs (common.smk) asks it, look by look.
 checkpoint plan_round:
     input:
         env=env_description(TOOLS),
@@ -16,5 +16,5 @@ checkpoint plan_round:
         python=env_python(TOOLS),
         options=round_options(),
     shell:
-        "{params.python:q} {input.script:q} --round {wildcards.round:q} --records {input.records:q}"
+        "{params.python:q} {input.script:q} --look {wildcards.round:q} --records {input.records:q}"
         " --options {params.options:q} --out {output.decision:q} > {log:q} 2>&1"

@@ -13,6 +13,13 @@ with `repeats_to_decide` (the rounds that would decide it at the observed ratio 
 count would). The ratio's interval (`ratio_low`, `ratio_high`, with `ratio_confidence`) is at the level the verdict was
 tested at, so it agrees with the verdict. dlbench.analysis.statistics says why.
 
+Raced (config `race`), a group's stack comparisons are its race's (dlbench.analysis.race, replayed through the looks the
+group reached, as the planner ran it): each rival against the leader it was last judged against, over that look's
+rounds, at that look's level ("slower" where eliminated, "equivalent" where retired, else "inconclusive"); its
+interval at that level, so it agrees with the verdict; `p_holm` and `p_equivalence_holm` are the p's scaled to the
+race's 0.05 (p times 0.05 over the look's level), so that below 0.05 reads as decided there too; `race_state` and
+`race_outcome` say where the rival and its group stand.
+
 A version pair is the same comparison between two releases of one framework (same backend and variant), newer over
 older, Holm-adjusted within the versions of one experiment group (consecutive releases: pairs fixed in advance, so
 the family is the pairs alone): "slower" there is a regression. Beside it: the ratio
@@ -25,7 +32,22 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis.pooling import pooled_across
-from dlbench.analysis.statistics import MIN_REPEATS, compared, decisions
+from dlbench.analysis.race import ELIMINATED, RETIRED, look_ratio, ok_only, race_study, schedule
+from dlbench.analysis.statistics import (
+    ALPHA,
+    INCONCLUSIVE,
+    MIN_REPEATS,
+    NOT_TESTED,
+    PAIRED,
+    SLOWER,
+    compared,
+    decisions,
+    difference_p,
+    equivalence_p,
+    equivalent,
+    repeats_to_decide,
+    verdict_interval,
+)
 from dlbench.analysis.tables import GROUP
 
 
@@ -66,6 +88,8 @@ COMPARISON_COLUMNS = [
     "baseline_rule",
     *TEST_COLUMNS,
     *DECISION_COLUMNS,
+    "race_state",
+    "race_outcome",
 ]
 
 
@@ -109,10 +133,13 @@ def with_verdicts(rows, log_ratios, columns, margin, baseline_from_data=True):
     return table.astype({"pairs": "int64", "repeats_to_decide": "Int64"})
 
 
-def comparisons(runs, summary, named_baseline, margin):
+def comparisons(runs, summary, named_baseline, margin, race=None):
     """One row per experiment against its group's baseline (groups: experiments equal but for stack and variant);
     each paired comparison's variance pooled over the study's paired comparisons on its machine and device
-    (dlbench.analysis.pooling)."""
+    (dlbench.analysis.pooling). race: the config's `race` with `repeats` beside it where the study raced (each
+    group's rows are then its race's: raced_comparisons)."""
+    if race is not None and race["enabled"]:
+        return raced_comparisons(runs, summary, race, margin)
     throughputs = ok_throughputs(runs)
     rows, log_ratios = [], []
     measured = summary[summary["train_images_per_s_gmean"].notna()]
@@ -142,6 +169,79 @@ def comparisons(runs, summary, named_baseline, margin):
     sources = [(row["machine"], row["device"]) for row in rows]  # a CPU's noise is not a GPU's
     log_ratios = pooled_across([row["method"] for row in rows], log_ratios, sources)
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
+
+
+def race_groups(runs):
+    """GROUP key -> experiment id -> {round: steady throughput, None where the run was not ok} of the final tries."""
+    final = runs[runs["final_try"]]
+    groups = {}
+    for row in final.itertuples(index=False):
+        row = row._asdict()
+        value = row["train_images_per_s"] if row["status"] == "ok" else None
+        key = tuple(row[column] for column in GROUP)
+        groups.setdefault(key, {}).setdefault(row["experiment_id"], {})[int(row["rep"])] = value
+    return groups
+
+
+def raced_row(rival, judgement, state, throughputs, prior, margin):
+    """The test and decision columns of one rival of a race, against the leader it was last judged against."""
+    log_ratio = look_ratio(throughputs[rival], throughputs[judgement.against], judgement.rounds, prior)
+    if log_ratio is None:
+        tests = dict(method=None, pairs=0, ratio=np.nan)
+        return dict(tests, verdict=NOT_TESTED, equivalence_margin=margin, race_state=state)
+    called = {ELIMINATED: SLOWER, RETIRED: equivalent(margin)}.get(state, INCONCLUSIVE)
+    low, high, confidence = verdict_interval(log_ratio, called, judgement.level, judgement.level)
+    p_value, p_same = difference_p(log_ratio), equivalence_p(log_ratio, margin)
+    scale = ALPHA / judgement.level
+    return dict(
+        method=PAIRED,
+        pairs=log_ratio.rounds,
+        ratio=np.exp(log_ratio.estimate),
+        ratio_low=low,
+        ratio_high=high,
+        ratio_confidence=confidence,
+        p_value=p_value,
+        p_holm=min(1.0, p_value * scale),
+        p_equivalence=p_same,
+        p_equivalence_holm=min(1.0, p_same * scale),
+        equivalence_margin=margin,
+        verdict=called,
+        repeats_to_decide=repeats_to_decide(log_ratio, margin, judgement.level) if called == INCONCLUSIVE else None,
+        race_state=state,
+    )
+
+
+def raced_comparisons(runs, summary, race, margin):
+    """The comparisons table of a raced study: per group, one row per rival of its race (raced_row), the rival's
+    baseline the leader it was judged against."""
+    looks = schedule(race["repeats"], race["looks"])
+    groups = race_groups(runs)
+    races, prior = race_study(groups, looks, margin, race["pooled"])
+    described = summary.set_index(["experiment_id", "machine"])
+    rows = []
+    for key, result in sorted(races.items()):
+        throughputs = ok_only(groups[key])
+        machine = key[GROUP.index("machine")]
+        for rival, judgement in sorted(result.judgements.items()):
+            own, baseline = described.loc[(rival, machine)], described.loc[(judgement.against, machine)]
+            rows.append(
+                dict(
+                    zip(GROUP, key),
+                    stack=own["stack"],
+                    variant=own["variant"],
+                    experiment_id=rival,
+                    runs_ok=len(throughputs[rival]),
+                    baseline_stack=baseline["stack"],
+                    baseline_variant=baseline["variant"],
+                    baseline_experiment_id=judgement.against,
+                    baseline_runs_ok=len(throughputs[judgement.against]),
+                    baseline_rule=f"the race's leader at round {judgement.rounds}",
+                    **raced_row(rival, judgement, result.states[rival][0], throughputs, prior, margin),
+                    race_outcome=result.outcome,
+                )
+            )
+    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return table.astype({"pairs": "int64", "repeats_to_decide": "Int64"})
 
 
 def release(version):

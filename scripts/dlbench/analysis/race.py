@@ -21,7 +21,12 @@ benchmarks/race_simulation.py holds against today's fixed rounds.
   two one-sided tests prove the ratio within [1 / (1 + margin), 1 + margin]. An eliminated or retired rival runs no
   more rounds; the leader and the live rivals do.
 - Outcome: "alone" (one experiment: no race), "decided" (one live experiment left: the leader, with the others
-  eliminated or retired), or "undecided" after the last look.
+  eliminated or retired), or "undecided" after the last look the group reached (the maximum, or an earlier one where
+  the budget stopped it).
+- A group reaches a look when its live experiments have run that look's rounds: a group the budget stopped at look k
+  is never looked at again on the same rounds (a look spends its alpha once, on new rounds).
+- The budget (a most number of runs, or minutes of training) gives the next rounds to the groups nearest a decision:
+  those whose hardest live rival needs the fewest rounds to decide at the rate it shows (statistics.repeats_to_decide).
 """
 
 from statistics import NormalDist
@@ -29,12 +34,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dlbench.analysis.pooling import pooled
+from dlbench.analysis.pooling import fit_prior, pooled
 from dlbench.analysis.statistics import (
     ALPHA,
     difference_interval,
     equivalence_p,
     paired_log_ratio,
+    repeats_to_decide,
 )
 
 LIVE, ELIMINATED, RETIRED = "live", "eliminated", "retired"
@@ -46,10 +52,17 @@ class Look(NamedTuple):
     alpha: float  # the share of alpha this look spends
 
 
+class Judgement(NamedTuple):
+    against: str  # the leader a rival was last compared with
+    rounds: int  # the rounds of that look
+    level: float  # the level its tests ran at there
+
+
 class Race(NamedTuple):
     outcome: str  # alone, decided or undecided
     leader: str  # the leader at the last look the group had
     states: dict  # experiment -> (live, eliminated or retired; the rounds it ran)
+    judgements: dict  # rival -> its last Judgement: where it left, or the last look for one still live
 
 
 def spent(fraction, alpha=ALPHA):
@@ -81,13 +94,22 @@ def leader_of(groups, live, rounds):
     return max(sorted(live), key=lambda experiment: mean_log(groups[experiment], rounds))
 
 
+def look_ratio(rival, leader, rounds, prior=None):
+    """The rival's paired log ratio against the leader over their common rounds up to `rounds`, its variance pooled
+    toward the prior where one is given; None with fewer than two common rounds (no spread to test with)."""
+    common = sorted(key for key in set(rival) & set(leader) if key <= rounds)
+    if len(common) < 2:
+        return None
+    log_ratio = paired_log_ratio([rival[key] for key in common], [leader[key] for key in common])
+    return log_ratio if prior is None else pooled(log_ratio, prior)
+
+
 def judged(rival, leader, rounds, level, margin, prior=None):
     """A live rival's state after a look: eliminated where proven slower than the leader at `level`, retired where
     proven within the margin, else still live; its variance pooled toward the prior where one is given."""
-    common = sorted(key for key in set(rival) & set(leader) if key <= rounds)
-    log_ratio = paired_log_ratio([rival[key] for key in common], [leader[key] for key in common])
-    if prior is not None:
-        log_ratio = pooled(log_ratio, prior)
+    log_ratio = look_ratio(rival, leader, rounds, prior)
+    if log_ratio is None:
+        return LIVE
     _, high = difference_interval(log_ratio, level)
     if high < 0:
         return ELIMINATED
@@ -102,24 +124,139 @@ def race(groups, looks, margin, prior=None):
     Returns the Race."""
     experiments = sorted(groups)
     if len(experiments) == 1:
-        return Race(ALONE, experiments[0], {experiments[0]: (LIVE, looks[0].rounds)})
+        return Race(ALONE, experiments[0], {experiments[0]: (LIVE, looks[0].rounds)}, {})
     pairs = len(experiments) * (len(experiments) - 1) // 2
     states = {experiment: (LIVE, looks[0].rounds) for experiment in experiments}
-    leader = experiments[0]
+    judgements, leader = {}, experiments[0]
     for look in looks:
         live = [experiment for experiment, (state, _) in states.items() if state == LIVE]
         for experiment in live:
             states[experiment] = (LIVE, look.rounds)
         leader = leader_of(groups, live, look.rounds)
+        judgements.pop(leader, None)
+        level = look.alpha / pairs
         for rival in live:
             if rival != leader:
-                state = judged(groups[rival], groups[leader], look.rounds, look.alpha / pairs, margin, prior)
+                state = judged(groups[rival], groups[leader], look.rounds, level, margin, prior)
                 states[rival] = (state, look.rounds)
+                judgements[rival] = Judgement(leader, look.rounds, level)
         if sum(state == LIVE for state, _ in states.values()) == 1:
-            return Race(DECIDED, leader, states)
-    return Race(UNDECIDED, leader, states)
+            return Race(DECIDED, leader, states, judgements)
+    return Race(UNDECIDED, leader, states, judgements)
 
 
 def rounds_spent(result):
     """The runs a race took: each experiment's rounds, up to the look at which it left or the group stopped."""
     return sum(rounds for _, rounds in result.states.values())
+
+
+def schedule(first, later):
+    """The planned looks of a study: after its first `first` rounds (every experiment runs them), then after each of
+    the `later` round counts (increasing; the last is the maximum)."""
+    return planned_looks([first, *later])
+
+
+def reached(runs, looks):
+    """The looks a group has reached: those whose rounds its runs (experiment -> {round: throughput or None}, every
+    run that left a record) have got to."""
+    last = max((max(by_round, default=0) for by_round in runs.values()), default=0)
+    return [look for look in looks if look.rounds <= last]
+
+
+def ok_only(runs):
+    """experiment -> {round: throughput} of the ok runs (a run that did not end ok is None or NaN), leaving out the
+    experiments without any: an experiment that never ran ok is its failure's result, not a rival."""
+    kept = {
+        experiment: {key: value for key, value in by_round.items() if value is not None and np.isfinite(value)}
+        for experiment, by_round in runs.items()
+    }
+    return {experiment: by_round for experiment, by_round in kept.items() if by_round}
+
+
+def first_look_prior(groups, looks):
+    """The prior pooled variance of a study (pooling.fit_prior) over its paired comparisons at the first look, each
+    experiment against its group's leader there (every experiment runs that far), kept for every later look; None
+    where too few comparisons fit one. groups: key -> experiment -> {round: throughput} of ok runs."""
+    first = looks[0].rounds
+    variances, freedoms = [], []
+    for runs in groups.values():
+        live = [experiment for experiment, by_round in runs.items() if any(key <= first for key in by_round)]
+        if len(live) < 2:
+            continue
+        leader = leader_of(runs, live, first)
+        for rival in live:
+            log_ratio = look_ratio(runs[rival], runs[leader], first) if rival != leader else None
+            if log_ratio is not None:
+                variances.append(log_ratio.spread**2)
+                freedoms.append(log_ratio.freedom)
+    return fit_prior(variances, freedoms)
+
+
+def race_study(groups, looks, margin, pool=True):
+    """Every group's Race through the looks it reached. groups: key -> experiment -> {round: throughput, None where
+    the run did not end ok}; pool: shrink each comparison's variance toward the study's first_look_prior."""
+    ok = {key: ok_only(runs) for key, runs in groups.items()}
+    prior = first_look_prior(ok, looks) if pool else None
+    races = {}
+    for key, runs in groups.items():
+        looked = reached(runs, looks)
+        if ok[key] and looked:
+            races[key] = race(ok[key], looked, margin, prior)
+    return races, prior
+
+
+def live(result):
+    return sorted(experiment for experiment, (state, _) in result.states.items() if state == LIVE)
+
+
+def rounds_needed(result, runs, margin, prior):
+    """The rounds the group's hardest live rival needs to decide at its last look's level, at the ratio and spread
+    it shows (statistics.repeats_to_decide): how near the group is to a decision."""
+    needs = []
+    for rival in live(result):
+        judgement = result.judgements.get(rival)
+        if judgement is None:
+            continue
+        log_ratio = look_ratio(runs[rival], runs[judgement.against], judgement.rounds, prior)
+        needed = None if log_ratio is None else repeats_to_decide(log_ratio, margin, judgement.level)
+        needs.append(float("inf") if needed is None else needed)
+    return max(needs, default=float("inf"))
+
+
+class Budget(NamedTuple):
+    runs: float  # the most training runs of the study, inf for no limit
+    seconds: float  # the most seconds of training, summed over runs, inf for no limit
+
+
+def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True):
+    """After the study's latest look (the last its runs reached): (the experiments that run the rounds to the next
+    look, key -> the group's standing). groups: key -> experiment -> {round: throughput, None where not ok} of every
+    run so far; costs: experiment -> seconds one of its runs takes; seconds_spent: the training runs' seconds so far.
+    A group races on while undecided at this look and short of the maximum, the groups nearest a decision first,
+    while the runs and seconds spent so far plus theirs stay within the budget; a group stopped once stays stopped
+    (its rounds would no longer line up with its rivals')."""
+    races, prior = race_study(groups, looks, margin, pool)
+    current = max((len(reached(runs, looks)) for runs in groups.values()), default=0)
+    runs_spent = sum(len(by_round) for runs in groups.values() for by_round in runs.values())
+    standing = {key: result.outcome for key, result in races.items()}
+    candidates = []
+    for key, result in races.items():
+        if result.outcome != UNDECIDED:
+            continue
+        if len(reached(groups[key], looks)) < current:
+            standing[key] = "stopped at the budget"
+        elif current < len(looks):
+            runners = live(result)
+            ahead = looks[current].rounds - looks[current - 1].rounds
+            cost = len(runners) * ahead, sum(costs.get(experiment, 0.0) for experiment in runners) * ahead
+            need = rounds_needed(result, ok_only(groups[key]), margin, prior)
+            candidates.append((need, key, runners, cost))
+    chosen = []
+    for _, key, runners, (runs, seconds) in sorted(candidates):
+        if runs_spent + runs > budget.runs or seconds_spent + seconds > budget.seconds:
+            standing[key] = "stopped at the budget"
+            continue
+        runs_spent, seconds_spent = runs_spent + runs, seconds_spent + seconds
+        standing[key] = f"racing: {len(runners)} live to round {looks[current].rounds}"
+        chosen += runners
+    return sorted(chosen), standing
