@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 from dlbench.analysis.pooling import fit_prior, pooled
-from dlbench.analysis.race import ELIMINATED, RETIRED, planned_looks, race, rounds_spent
+from dlbench.analysis.race import ELIMINATED, RETIRED, first_look_prior, planned_looks, race, rounds_spent
 from dlbench.analysis.statistics import SLOWER, compared, decisions, equivalence_bound
 
 DRIFT = 0.05  # a round's shared drift (log scale): pairing removes it, so it only matters unpaired
@@ -108,7 +108,7 @@ def simulate(study, args, looks, generator):
             groups.append((centres, draw_group(generator, centres, args.noise, looks[-1].rounds)))
         fixed = [against_fastest(runs, args.rounds) for _, runs in groups]
         fixed_prior = study_prior(fixed)
-        race_prior = study_prior([against_fastest(runs, looks[0].rounds) for _, runs in groups])
+        race_prior = first_look_prior(dict(enumerate(runs for _, runs in groups)), looks)
         for (centres, runs), comparison in zip(groups, fixed):
             spent = args.rounds * len(runs)
             totals["fixed"] += fixed_design(comparison, centres, spent, args.margin)

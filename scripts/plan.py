@@ -63,11 +63,11 @@ def main():
         print(plan.skipped_message(entry), file=sys.stderr)
     for experiment in experiments:
         print(experiment)
-    print(
-        f"{len(experiments)} experiments x {config['repeats']} repeats = "
-        f"{len(plan.runs(config, experiments))} training runs",
-        file=sys.stderr,
-    )
+    first = len(experiments) * config["repeats"]
+    print(f"{len(experiments)} experiments x {config['repeats']} repeats = {first} training runs", file=sys.stderr)
+    if config["race"]["enabled"]:
+        raced = len(plan.runs(config, experiments)) - first
+        print(f"racing: {plan.race_summary(config, len(experiments))}; {raced} more planned so far", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -330,6 +330,17 @@ def race_looks(config):
     return [config["repeats"], *race["looks"][:-1]] if race["enabled"] else []
 
 
+def race_summary(config, experiments):
+    """The race a config plans, in words: its looks and the most runs it may add."""
+    race, first = config["race"], config["repeats"]
+    most = experiments * (race["looks"][-1] - first)
+    if race["budget_runs"] is not None:
+        most = min(most, race["budget_runs"] - experiments * first)
+    looks = ", ".join(map(str, [first, *race["looks"]]))
+    minutes = f", at most {race['budget_minutes']:g} min of training" if race["budget_minutes"] is not None else ""
+    return f"looks after rounds {looks}; up to {most} more runs where groups are undecided{minutes}"
+
+
 def rounds_decided(decision):
     """One list of experiments per round a look's decision planned (its `rounds`, each the same experiments)."""
     return [decision["next_round"]] * len(decision["rounds"]) if decision["next_round"] else []

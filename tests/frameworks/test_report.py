@@ -169,7 +169,8 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     rows = page.split("Confidence:")[0]  # the legend below names every flag once
     # The replicated ResNet-20 groups: on 2 GPUs torch-2.13 leads decisively (keras-3-jax scales worse), on 4 the two
     # are equivalent, keras-3-jax the faster in steady state and torch-2.13 first to the target (as on one GPU).
-    assert (count("decisive", rows), count("equivalent", rows), count("inconclusive", rows)) == (6, 2, 1)
+    assert (count("decided after", rows), count("tie after", rows), count("undecided after", rows)) == (6, 2, 1)
+    assert "of 10 groups, a winner proven in 6, a tie proven in 2, undecided in 1, no contest in 1" in rows
     assert "2 gpu replicas (weak)" in page and "4 gpu replicas (weak)" in page
     assert "torch-2.13 (eager) 0.37 s;" in page
     assert "In 2 of 10 groups the fastest in steady state" in section_markdown(report, "The answer: fastest per group")

@@ -156,3 +156,26 @@ def test_a_group_alone_or_without_a_finished_run_says_so():
     assert answer([experiment("torch-2.13", 200.0)], [])["confidence"] == "alone"
     failed = answer([experiment("torch-2.13", float("nan"), runs_ok=0)], [])
     assert failed["confidence"] == "failed" and failed["confidence_reason"] == "no run finished (oom)"
+
+
+def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minutes():
+    """The unproven rivals need 12 rounds at the spread they show, 4 more than the 8 run; the fastest and the two
+    rivals take 30 s a run: 4 rounds of 3 runs, 6 minutes."""
+    experiments = [
+        dict(experiment(stack, rate), runs=8, run_seconds_median=30.0)
+        for stack, rate in (("torch-2.13", 200.0), ("mxnet-1.9", 190.0), ("jax-0.9", 185.0), ("tf-2.21", 100.0))
+    ]
+    rows = [
+        dict(compared("mxnet-1.9", "torch-2.13", 0.95, "inconclusive"), repeats_to_decide=12, pairs=8),
+        dict(compared("jax-0.9", "torch-2.13", 0.92, "inconclusive"), repeats_to_decide=10, pairs=8),
+        dict(compared("tf-2.21", "torch-2.13", 0.5, "slower"), repeats_to_decide=None, pairs=3, race_outcome="x"),
+    ]
+    for row in rows:
+        row.setdefault("race_outcome", "undecided")
+    table = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows))
+    row = table.iloc[0]
+    assert (row["confidence"], row["rounds"], row["race_outcome"]) == ("inconclusive", 8, "undecided")
+    assert row["rounds_to_decide"] == 12 and row["minutes_to_decide"] == pytest.approx(6.0)
+    rows[1]["repeats_to_decide"] = None  # no practical number of rounds decides jax-0.9
+    row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
+    assert pd.isna(row["rounds_to_decide"]) and pd.isna(row["minutes_to_decide"])

@@ -10,6 +10,10 @@ The answer is decisive only where every other tested experiment of the group is 
 the runner-up alone: a rival with a noisier measurement can stay unproven behind a runner-up that is proven slower,
 and naming the fastest claims it beats them all. Those claims are the comparisons' own, made in the family of every
 pair of the group, so naming the fastest holds the group's chance of a false claim at 0.05 too.
+
+Beside it: the rounds the group ran, its race's outcome where the study raced, and for an inconclusive answer what
+would decide it: the rounds its unproven rivals need at the ratio and spread they show (the comparisons'
+`repeats_to_decide`) and what those rounds would cost, at the median seconds of the runs so far.
 """
 
 import pandas as pd
@@ -42,6 +46,10 @@ COLUMNS = [
     "to_target_variant",
     "to_target_s",
     "fastest_to_target_s",
+    "rounds",
+    "race_outcome",
+    "rounds_to_decide",
+    "minutes_to_decide",
 ]
 
 
@@ -110,6 +118,34 @@ def confidence(verdict, unmeasured, unproven=()):
     return EQUIVALENT, f"the runner-up is proven {verdict}"
 
 
+def what_would_decide(part, fastest, compared):
+    """(rounds, minutes) that would decide an inconclusive answer: the most rounds any unproven rival of the fastest
+    needs, and the minutes the added rounds of those rivals and the fastest would take; (None, None) where no
+    practical number would decide one of them."""
+    rivals = compared[
+        (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == INCONCLUSIVE)
+    ]
+    if rivals.empty or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
+        return None, None
+    needed = int(rivals["repeats_to_decide"].max())
+    more = max(needed - int(rivals["pairs"].min()), 0)
+    racing = part[part["experiment_id"].isin([fastest["experiment_id"], *rivals["experiment_id"]])]
+    seconds = racing["run_seconds_median"].sum() if "run_seconds_median" in racing else float("nan")
+    return needed, more * seconds / 60
+
+
+def race_columns(part, fastest, compared, flag):
+    """The rounds the group ran, its race's outcome (None unraced) and, where inconclusive, what would decide it."""
+    outcomes = compared["race_outcome"].dropna() if "race_outcome" in compared else compared.iloc[0:0]
+    columns = {
+        "rounds": int(part["runs"].max()) if "runs" in part else None,
+        "race_outcome": outcomes.iloc[0] if len(outcomes) else None,
+    }
+    if flag == INCONCLUSIVE:
+        columns["rounds_to_decide"], columns["minutes_to_decide"] = what_would_decide(part, fastest, compared)
+    return columns
+
+
 def reached_target(part):
     """The experiments that reached the target accuracy in every ok repeat: only their times to target compare."""
     return part[(part["runs_ok"] > 0) & (part["time_to_target_runs"] == part["runs_ok"])]
@@ -149,6 +185,7 @@ def group_row(key, part, compared):
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, unproven)
+    row.update(race_columns(part, fastest, compared, row["confidence"]))
     quickest = to_target(part)
     if quickest is not None:
         row.update(to_target_stack=quickest["stack"], to_target_variant=quickest["variant"])
@@ -163,4 +200,4 @@ def fastest_table(summary, comparisons):
     rows = [
         group_row(key, part, compared.get(key, empty)) for key, part in summary.groupby(GROUP, dropna=False, sort=True)
     ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS).astype({"rounds": "Int64", "rounds_to_decide": "Int64"})

@@ -71,6 +71,12 @@ def not_measured(contended):
     return f"not measured: machine busy in all {len(contended)} tries (" + "; ".join(filter(None, parts)) + ")"
 
 
+def run_seconds(runs):
+    """What each run cost: the seconds of the phases it timed, summed (as the race's planner costs a run)."""
+    phases = [column for column in runs.columns if column.startswith("phase_") and column.endswith("_s")]
+    return runs[phases].astype(float).sum(axis=1, min_count=1)
+
+
 def summarise(group):
     ok = group[group["status"] == "ok"]
     versions, backends = group["framework_version"].dropna(), group["backend_version"].dropna()
@@ -80,6 +86,7 @@ def summarise(group):
         "backend_version": backends.iloc[0] if len(backends) else None,
         "runs": int(group["final_try"].sum()),
         "runs_ok": len(ok),
+        "run_seconds_median": run_seconds(group[group["final_try"]]).median(),
         "tries_contended": len(contended),
         "statuses": ",".join(sorted(set(group["status"]))),
         "errors": " | ".join(sorted(set(group["error"].dropna()))),

@@ -19,14 +19,16 @@ LEGEND = (
     "tested); its lead is its geometric-mean throughput over the runner-up's, with the ratio's interval at the "
     "confidence its verdict was tested at (Holm's step within the group, whose family is every pair of its "
     "experiments: 95% for a group of two, more for larger groups; the Comparisons table gives each), so that the "
-    "interval agrees with the runner-up's verdict. Confidence: *decisive*, the "
-    "runner-up and every other tested experiment are proven slower; *equivalent*, the runner-up proven within the "
-    "equivalence margin and each other one proven slower or within it; *inconclusive*, a rival proven neither "
-    "(Comparisons says what would decide it); *untested*, the config's `comparison_baseline` makes the comparisons "
+    "interval agrees with the runner-up's verdict. Confidence: *decided*, the "
+    "runner-up and every other tested experiment are proven slower; *tie*, the runner-up proven within the "
+    "equivalence margin and each other one proven slower or within it; *undecided*, a rival proven neither "
+    "(with what would decide it; Comparisons gives each rival's); *untested*, the config's `comparison_baseline` makes the comparisons "
     "against another stack; *contended*, an experiment of the group was never measured clean, so a contender may be "
     "missing; *alone*, nothing else in the group finished; *failed*, no run of the group finished. A decisive lead's "
     "interval lies wholly above 1, an equivalent one's contains 1 inside the margin, an inconclusive one's contains 1 "
-    "and reaches past the margin. To target "
+    "and reaches past the margin. Raced, a lead's interval is at the level of the look that decided it (Racing, in "
+    "the methodology). Rounds: the rounds the group ran; an inconclusive answer says how many rounds would decide it "
+    "at the ratio and spread its rivals show, and the minutes of training those rounds would take. To target "
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest."
 )
@@ -169,6 +171,35 @@ def quality_box(summary):
     return "\n".join(f"> {line}  " for line in lines[:-1]) + f"\n> {lines[-1]}\n"
 
 
+def confidence_cell(row):
+    """The confidence with the rounds behind it and, undecided, what would decide it."""
+    rounds = "" if pd.isna(row["rounds"]) else f" after {row['rounds']} rounds"
+    if row["confidence"] == "decisive":
+        return f"decided{rounds}"
+    if row["confidence"] == "equivalent":
+        return f"tie{rounds}: {row['confidence_reason']}"
+    if row["confidence"] != "inconclusive":
+        return row["confidence"]
+    if pd.isna(row["rounds_to_decide"]):
+        return f"undecided{rounds}; no practical number of rounds would decide it"
+    cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
+    return f"undecided{rounds}; {row['rounds_to_decide']} rounds would decide it{cost}"
+
+
+def bottom_line(fastest):
+    """One line across groups: how many have a winner, a tie, or no answer yet."""
+    if fastest.empty:
+        return ""
+    counts = fastest["confidence"].value_counts()
+    decided, ties = int(counts.get("decisive", 0)), int(counts.get("equivalent", 0))
+    undecided = int(counts.get("inconclusive", 0))
+    rest = len(fastest) - decided - ties - undecided
+    parts = [f"a winner proven in {decided}", f"a tie proven in {ties}", f"undecided in {undecided}"]
+    if rest:
+        parts.append(f"no contest in {rest} (alone, failed, contended or untested)")
+    return f"**Bottom line**: of {len(fastest)} groups, " + ", ".join(parts) + ".\n"
+
+
 def answer_table(fastest):
     if fastest.empty:
         return "No experiment finished with a measured throughput, so no group has an answer (see Failed runs).\n"
@@ -178,7 +209,7 @@ def answer_table(fastest):
             fastest_cell(row),
             throughput_cell(row),
             lead_cell(row),
-            row["confidence"],
+            confidence_cell(row),
             target_cell(row),
         ]
         for _, row in fastest.iterrows()
@@ -205,6 +236,8 @@ def markdown(study, figures):
         "\n\n".join(lines)
         + "\n\n"
         + answer_table(study.fastest)
+        + "\n"
+        + bottom_line(study.fastest)
         + "\n"
         + LEGEND
         + "\n\n"
