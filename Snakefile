@@ -30,7 +30,7 @@ wildcard_constraints:
     stack=regex_alternatives([*STACKS, plan.TOOLS]),
     device="cpu|gpu",
     operator="|".join(config["ops"]["operators"]) or "none",
-    code=r"[a-z_]+(\.[a-z0-9_]+)?",
+    code=r"[a-z_]+(\.[a-z0-9_]+(\+[a-z0-9_]+)*)?",  # dlbench/dependencies.py: code_name
 
 
 # On a cluster only the timed jobs are submitted; the rest needs the network or is light (config `slurm`).

@@ -7,8 +7,14 @@ inside its packages, followed transitively, with each package's __init__.py that
 script loads by name at run time (importlib) cannot be read from its code: the caller names them; nor can the scripts a
 script starts in a child process: CHILD_SCRIPTS names those.
 
-A job's code is one input, a manifest of those files' hashes (workflow/rules/code.smk): a rule's many library files would make
-planning thousands of jobs several times slower, each input costing Snakemake work per job.
+The adapters are such modules: a job loads its stack's adapter by name, and an adapter that reaches another adapter
+only on some backends or for streamed data (Keras 3: its backend's; streaming: tensorflow_raw's tf.data) loads that one
+by name too, from the literals it declares at its top level, BACKEND_ADAPTERS ({backend: adapter}) and STREAM_ADAPTER,
+which adapter_modules reads from its syntax tree (no framework imported). A job's files are then what its stack's
+process imports: editing pytorch.py reruns Keras on torch, not Keras on JAX.
+
+A job's code is one input, a manifest of those files' hashes (workflow/rules/code.smk) named by code_name: a rule's many
+library files would make planning thousands of jobs several times slower, each input costing Snakemake work per job.
 """
 
 import ast
@@ -16,8 +22,56 @@ import functools
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+ADAPTERS = "dlbench.adapters"
 # Scripts that start another script in a child process, which imports show nothing of.
 CHILD_SCRIPTS = {"scripts/run_experiment.py": "scripts/train.py"}
+
+
+def code_name(script, adapter=None, backend=None, streamed=False, repository=REPOSITORY):
+    """The name of a job's code (its manifest's, results/code/<name>.sha256): the script's stem, then the adapter
+    modules the job loads by name (adapter_modules) joined by '+', e.g. run_experiment.keras3+jax_numpy; code_files
+    reads it back."""
+    stem = Path(script).stem
+    if adapter is None:
+        return stem
+    return f"{stem}.{'+'.join(adapter_modules(adapter, backend, streamed, repository))}"
+
+
+def code_files(name, repository=REPOSITORY):
+    """The files the code code_name named covers: library_files of its script and its adapter modules."""
+    stem, _, modules = name.partition(".")
+    loaded = tuple(f"{ADAPTERS}.{module}" for module in modules.split("+") if module)
+    return library_files(f"scripts/{stem}.py", extra_modules=loaded, repository=repository)
+
+
+def adapter_modules(adapter, backend=None, streamed=False, repository=REPOSITORY):
+    """The adapters a job of this adapter loads by name: itself, the one its BACKEND_ADAPTERS names for the stack's
+    backend, and with streamed data its STREAM_ADAPTER; the adapter first, then the others sorted. ValueError for
+    a backend an adapter with BACKEND_ADAPTERS declares none for: planning fails, not the job."""
+    declared = adapter_declarations(Path(repository) / "scripts" / Path(*ADAPTERS.split(".")) / f"{adapter}.py")
+    reached = {declared["STREAM_ADAPTER"]} if streamed and "STREAM_ADAPTER" in declared else set()
+    if "BACKEND_ADAPTERS" in declared:
+        backends = declared["BACKEND_ADAPTERS"]
+        if backend not in backends:
+            raise ValueError(
+                f"adapter {adapter} declares no BACKEND_ADAPTERS entry for backend {backend!r}: {backends}"
+            )
+        reached.add(backends[backend])
+    return (adapter, *sorted(reached - {adapter}))
+
+
+@functools.cache
+def adapter_declarations(path):
+    """{name: value} of the top-level literals BACKEND_ADAPTERS and STREAM_ADAPTER an adapter assigns, if any
+    (FileNotFoundError for an adapter that does not exist)."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    return {
+        target.id: ast.literal_eval(statement.value)
+        for statement in tree.body
+        if isinstance(statement, ast.Assign)
+        for target in statement.targets
+        if isinstance(target, ast.Name) and target.id in ("BACKEND_ADAPTERS", "STREAM_ADAPTER")
+    }
 
 
 @functools.lru_cache(maxsize=None)

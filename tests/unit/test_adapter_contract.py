@@ -11,6 +11,7 @@ import pytest
 from dlbench import adapters
 from dlbench.adapters import contract
 from dlbench.configuration import load_stacks
+from dlbench.dependencies import adapter_declarations
 
 FOLDER = Path(adapters.__file__).parent
 KINDS = (
@@ -97,7 +98,7 @@ def contract_problems(name, source, roles):
                 problems.append(f"{where} takes ({parameters(defined[member])}), the contract ({parameters(declared)})")
             elif not callable(declared) and defined[member] is not None:
                 problems.append(f"{where} must be a constant, not a function")
-    for extra in sorted(set(defined) - expected - imported):
+    for extra in sorted(set(defined) - expected - imported - contract.members(contract.LoadsByName)):
         if not extra.startswith("_"):
             problems.append(
                 f"{name}: {extra} is public but no member of {role_names(roles)}: make it private (_{extra})"
@@ -122,28 +123,60 @@ def test_an_adapter_defines_its_contract_and_nothing_else_public(name):
     assert not problems, "\n".join(problems)
 
 
+def loaded_by_name(tree, declared):
+    """{id(call): the adapters it may give} of an adapter's calls that load another by name: load(STREAM_ADAPTER),
+    load(BACKEND_ADAPTERS[...]), and calls of its functions that return such a load (keras3's _backend_adapter)."""
+
+    def reached(call):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "load"):
+            return None
+        names = {node.id for node in ast.walk(call) if isinstance(node, ast.Name)}
+        return sorted(
+            {*(declared.get("BACKEND_ADAPTERS", {}).values() if "BACKEND_ADAPTERS" in names else ())}
+            | ({declared["STREAM_ADAPTER"]} if "STREAM_ADAPTER" in names else set())
+        )
+
+    returning = {
+        node.name: reached(node.body[-1].value)
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and isinstance(node.body[-1], ast.Return)
+    }
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            modules = reached(node) or returning.get(getattr(node.func, "id", None))
+            if modules:
+                found[id(node)] = modules
+    return found
+
+
 @pytest.mark.parametrize("name", sorted(ROLES))
 def test_an_adapter_calls_another_only_through_its_contract_or_shared_surface(name):
-    """keras3 runs on pytorch's and tensorflow_raw's switches: those calls are the contract or contract.SHARED."""
+    """keras3 runs on pytorch's and tensorflow_raw's switches: those calls are the contract or contract.SHARED. A
+    call on an adapter loaded by name (contract.LoadsByName) is checked against every adapter it may give."""
     tree = ast.parse(source_of(name))
     siblings = {
-        alias.asname or alias.name
+        alias.asname or alias.name: [alias.name]
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.level == 1 and not node.module
         for alias in node.names
         if alias.name in adapters.names()
     }
+    by_name = loaded_by_name(tree, adapter_declarations(FOLDER / f"{name}.py"))
     calls = {
-        (node.value.id, node.attr)
+        (tuple(siblings.get(getattr(node.value, "id", None)) or by_name.get(id(node.value), ())), node.attr)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in siblings
+        if isinstance(node, ast.Attribute)
     }
     outside = sorted(
-        f"{name} calls {module}.{attribute}, which is no member of {role_names(ROLES[module])}"
-        for module, attribute in calls
-        if attribute not in set().union(*map(contract.members, ROLES[module]))
+        f"{name} calls {' or '.join(modules)}.{attribute}, which is no member of "
+        f"{' or '.join(role_names(ROLES[module]) for module in modules)}"
+        for modules, attribute in calls
+        if modules and attribute not in set().union(*(contract.members(role) for m in modules for role in ROLES[m]))
     )
     assert not outside, "\n".join(outside)
+    seen = {modules for modules, _ in calls}
+    assert name != "keras3" or ("jax_numpy", "pytorch", "tensorflow_raw") in seen, "keras3's backend calls unseen"
 
 
 def test_the_check_names_the_adapter_and_the_member():

@@ -1,9 +1,15 @@
 """The library files a script imports are found from the code (dlbench/dependencies.py): imports wherever they stand,
-modules loaded by name, each followed transitively (every job's inputs in a planned workflow:
-tests/workflow/test_job_inputs.py)."""
+modules loaded by name, each followed transitively, and the adapters a stack's process loads by name for its backend
+and streamed data, so that an edit changes the code of exactly the jobs whose process imports the file (every job's
+inputs in a planned workflow: tests/workflow/test_job_inputs.py)."""
+
+import shutil
+from hashlib import sha256
+from pathlib import Path
 
 import pytest
-from dlbench.dependencies import library_files
+from dlbench.configuration import load_stacks
+from dlbench.dependencies import REPOSITORY, code_files, code_name, library_files
 
 FAKE_PACKAGE = {
     "scripts/main.py": "import json\nimport pkg.sub.beta\nfrom pkg import alpha\nfrom helper import HELP\n\n\n"
@@ -76,10 +82,126 @@ def test_the_answer_is_cached_per_arguments(fake_repository):
 
 def test_an_adapter_brings_what_it_imports_in_turn():
     """Keras 3 on TensorFlow runs tensorflow_raw's pipeline and math mode: editing those reruns its jobs."""
-    files = library_files("scripts/train.py", extra_modules=("dlbench.adapters.keras3",))
+    files = code_files(code_name("scripts/run_experiment.py", "keras3", "tensorflow"))
     assert {
+        "scripts/train.py",
         "scripts/dlbench/adapters/keras3.py",
         "scripts/dlbench/adapters/tensorflow_raw.py",
         "scripts/dlbench/mathmode.py",
         "scripts/dlbench/peaks.py",
     } <= set(files)
+
+
+# The adapters a training process of each adapter on each backend imports, read by hand from their code, and the one
+# it streams through besides with streamed data.
+IMPORTED_ADAPTERS = {
+    ("mxnet_gluon", "gluon"): {"mxnet_gluon"},
+    ("pytorch", "eager"): {"pytorch"},
+    ("tensorflow_raw", "tf.nn"): {"tensorflow_raw"},
+    ("keras3", "jax"): {"keras3", "jax_numpy"},
+    ("keras3", "tensorflow"): {"keras3", "tensorflow_raw"},
+    ("keras3", "torch"): {"keras3", "pytorch"},
+    ("flax_nnx", "jax"): {"flax_nnx", "jax_numpy"},
+    ("paddle_dygraph", "dygraph"): {"paddle_dygraph"},
+}
+STREAMS_THROUGH = {"keras3": "tensorflow_raw", "flax_nnx": "tensorflow_raw"}
+STACKS = load_stacks()
+
+
+def imported_adapters(stack, streamed):
+    entry = STACKS[stack]
+    stream = {STREAMS_THROUGH[entry["adapter"]]} if streamed and entry["adapter"] in STREAMS_THROUGH else set()
+    return IMPORTED_ADAPTERS[entry["adapter"], entry["backend"]] | stream
+
+
+def jobs_code():
+    """{(script, stack, streamed): (code_name's arguments, the adapters its process imports)} of every job that loads
+    an adapter: training (host or device data, and streamed), max_batch's probes and the operator benchmarks."""
+    jobs = {}
+    for stack, entry in STACKS.items():
+        for streamed in (False, True):
+            jobs["run_experiment", stack, streamed] = (
+                ("scripts/run_experiment.py", entry["adapter"], entry["backend"], streamed),
+                imported_adapters(stack, streamed),
+            )
+        jobs["max_batch", stack, False] = (
+            ("scripts/max_batch.py", entry["adapter"], entry["backend"]),
+            imported_adapters(stack, False),
+        )
+        if entry["ops_adapter"]:
+            jobs["run_ops", stack, False] = (
+                ("scripts/run_ops.py", entry["ops_adapter"], entry["backend"]),
+                {entry["ops_adapter"]},
+            )
+    return jobs
+
+
+def adapter_files(files):
+    return {
+        Path(file).stem
+        for file in files
+        if file.startswith("scripts/dlbench/adapters/") and Path(file).stem not in ("__init__", "contract")
+    }
+
+
+@pytest.mark.parametrize("job", sorted(jobs_code()), ids=lambda job: f"{job[0]}-{job[1]}{'-stream' * job[2]}")
+def test_a_job_depends_on_the_adapters_its_stack_imports_and_no_other(job):
+    """Keras 3 reaches its backend's adapter only (BACKEND_ADAPTERS), Keras 3 and Flax tensorflow_raw's tf.data only
+    with streamed data (STREAM_ADAPTER)."""
+    arguments, imported = jobs_code()[job]
+    assert adapter_files(code_files(code_name(*arguments))) == imported
+
+
+def test_the_table_covers_every_stack():
+    assert {(entry["adapter"], entry["backend"]) for entry in STACKS.values()} == set(IMPORTED_ADAPTERS)
+
+
+def test_an_edit_changes_exactly_the_code_of_the_jobs_whose_process_imports_the_file(tmp_path):
+    """In a copy of scripts/: each file edited in turn (and one that nothing imports, added), the hashes of every job's
+    code files (as rule code_manifest writes them) change for exactly the jobs whose process imports it: the script's
+    imports and those of the adapters the table above says its stack imports, followed by library_files."""
+    shutil.copytree(REPOSITORY / "scripts", tmp_path / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "scripts" / "dlbench" / "imported_by_none.py").write_text("")
+    jobs = jobs_code()
+    covered = {
+        job: code_files(code_name(*arguments, repository=tmp_path), tmp_path) for job, (arguments, _) in jobs.items()
+    }
+    expected = {
+        job: library_files(
+            arguments[0], extra_modules=tuple(f"dlbench.adapters.{name}" for name in imported), repository=tmp_path
+        )
+        for job, (arguments, imported) in jobs.items()
+    }
+    edited = sorted(str(path.relative_to(tmp_path)) for path in (tmp_path / "scripts").rglob("*.py"))
+    digests = {path: sha256((tmp_path / path).read_bytes()).hexdigest() for path in edited}
+
+    def manifests():
+        return {job: "".join(f"{digests[file]}  {file}\n" for file in files) for job, files in covered.items()}
+
+    before, changed = manifests(), {}
+    for path in edited:
+        with open(tmp_path / path, "a") as file:
+            file.write("# edited\n")
+        digests[path] = sha256((tmp_path / path).read_bytes()).hexdigest()
+        after = manifests()
+        changed[path] = {job for job in jobs if after[job] != before[job]}
+        assert changed[path] == {job for job in jobs if path in expected[job]}, path
+        before = after
+    training = {(stack, streamed) for script, stack, streamed in changed["scripts/dlbench/adapters/pytorch.py"]}
+    assert training == {
+        (stack, streamed)
+        for stack in ("torch-2.11", "torch-2.13", "torch-2.14", "keras-3-torch")
+        for streamed in (False, True)
+    }
+    tensorflow = changed["scripts/dlbench/adapters/tensorflow_raw.py"]
+    assert ("run_experiment", "keras-3-jax", True) in tensorflow and ("run_experiment", "flax-0.12", True) in tensorflow
+    assert not {job for job in tensorflow if job[1] in ("keras-3-jax", "flax-0.12") and not job[2]}
+    assert changed["scripts/dlbench/adapters/keras3.py"] == {
+        job for job in jobs if STACKS[job[1]]["adapter"] == "keras3" and job[0] != "run_ops"
+    }
+    assert not changed["scripts/dlbench/imported_by_none.py"] and not changed["scripts/aggregate.py"]
+
+
+def test_a_backend_an_adapter_declares_nothing_for_is_refused():
+    with pytest.raises(ValueError, match="adapter keras3 declares no BACKEND_ADAPTERS entry for backend 'numpy'"):
+        code_name("scripts/run_experiment.py", "keras3", "numpy")

@@ -11,6 +11,8 @@ from conftest import REPO, SNAKEMAKE, copy_repository
 from dlbench import configuration
 
 WORKFLOW_CONFIG = REPO / "config.yaml"
+# Snakemake's refusal of a --configfile that is not a mapping, as docs/troubleshooting.md quotes it.
+SNAKEMAKE_NOT_A_MAPPING = "Config file must be given as JSON or YAML with keys at top level."
 
 
 def dry_run(*config):
@@ -51,6 +53,33 @@ def test_an_empty_workflow_config_is_refused_naming_the_file(tmp_path):
     assert "config file config.yaml: a config is a mapping of keys (stacks:, datasets:, ...); it is empty" in (
         result.stdout + result.stderr
     )
+
+
+@pytest.mark.parametrize(("content", "found"), [("", "it is empty"), ("- stacks\n- models\n", "it holds a list")])
+def test_a_configfile_that_is_no_mapping_is_named_by_the_planning_command(tmp_path, content, found):
+    """Snakemake reads the --configfile files before the workflow starts and refuses one that is not a mapping with a
+    message of its own that names no file (docs/troubleshooting.md quotes it); the planning command, given the same
+    arguments, names the file and what it holds. Nothing is planned or written either way."""
+    study = tmp_path / "study.yaml"
+    study.write_text(content)
+    other = tmp_path / "other.yaml"
+    other.write_text("repeats: 2\n")
+    arguments = ["--configfile", str(other), str(study)]
+    workflow = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", *arguments], cwd=REPO, check=False, capture_output=True, text=True
+    )
+    assert workflow.returncode != 0
+    assert SNAKEMAKE_NOT_A_MAPPING in workflow.stdout + workflow.stderr
+    planning = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "plan.py"), "experiments", *arguments],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert planning.returncode != 0
+    assert f"config file {study}: a config is a mapping of keys (stacks:, datasets:, ...); {found}" in planning.stderr
+    assert str(other) not in planning.stderr
 
 
 def test_an_image_folder_with_a_wrong_layout_is_refused_before_any_job(tmp_path):

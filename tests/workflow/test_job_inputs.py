@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import SNAKEMAKE, copy_repository
+from dlbench.dependencies import adapter_modules
 
 
 # A script that runs another script in a child process: imports do not show it.
@@ -80,12 +81,20 @@ def planned_jobs(root):
 
 def executed(command):
     """The repository scripts a shell command runs (with the scripts they start), and the adapter modules they load
-    by name: those named by the JSON arguments (an experiment, a search, the ops options)."""
+    by name: those named by the JSON arguments (an experiment, a search, the ops options), with the adapters these
+    load by name for the backend and streamed data (which tests/unit/test_dependencies.py holds to a table)."""
     words = shlex.split(command)
     scripts = {word for word in words if word.startswith("scripts/") and word.endswith(".py")}
     scripts |= {CHILD_SCRIPTS[script] for script in scripts if script in CHILD_SCRIPTS}
     arguments = [json.loads(word) for word in words if word.startswith("{")]
-    modules = {f"dlbench.adapters.{argument['adapter']}" for argument in arguments if "adapter" in argument}
+    modules = {
+        f"dlbench.adapters.{module}"
+        for argument in arguments
+        if "adapter" in argument
+        for module in adapter_modules(
+            argument["adapter"], argument.get("backend"), argument.get("data_placement") == "stream"
+        )
+    }
     return tuple(sorted(scripts)), tuple(sorted(modules))
 
 

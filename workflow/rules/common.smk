@@ -241,20 +241,17 @@ def env_build_arguments(wildcards):
     return ["--venv-root", config["venv_root"]]
 
 
-def code_manifest(script, adapter=None):
+def code_manifest(script, adapter=None, backend=None, streamed=False):
     """The one input that stands for a job's code: a manifest (rule code_manifest) of the script, what it imports
-    from the repository transitively, the scripts it starts and the adapter it loads by name, found from the code
-    (dlbench/dependencies.py): a library change reruns exactly the jobs it touches.
+    from the repository transitively, the scripts it starts and the adapters it loads by name for its backend and
+    data, found from the code (dlbench/dependencies.py): a library change reruns exactly the jobs it touches.
     """
-    name = Path(script).stem + (f".{adapter}" if adapter else "")
-    return f"results/code/{name}.sha256"
+    return f"results/code/{dependencies.code_name(script, adapter, backend, streamed)}.sha256"
 
 
 def code_files(wildcards):
-    """The files a code manifest covers, from its name: scripts/<script>.py[.<adapter>]."""
-    script, _, adapter = wildcards.code.partition(".")
-    modules = (f"dlbench.adapters.{adapter}",) if adapter else ()
-    return dependencies.library_files(f"scripts/{script}.py", extra_modules=modules)
+    """The files a code manifest covers, from its name (dlbench/dependencies.py's code_name)."""
+    return dependencies.code_files(wildcards.code)
 
 
 # Setup jobs (envs, data) run before any timed job, and round r's timed jobs before round r+1's: with every timed
@@ -293,7 +290,9 @@ def train_inputs(wildcards):
     return {
         "env": env_description(row["env"]),
         "meta": prepared_meta(row),
-        "code": code_manifest("scripts/run_experiment.py", row["adapter"]),
+        "code": code_manifest(
+            "scripts/run_experiment.py", row["adapter"], row["backend"], row["data_placement"] == "stream"
+        ),
     }
 
 
@@ -340,7 +339,7 @@ def max_batch_inputs(wildcards):
     return {
         "env": env_description(search["env"]),
         "meta": f"results/data/{search['dataset']}/meta.json",
-        "code": code_manifest("scripts/max_batch.py", search["adapter"]),
+        "code": code_manifest("scripts/max_batch.py", search["adapter"], search["backend"]),
     }
 
 
@@ -357,10 +356,10 @@ def ops_conda_env(wildcards):
 
 
 def ops_inputs(wildcards):
-    adapter = STACKS[wildcards.stack]["ops_adapter"]
+    stack = STACKS[wildcards.stack]
     return {
         "env": env_description(ops_env(wildcards)),
-        "code": code_manifest("scripts/run_ops.py", adapter),
+        "code": code_manifest("scripts/run_ops.py", stack["ops_adapter"], stack["backend"]),
     }
 
 

@@ -9,6 +9,8 @@ Only the adapter imports its framework; everything else is in the shared library
 those frameworks' adapters for their thread and math-mode switches and CUDA versions rather than copying them, Keras
 on JAX and Flax call jax_numpy for JAX's, and both stream through tensorflow_raw's tf.data pipelines (its stream): the
 small shared surface below (KerasBackend, TorchBackend, TensorFlowBackend, JaxBackend) and the contract's own members.
+An adapter that reaches another only on some backends or with streamed data loads it by name and declares it
+(LoadsByName), so that a job depends on the adapters its process imports and no other.
 """
 
 from __future__ import annotations
@@ -173,6 +175,16 @@ class JaxBackend(KerasBackend, Protocol):
 
     def replica_devices(self, devices, replicas, device) -> list:
         """The first `replicas` of the `devices` JAX lists, refused (RuntimeError) where it lists too few."""
+
+
+class LoadsByName(Protocol):
+    """What an adapter may declare, each as a literal at its top level (dlbench/dependencies.py reads them without
+    importing the adapter), for the other adapters it loads by name (adapters.load) rather than importing them."""
+
+    BACKEND_ADAPTERS: dict
+    """{backend: adapter}: the adapter it reaches on each backend a stack runs it on (envs/stacks.yaml `backend`)."""
+    STREAM_ADAPTER: str
+    """The adapter whose stream it streams through, reached with streamed data only."""
 
 
 # The shared surface: the adapters other adapters call beyond the contract, and what they call.

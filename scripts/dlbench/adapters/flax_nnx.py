@@ -47,9 +47,12 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .. import data, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, jax_numpy
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, jax_numpy, load
 
 FRAMEWORK = "flax"
+# The adapter whose tf.data pipelines stream, loaded by name (stream), so that only streamed runs depend on it
+# (dlbench/dependencies.py reads this literal).
+STREAM_ADAPTER = "tensorflow_raw"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"
 _VARIANTS = ("eager", "xla", "xla-amp")
@@ -155,9 +158,7 @@ def stream(meta, experiment, workers):
     """Data placement stream: tf.data over the image folder, made per epoch from its items: TensorFlow's own
     pipelines (tensorflow_raw.stream, as Keras on JAX); uint8 batches, normalised on the device by the step
     (_normalised)."""
-    from . import tensorflow_raw
-
-    return tensorflow_raw.stream(meta, experiment, workers)
+    return load(STREAM_ADAPTER).stream(meta, experiment, workers)
 
 
 def _normalised(images):

@@ -27,9 +27,14 @@ import keras
 import numpy as np
 
 from .. import data, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, load
 
 FRAMEWORK = "keras"
+# The adapter of each backend, whose switches Keras runs on, and the one whose tf.data pipelines stream on every
+# backend: loaded by name (_backend_adapter, stream), so that a stack's jobs depend on its backend's adapter only,
+# and on the streaming one only with streamed data (dlbench/dependencies.py reads these literals).
+BACKEND_ADAPTERS = {"jax": "jax_numpy", "tensorflow": "tensorflow_raw", "torch": "pytorch"}
+STREAM_ADAPTER = "tensorflow_raw"
 if keras.backend.backend() == "tensorflow":
     INPUT_WORK = "gathering every batch in tf.data (its copy to the device stays in both epochs: a lower bound)"
 else:
@@ -39,6 +44,11 @@ LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch
 
 def version():
     return keras.__version__
+
+
+def _backend_adapter():
+    """The adapter of the backend Keras runs on (BACKEND_ADAPTERS)."""
+    return load(BACKEND_ADAPTERS[keras.backend.backend()])
 
 
 def _backend_version():
@@ -76,13 +86,9 @@ def _configure_replicas(device, replicas):
             f"{replicas} replicas: Keras' distribution API runs on JAX only; Keras on torch has no data-parallel path"
         )
     if backend == "tensorflow":
-        from . import tensorflow_raw
-
-        _strategy = tensorflow_raw.mirrored_strategy(device, replicas)
+        _strategy = _backend_adapter().mirrored_strategy(device, replicas)
         return {"replicas": _strategy.num_replicas_in_sync, "replica_devices": list(_strategy.extended.worker_devices)}
-    from . import jax_numpy
-
-    devices = jax_numpy.replica_devices(keras.distribution.list_devices(device), replicas, device)
+    devices = _backend_adapter().replica_devices(keras.distribution.list_devices(device), replicas, device)
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
     mesh = keras.distribution.distribution().device_mesh.backend_mesh
     return {"replicas": int(mesh.devices.size), "replica_devices": [str(each) for each in mesh.devices.flat]}
@@ -113,37 +119,18 @@ def _torch_device(device):
 def _backend_threads(threads):
     """The backend's thread counts through its own adapter, read back. XLA (JAX) cannot be pinned at run time and
     keeps its default, one thread per core, which is recorded as such."""
-    if keras.backend.backend() == "jax":
-        from . import jax_numpy
-
-        return jax_numpy.apply_threads(threads)
-    if keras.backend.backend() == "torch":
-        from . import pytorch
-
-        return pytorch.apply_threads(threads)
-    from . import tensorflow_raw
-
-    return tensorflow_raw.apply_threads(threads)
+    return _backend_adapter().apply_threads(threads)
 
 
 def _configure_backend(math_mode):
     """The backend's own math-mode switches (mathmode.py), read back from its adapter (JAX's: jax_numpy); TensorFlow's
     GPU memory growth."""
-    if keras.backend.backend() == "jax":
-        from . import jax_numpy
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
 
-        return jax_numpy.apply_math_mode(math_mode)
-    if keras.backend.backend() == "torch":
-        from . import pytorch
-
-        return pytorch.apply_math_mode(math_mode)
-    import tensorflow as tf
-
-    from . import tensorflow_raw
-
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
-    return tensorflow_raw.apply_math_mode(math_mode)
+        for gpu in tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.set_memory_growth(gpu, True)  # else TensorFlow takes the whole card up front
+    return _backend_adapter().apply_math_mode(math_mode)
 
 
 def stage(arrays, experiment):
@@ -181,10 +168,8 @@ def _on_device(array, sharded):
 
 def stream(meta, experiment, workers):
     """Data placement stream: tf.data over the image folder, made per epoch from its items: TensorFlow's own
-    pipelines (tensorflow_raw.stream)."""
-    from . import tensorflow_raw
-
-    return tensorflow_raw.stream(meta, experiment, workers)
+    pipelines (STREAM_ADAPTER's stream)."""
+    return load(STREAM_ADAPTER).stream(meta, experiment, workers)
 
 
 def _normalisation_layers(inputs):
@@ -321,9 +306,7 @@ def build(spec, input_shape, weights, experiment):
         )
     network.leaves, network.variant, network.replicas = leaves, variant, parallel.replicas(experiment)
     if keras.backend.backend() == "torch":
-        from . import pytorch
-
-        network.compile_counters = pytorch.compile_counters()
+        network.compile_counters = _backend_adapter().compile_counters()
     return network
 
 
@@ -351,10 +334,8 @@ def engaged(model):
         "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer",
     }
     if on_torch and model.jit_compile:
-        from . import pytorch
-
         result["torch_compile"] = True
-        result.update(pytorch.compile_engagement("default", model.compile_counters))
+        result.update(_backend_adapter().compile_engagement("default", model.compile_counters))
     if parallel.through_mechanism(model.replicas):
         result.update(_data_parallel(model))
     return result
@@ -366,14 +347,12 @@ def _data_parallel(model):
     (scale_loss_for_distribution) and its optimiser sums the gradients over the replicas. JAX: the distribution and
     its mesh, over which one jitted step takes the global batch's mean loss, XLA all-reducing the gradient."""
     if keras.backend.backend() == "tensorflow":
-        from . import tensorflow_raw
-
         strategy = model.distribute_strategy
         reduction = (
             f"sum (all-reduce) over the replicas, each replica's mean loss scaled by 1/"
             f"{strategy.num_replicas_in_sync}: the global batch's mean gradient"
         )
-        result = {**tensorflow_raw.strategy_engagement(strategy), "gradient_reduction": reduction}
+        result = {**_backend_adapter().strategy_engagement(strategy), "gradient_reduction": reduction}
         if any(getattr(layer, "synchronized", False) for layer in model.layers):
             result["batch_norm_statistics"] = "global batch: Keras' synchronized BatchNormalization all-reduces them"
         return result
@@ -507,34 +486,12 @@ def sync(device):
 
 def cuda_versions():
     """What the backend reports, through its adapter (JAX's: jax_numpy, from jaxlib)."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        from . import tensorflow_raw
-
-        return tensorflow_raw.cuda_versions()
-    if backend == "torch":
-        from . import pytorch
-
-        return pytorch.cuda_versions()
-    from . import jax_numpy
-
-    return jax_numpy.cuda_versions()
+    return _backend_adapter().cuda_versions()
 
 
 def allocator_peak_mb(device):
     """The backend's allocator peak, through its adapter."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        from . import jax_numpy
-
-        return jax_numpy.allocator_peak_mb(device)
-    if backend == "torch":
-        from . import pytorch
-
-        return pytorch.allocator_peak_mb(device)
-    from . import tensorflow_raw
-
-    return tensorflow_raw.allocator_peak_mb(device)
+    return _backend_adapter().allocator_peak_mb(device)
 
 
 _OOM_MARKERS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "out of memory", "can't allocate memory")
