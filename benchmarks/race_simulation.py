@@ -60,8 +60,12 @@ def against_fastest(runs, rounds):
 
 def study_prior(comparisons):
     """The prior pooled variance over every comparison of a study (all paired here), as the aggregation fits it."""
-    log_ratios = [log_ratio for _, _, group in comparisons for log_ratio in group]
-    return fit_prior([log_ratio.spread**2 for log_ratio in log_ratios], [log_ratio.freedom for log_ratio in log_ratios])
+    log_ratios = [(index, log_ratio) for index, (_, _, group) in enumerate(comparisons) for log_ratio in group]
+    return fit_prior(
+        [log_ratio.spread**2 for _, log_ratio in log_ratios],
+        [log_ratio.freedom for _, log_ratio in log_ratios],
+        [index for index, _ in log_ratios],  # a group's comparisons share its fastest
+    )
 
 
 def fixed_design(comparison, centres, runs_spent, margin, prior=None):

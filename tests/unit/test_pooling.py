@@ -44,7 +44,7 @@ def test_the_prior_follows_limmas_fit_f_dist_formulas():
     centred = np.log(variances) - special.digamma(freedoms / 2) + np.log(freedoms / 2)
     beyond = centred.var(ddof=1) - special.polygamma(1, freedoms / 2).mean()
     half = optimize.brentq(lambda x: special.polygamma(1, x) - beyond, 1e-6, 1e6)
-    expected = Prior(2 * half, math.exp(centred.mean() + special.digamma(half) - math.log(half)))
+    expected = Prior(2 * half, math.exp(centred.mean() + special.digamma(half) - math.log(half)), freedoms.sum())
     assert fit_prior(variances, freedoms) == pytest.approx(expected, rel=1e-7)
 
 
@@ -61,14 +61,25 @@ def test_a_variance_is_shrunk_toward_the_prior_and_gains_its_freedom():
     assert log_ratio == pytest.approx(LogRatio(0.1, math.sqrt(0.03 / 3), 6.0, math.sqrt(0.03), 3))
 
 
+def test_a_prior_lends_no_more_freedom_than_the_independent_information_it_was_fitted_over():
+    """Four equal variances on 2 degrees of freedom each: d0 is infinite, but the prior holds 8 degrees of freedom,
+    or 8 / (1 + 3 / 4) = 4.57 where all four are against one reference."""
+    apart, shared = fit_prior([0.02] * 4, [2] * 4), fit_prior([0.02] * 4, [2] * 4, ["base"] * 4)
+    assert apart.freedom == shared.freedom == math.inf
+    assert apart.information == 8 and shared.information == pytest.approx(8 / 1.75)
+    assert moderated(0.05, 2, shared)[1] == pytest.approx(2 + 8 / 1.75)
+
+
 def test_only_paired_comparisons_are_pooled_and_only_with_their_own_sources():
     paired = [LogRatio(0.0, 0.1, 2, spread, 3) for spread in (0.1, 0.2, 0.15)]
     welch = LogRatio(0.0, 0.1, 3.4, 0.2, 3)
     methods = [PAIRED, PAIRED, UNPAIRED, None, PAIRED]
-    result = pooled_across(methods, [paired[0], paired[1], welch, None, paired[2]], ["cpu"] * 5)
+    result = pooled_across(methods, [paired[0], paired[1], welch, None, paired[2]], ["cpu"] * 5, list(range(5)))
     assert result[2] is welch and result[3] is None
     assert all(log_ratio.freedom > 2 for log_ratio in (result[0], result[1], result[4]))
-    apart = pooled_across(methods, [paired[0], paired[1], welch, None, paired[2]], ["cpu", "cpu", "cpu", "cpu", "gpu"])
+    apart = pooled_across(
+        methods, [paired[0], paired[1], welch, None, paired[2]], ["cpu", "cpu", "cpu", "cpu", "gpu"], list(range(5))
+    )
     assert apart[4] is paired[2] and apart[0] is paired[0]  # no source has the 3 paired variances a prior needs
 
 

@@ -167,7 +167,8 @@ def comparisons(runs, summary, named_baseline, margin, race=None):
             )
             log_ratios.append(log_ratio)
     sources = [(row["machine"], row["device"]) for row in rows]  # a CPU's noise is not a GPU's
-    log_ratios = pooled_across([row["method"] for row in rows], log_ratios, sources)
+    references = [(row["machine"], row["baseline_experiment_id"]) for row in rows]
+    log_ratios = pooled_across([row["method"] for row in rows], log_ratios, sources, references)
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 

@@ -20,11 +20,16 @@ from dlbench.analysis.statistics import PAIRED
 
 PRIOR_FREEDOM_CAP = 1000.0
 MIN_COMPARISONS = 3  # fewer variances cannot estimate a variance of log variances worth lending
+# Two comparisons against one shared reference (a group's baseline or leader), with equal variances, have log ratios
+# correlated 0.5 and sample variances correlated about 0.5^2: n of them hold the information of n / (1 + (n - 1) / 4)
+# independent ones.
+SHARED_REFERENCE_CORRELATION = 0.25
 
 
 class Prior(NamedTuple):
     freedom: float  # d0, possibly infinite
     variance: float  # s0^2
+    information: float = math.inf  # the independent degrees of freedom it was fitted over: it lends no more
 
 
 def digamma(x):
@@ -58,27 +63,46 @@ def trigamma_inverse(value):
     return math.sqrt(low * high)
 
 
-def fit_prior(variances, freedoms):
+def information(freedoms, references):
+    """The independent degrees of freedom in sample variances of comparisons, those against one reference counted
+    as n / (1 + (n - 1) rho) of them (SHARED_REFERENCE_CORRELATION)."""
+    by_reference = {}
+    for freedom, reference in zip(freedoms, references):
+        by_reference.setdefault(reference, []).append(freedom)
+    return sum(sum(shared) / (1 + (len(shared) - 1) * SHARED_REFERENCE_CORRELATION) for shared in by_reference.values())
+
+
+def fit_prior(variances, freedoms, references=None):
     """The Prior (d0, s0^2) fitted over sample variances with their degrees of freedom, as limma's fitFDist; None with
-    fewer than MIN_COMPARISONS positive variances."""
-    pairs = [(variance, freedom) for variance, freedom in zip(variances, freedoms) if variance > 0 and freedom > 0]
-    if len(pairs) < MIN_COMPARISONS:
+    fewer than MIN_COMPARISONS positive variances. references: what each comparison is against (None: each its own);
+    the prior lends no more degrees of freedom than the independent information it was fitted over, so that a prior
+    fitted over a few comparisons, or many against one reference, is not taken as known (at the small levels of a
+    race's early looks a t on too many degrees of freedom claims falsely)."""
+    references = list(range(len(variances))) if references is None else references
+    kept = [
+        (variance, freedom, reference)
+        for variance, freedom, reference in zip(variances, freedoms, references)
+        if variance > 0 and freedom > 0
+    ]
+    if len(kept) < MIN_COMPARISONS:
         return None
+    pairs = [(variance, freedom) for variance, freedom, _ in kept]
+    held = information([freedom for _, freedom, _ in kept], [reference for *_, reference in kept])
     # log s^2 has mean log sigma^2 + digamma(d / 2) - log(d / 2) and variance trigamma(d / 2) around each truth
     centred = [math.log(variance) - digamma(freedom / 2) + math.log(freedom / 2) for variance, freedom in pairs]
     mean = sum(centred) / len(centred)
     spread = sum((value - mean) ** 2 for value in centred) / (len(centred) - 1)
     beyond_sampling = spread - sum(trigamma(freedom / 2) for _, freedom in pairs) / len(pairs)
     if beyond_sampling <= 0:
-        return Prior(math.inf, math.exp(mean))
+        return Prior(math.inf, math.exp(mean), held)
     freedom = 2 * trigamma_inverse(beyond_sampling)
-    return Prior(freedom, math.exp(mean + digamma(freedom / 2) - math.log(freedom / 2)))
+    return Prior(freedom, math.exp(mean + digamma(freedom / 2) - math.log(freedom / 2)), held)
 
 
 def moderated(variance, freedom, prior):
     """(variance, freedom) of one comparison shrunk toward the prior: (d0 s0^2 + d s^2) / (d0 + d) on d0 + d degrees
-    of freedom (the prior's freedom held at PRIOR_FREEDOM_CAP)."""
-    prior_freedom = min(prior.freedom, PRIOR_FREEDOM_CAP)
+    of freedom (the prior's freedom held at the information it was fitted over and at PRIOR_FREEDOM_CAP)."""
+    prior_freedom = min(prior.freedom, prior.information, PRIOR_FREEDOM_CAP)
     pooled = (prior_freedom * prior.variance + freedom * variance) / (prior_freedom + freedom)
     return pooled, prior_freedom + freedom
 
@@ -90,15 +114,20 @@ def pooled(log_ratio, prior):
     return log_ratio._replace(error=math.sqrt(variance / log_ratio.rounds), freedom=freedom, spread=math.sqrt(variance))
 
 
-def pooled_across(methods, log_ratios, sources):
+def pooled_across(methods, log_ratios, sources, references):
     """The study's log ratios with each paired one pooled over a prior fitted to the paired ones of its noise source
-    (fit_prior; sources: one per comparison, such as its machine and device, whose runs share a noise process); Welch's
+    (fit_prior; sources: one per comparison, such as its machine and device, whose runs share a noise process;
+    references: what each is against); Welch's
     and untested ones (None) as they were, and all of a source's where too few are paired to fit a prior. Welch's are
     left out: their variance adds two experiments' and their freedom is an approximation, not a sample variance's."""
     result = list(log_ratios)
     for source in set(sources):
         paired = [i for i, method in enumerate(methods) if method == PAIRED and sources[i] == source]
-        prior = fit_prior([log_ratios[i].spread ** 2 for i in paired], [log_ratios[i].freedom for i in paired])
+        prior = fit_prior(
+            [log_ratios[i].spread ** 2 for i in paired],
+            [log_ratios[i].freedom for i in paired],
+            [references[i] for i in paired],
+        )
         if prior is None:
             continue
         for index in paired:

@@ -178,9 +178,9 @@ def first_look_prior(groups, looks):
     experiment against its group's leader there (every experiment runs that far), kept for every later look; None
     where too few comparisons fit one. groups: key -> experiment -> {round: throughput} of ok runs."""
     first = looks[0].rounds
-    variances, freedoms = [], []
-    for runs in groups.values():
-        live = [experiment for experiment, by_round in runs.items() if any(key <= first for key in by_round)]
+    variances, freedoms, references = [], [], []
+    for key, runs in groups.items():
+        live = [experiment for experiment, by_round in runs.items() if any(round_ <= first for round_ in by_round)]
         if len(live) < 2:
             continue
         leader = leader_of(runs, live, first)
@@ -189,7 +189,8 @@ def first_look_prior(groups, looks):
             if log_ratio is not None:
                 variances.append(log_ratio.spread**2)
                 freedoms.append(log_ratio.freedom)
-    return fit_prior(variances, freedoms)
+                references.append(key)
+    return fit_prior(variances, freedoms, references)
 
 
 def race_study(groups, looks, margin, pool=True):
