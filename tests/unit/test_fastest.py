@@ -170,12 +170,14 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
         dict(compared("jax-0.9", "torch-2.13", 0.92, "inconclusive"), repeats_to_decide=10, pairs=8),
         dict(compared("tf-2.21", "torch-2.13", 0.5, "slower"), repeats_to_decide=None, pairs=3, race_outcome="x"),
     ]
-    for row in rows:
+    for row, resolvable in zip(rows, (1.1, 1.2, 1.05)):
         row.setdefault("race_outcome", "undecided")
+        row["resolvable_ratio"] = resolvable
     table = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows))
     row = table.iloc[0]
     assert (row["confidence"], row["rounds"], row["race_outcome"]) == ("inconclusive", 8, "undecided")
     assert row["rounds_to_decide"] == 12 and row["minutes_to_decide"] == pytest.approx(6.0)
+    assert row["resolvable_lead"] == pytest.approx(1.2)  # the harder rival's
     rows[1]["repeats_to_decide"] = None  # no practical number of rounds decides jax-0.9
     row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
     assert pd.isna(row["rounds_to_decide"]) and pd.isna(row["minutes_to_decide"])

@@ -46,6 +46,7 @@ from dlbench.analysis.statistics import (
     equivalence_p,
     equivalent,
     repeats_to_decide,
+    resolvable_ratio,
     verdict_interval,
 )
 from dlbench.analysis.tables import GROUP
@@ -74,6 +75,7 @@ DECISION_COLUMNS = [
     "equivalence_margin",
     "verdict",
     "repeats_to_decide",
+    "resolvable_ratio",
 ]
 COMPARISON_COLUMNS = [
     *GROUP,
@@ -184,8 +186,9 @@ def race_groups(runs):
     return groups
 
 
-def raced_row(rival, judgement, state, throughputs, prior, margin):
-    """The test and decision columns of one rival of a race, against the leader it was last judged against."""
+def raced_row(rival, judgement, state, throughputs, prior, margin, last_level, most):
+    """The test and decision columns of one rival of a race, against the leader it was last judged against; the
+    ratio it could resolve is at the race's last look (`most` rounds, at `last_level`)."""
     log_ratio = look_ratio(throughputs[rival], throughputs[judgement.against], judgement.rounds, prior)
     if log_ratio is None:
         tests = dict(method=None, pairs=0, ratio=np.nan)
@@ -208,6 +211,7 @@ def raced_row(rival, judgement, state, throughputs, prior, margin):
         equivalence_margin=margin,
         verdict=called,
         repeats_to_decide=repeats_to_decide(log_ratio, margin, judgement.level) if called == INCONCLUSIVE else None,
+        resolvable_ratio=resolvable_ratio(log_ratio, most, last_level),
         race_state=state,
     )
 
@@ -223,6 +227,8 @@ def raced_comparisons(runs, summary, race, margin):
     for key, result in sorted(races.items()):
         throughputs = ok_only(groups[key])
         machine = key[GROUP.index("machine")]
+        pairs = len(result.states) * (len(result.states) - 1) // 2
+        last_look = (looks[-1].alpha / pairs, looks[-1].rounds)
         for rival, judgement in sorted(result.judgements.items()):
             own, baseline = described.loc[(rival, machine)], described.loc[(judgement.against, machine)]
             rows.append(
@@ -237,7 +243,7 @@ def raced_comparisons(runs, summary, race, margin):
                     baseline_experiment_id=judgement.against,
                     baseline_runs_ok=len(throughputs[judgement.against]),
                     baseline_rule=f"the race's leader at round {judgement.rounds}",
-                    **raced_row(rival, judgement, result.states[rival][0], throughputs, prior, margin),
+                    **raced_row(rival, judgement, result.states[rival][0], throughputs, prior, margin, *last_look),
                     race_outcome=result.outcome,
                 )
             )

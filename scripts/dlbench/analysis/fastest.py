@@ -13,7 +13,8 @@ pair of the group, so naming the fastest holds the group's chance of a false cla
 
 Beside it: the rounds the group ran, its race's outcome where the study raced, and for an inconclusive answer what
 would decide it: the rounds its unproven rivals need at the ratio and spread they show (the comparisons'
-`repeats_to_decide`) and what those rounds would cost, at the median seconds of the runs so far.
+`repeats_to_decide`), what those rounds would cost, at the median seconds of the runs so far, and the smallest lead
+the study's rounds resolve at that spread (`resolvable_lead`).
 """
 
 import pandas as pd
@@ -50,6 +51,7 @@ COLUMNS = [
     "race_outcome",
     "rounds_to_decide",
     "minutes_to_decide",
+    "resolvable_lead",
 ]
 
 
@@ -134,6 +136,17 @@ def what_would_decide(part, fastest, compared):
     return needed, more * seconds / 60
 
 
+def resolvable_lead(fastest, compared):
+    """The smallest lead over its unproven rivals the study's rounds resolve at the spread they show (the largest of
+    their comparisons' `resolvable_ratio`): a closer race than this stays undecided within the budget."""
+    rivals = compared[
+        (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == INCONCLUSIVE)
+    ]
+    if rivals.empty or "resolvable_ratio" not in rivals:
+        return None
+    return rivals["resolvable_ratio"].max()
+
+
 def race_columns(part, fastest, compared, flag):
     """The rounds the group ran, its race's outcome (None unraced) and, where inconclusive, what would decide it."""
     outcomes = compared["race_outcome"].dropna() if "race_outcome" in compared else compared.iloc[0:0]
@@ -143,6 +156,7 @@ def race_columns(part, fastest, compared, flag):
     }
     if flag == INCONCLUSIVE:
         columns["rounds_to_decide"], columns["minutes_to_decide"] = what_would_decide(part, fastest, compared)
+        columns["resolvable_lead"] = resolvable_lead(fastest, compared)
     return columns
 
 

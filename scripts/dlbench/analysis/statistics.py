@@ -249,6 +249,14 @@ def decides_after(log_ratio, margin, rounds, alpha, power):
     return differs or equivalence_bound(margin) - distance >= t_critical(alpha, rounds - 1) * error + beyond_chance
 
 
+def resolvable_ratio(log_ratio, rounds, alpha=ALPHA, power=POWER):
+    """The smallest ratio (a lead, above 1) that `rounds` rounds prove different from 1 at level `alpha` with
+    probability `power`, at the observed spread: what the machine's noise lets a study of that size resolve (the
+    difference half of decides_after)."""
+    reach = t_critical(alpha / 2, rounds - 1) + t_critical(1 - power, rounds - 1)
+    return math.exp(reach * log_ratio.spread / math.sqrt(rounds))
+
+
 def repeats_to_decide(log_ratio, margin, alpha=ALPHA, power=POWER, most=MOST_REPEATS):
     """The fewest rounds, more than it rests on, that would decide the comparison at level `alpha` with probability
     `power` if its ratio and spread stay as observed; None where no count up to `most` would: a ratio midway
@@ -309,6 +317,7 @@ def decisions(log_ratios, margin, baseline_from_data=True):
     ):
         called = verdict(log_ratio, p_holm, p_same_holm, margin)
         needed = repeats_to_decide(log_ratio, margin, ALPHA / hypotheses) if called == INCONCLUSIVE else None
+        resolvable = None if log_ratio is None else resolvable_ratio(log_ratio, log_ratio.rounds, ALPHA / hypotheses)
         untested = (np.nan, np.nan, np.nan)
         low, high, confidence = (
             untested if log_ratio is None else verdict_interval(log_ratio, called, difference_level, equivalence_level)
@@ -325,6 +334,7 @@ def decisions(log_ratios, margin, baseline_from_data=True):
                 "equivalence_margin": margin,
                 "verdict": called,
                 "repeats_to_decide": needed,
+                "resolvable_ratio": resolvable,
             }
         )
     return rows

@@ -180,10 +180,11 @@ def confidence_cell(row):
         return f"tie{rounds}: {row['confidence_reason']}"
     if row["confidence"] != "inconclusive":
         return row["confidence"]
+    resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves leads of {row['resolvable_lead']:.2f}x)"
     if pd.isna(row["rounds_to_decide"]):
-        return f"undecided{rounds}; no practical number of rounds would decide it"
+        return f"undecided{rounds}{resolves}; no practical number of rounds would decide it"
     cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
-    return f"undecided{rounds}; {row['rounds_to_decide']} rounds would decide it{cost}"
+    return f"undecided{rounds}{resolves}; {row['rounds_to_decide']} rounds would decide it{cost}"
 
 
 def bottom_line(fastest):
