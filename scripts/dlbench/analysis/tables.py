@@ -15,6 +15,7 @@ TABLES = (  # aggregate.py
     "versions",
     "scaling",
     "telemetry",
+    "workload",
 )
 OPS_TABLE = "ops"  # scripts/aggregate_ops.py: the operator sweep
 FOLDER = "results/tables"
