@@ -111,17 +111,21 @@ def thread_text(engaged):
 
 
 def threads_text(runs):
-    """The threads per run: the count pinned, or each framework's default with the counts each stack read back."""
-    policies = sorted({str(value) for value in runs["provenance_threads"].dropna()} - {"None"})
+    """The threads per run: each count pinned, and where runs left it to the framework, the counts each stack's
+    default read back."""
+    policies = {str(value) for value in runs["provenance_threads"].dropna()} - {"None"}
     if not policies:
         return "not recorded"
-    if policies != ["framework"]:
-        return f"{', '.join(policies)} (pinned)"
-    finished = runs[runs["status"] == "ok"].drop_duplicates("stack")
-    counts = "; ".join(
-        f"{stack} {thread_text(json.loads(engaged))}" for stack, engaged in zip(finished["stack"], finished["engaged"])
-    )
-    return f"each framework's default, read back: {counts or 'no finished run'}"
+    parts = [f"{count} (pinned)" for count in sorted(policies - {"framework"})]
+    if "framework" in policies:
+        default = runs[(runs["status"] == "ok") & (runs["provenance_threads"] == "framework")]
+        default = default.drop_duplicates("stack")
+        counts = "; ".join(
+            f"{stack} {thread_text(json.loads(engaged))}"
+            for stack, engaged in zip(default["stack"], default["engaged"])
+        )
+        parts.append(f"each framework's default, read back: {counts or 'no finished run'}")
+    return "; ".join(parts)
 
 
 def math_mode_line(runs):

@@ -82,12 +82,10 @@ def of_ceiling(row):
 
 def causes_text(measured):
     """The legend of the causes the table names."""
-    named = [name for name in CAUSES if (measured["over_ceiling_cause"] == name).any()]
-    if not named:
+    counts = {name: int((measured["over_ceiling_cause"] == name).sum()) for name in CAUSES}
+    lines = [f"- *{name}* ({count} row{'s' * (count > 1)}): {CAUSES[name]}." for name, count in counts.items() if count]
+    if not lines:
         return ""
-    lines = [
-        f"- *{name}* ({int((measured['over_ceiling_cause'] == name).sum())} rows): {CAUSES[name]}." for name in named
-    ]
     return "\nAbove 100 % of the ceiling, by cause (over every size measured):\n\n" + "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from dlbench.report.common import group_title, markdown_table, number, percent
 
 TITLE = "The workload"
-ABSENT = "no run read its dataset (Failed runs)."
+ABSENT = "no run finished (Failed runs, Contended runs)."
 
 # Where the first epoch (tracing, compilation, warm-up) is more than this share of a whole training, it decides the
 # end-to-end time: the steady epochs, which throughput measures, are the smaller part.
