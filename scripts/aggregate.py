@@ -3,7 +3,8 @@ runs (one row per run), summary (per experiment, over repeats), epochs, comparis
 within each group of otherwise identical experiments), fastest (each group's answer: the report's first page),
 versions (each framework's releases paired on otherwise identical experiments), scaling (each experiment on several
 data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry (the trace of each
-experiment's first finished repeat) and max_batch (one row per largest-batch search, empty when none ran).
+experiment's first finished repeat), workload (per group, the dataset, steps per epoch, when the target accuracy was
+reached and how long whole trainings lasted) and max_batch (one row per largest-batch search, empty when none ran).
 
 Every statistic is computed here, once, by dlbench.analysis (records, summary, comparisons, fastest, statistics: each
 module says how); the report only prints them. Failed runs (status error/oom) stay in the runs table and are counted
@@ -35,6 +36,7 @@ from dlbench.analysis.records import (
 from dlbench.analysis.scaling import scaling_table
 from dlbench.analysis.summary import summary_table
 from dlbench.analysis.tables import TABLES
+from dlbench.analysis.workload import workload_table
 from dlbench.cli import run_main
 from dlbench.io import replacing_all
 
@@ -92,6 +94,7 @@ def main():
         "versions": version_pairs(runs, summary, args.equivalence_margin),
         "scaling": scaling_table(runs, summary, args.equivalence_margin),
         "telemetry": telemetry_table(records, machines),
+        "workload": workload_table(runs),
     }
     tables["fastest"] = fastest_table(summary, tables["comparisons"])
     write_tables({name: tables[name] for name in TABLES}, out)

@@ -3,7 +3,8 @@
     python scripts/aggregate_ops.py --out results/tables/ops.csv --records results/ops/*/*/*.json
 A job that failed as a whole gives one row with its status and error. A job whose timed window was shared with other
 processes beyond the config's `contention` limits was run again; its contended tries keep their rows, with status
-`contended` and what contended them, and are never drawn. Parquet is written beside the CSV.
+`contended` and what contended them, and are never drawn. A row above its ceiling gets its cause
+(dlbench.analysis.operators). Parquet is written beside the CSV.
 """
 
 import argparse
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.analysis.operators import over_ceiling_causes
 from dlbench.cli import run_main
 from dlbench.io import replacing_all
 
@@ -38,6 +40,8 @@ COLUMNS = [
     "ceiling_gemm_gflop_per_s",
     "ceiling_bandwidth_gb_per_s",
     "ceiling_source",
+    "ceiling_cache_bytes",
+    "over_ceiling_cause",
     "attempt",
     "contention_foreign_cpu_cores",
     "contention_steal_share",
@@ -53,7 +57,12 @@ def rows(record):
     """The job's rows: one per size and dtype, or one for a job that failed as a whole."""
     common = {key: record[key] for key in ("stack", "framework", "framework_version", "operator", "device")}
     ceiling = record["ceiling"] or {}
-    common.update({f"ceiling_{key}": ceiling.get(key) for key in ("gemm_gflop_per_s", "bandwidth_gb_per_s", "source")})
+    common.update(
+        {
+            f"ceiling_{key}": ceiling.get(key)
+            for key in ("gemm_gflop_per_s", "bandwidth_gb_per_s", "source", "cache_bytes")
+        }
+    )
     common.update(
         {key: record["provenance"][key] for key in ("host", "cpu_model", "packages_sha256", "workflow_commit")}
     )
@@ -86,6 +95,7 @@ def main():
     table = pd.DataFrame(
         [row for path in args.records for row in job_rows(json.loads(Path(path).read_text()))], columns=COLUMNS
     )
+    table["over_ceiling_cause"] = over_ceiling_causes(table)
     # together or not at all: a failed write leaves the previous table (the rule's outputs are `update()`)
     csv, parquet = Path(args.out), Path(args.out).with_suffix(".parquet")
     with replacing_all([csv, parquet]) as temporaries:

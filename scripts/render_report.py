@@ -26,13 +26,20 @@ def main():
     parser.add_argument("--pdf", required=True)
     parser.add_argument("--arguments", default="", help="the study's config arguments (--configfile, --config)")
     parser.add_argument("--config-sha256", help="the hash of the study's whole config, for its reproduce line")
+    parser.add_argument(
+        "--exclusions", default="[]", help="JSON: the config's `exclude` entries, each with its `why` where given"
+    )
     args = parser.parse_args()
     build = Path(args.html).parent / "build"
     if build.exists():
         shutil.rmtree(build)
     figures = build / "figures"
     figures.mkdir(parents=True)
-    origin = {"arguments": args.arguments, "config_sha256": args.config_sha256}
+    origin = {
+        "arguments": args.arguments,
+        "config_sha256": args.config_sha256,
+        "exclusions": json.loads(args.exclusions),
+    }
     (build / "body.md").write_text(body(Study.read(args.tables, origin), figures))
     document = build / "report.qmd"
     shutil.copy(args.document, document)

@@ -23,7 +23,6 @@ from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler
 SCRIPTS = Path(__file__).resolve().parent
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
-FLOP_BOUND = ("dot", "gemm")
 
 
 def log(message):
@@ -79,7 +78,7 @@ def measure(adapter, operator, device, dtype, size, options, ceiling):
         gb_per_s=moved / seconds / 1e9,
         gflop_per_s=flops / seconds / 1e9 if flops else None,
     )
-    if operator in FLOP_BOUND:
+    if operator in ops.FLOP_BOUND:
         row["fraction_of_ceiling"] = row["gflop_per_s"] / ceiling["gemm_gflop_per_s"]
     else:
         row["fraction_of_ceiling"] = row["gb_per_s"] / ceiling["bandwidth_gb_per_s"]

@@ -146,6 +146,12 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     opened = open_stream if experiment["data_placement"] == "stream" else open_arrays
     staged, meta, order_of = opened(run, dataset_dir, record)
     shape, classes = tuple(meta["shape"]), meta["classes"]
+    record["dataset_description"] = {
+        "train_images": meta["train_size"],
+        "test_images": meta["test_size"],
+        "classes": classes,
+        "image_shape": list(shape),
+    }
     spec = specs.model_spec(experiment["model"], classes)
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
     sampler.mark("build")
@@ -164,16 +170,17 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         loss, train_s = run.timed(adapter.train_epoch, model, staged, order, batch_size)
         sampler.mark(f"eval {epoch + 1}")
         (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, eval_batch_size)
+        loss, test_loss = recorded_loss(loss), recorded_loss(test_loss)
         trained_seconds += train_s
         record["epoch_train_s"].append(train_s)
         record["epoch_eval_s"].append(eval_s)
-        record["loss_curve"].append(float(loss))
-        row = dict(zip(EPOCH_COLUMNS, (epoch + 1, train_s, eval_s, float(loss), test_loss, accuracy, len(order))))
+        record["loss_curve"].append(loss)
+        row = dict(zip(EPOCH_COLUMNS, (epoch + 1, train_s, eval_s, loss, test_loss, accuracy, len(order))))
         row["images_per_s"] = len(order) / train_s
         epoch_rows.append(row)
         log(
             f"epoch {epoch + 1}/{experiment['epochs']}: train {train_s:.3f}s ({row['images_per_s']:.0f} img/s) "
-            f"loss {float(loss):.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"
+            f"loss {loss:.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"
         )
         check_finite(loss, test_loss, epoch + 1, experiment["learning_rate"])  # the epoch stays in the record
         target = experiment.get("target_accuracy")
@@ -211,6 +218,19 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     if parallel.replicas(experiment) > 1:  # last: without the reduction each replica's weights become its own
         measure_communication_share(run, model, staged, order, max(len(window), 3), record, sampler)
     record["status"] = "ok"
+
+
+# A cross-entropy is never below 0, but a framework's float32 log-softmax can overshoot 0 at a sample predicted with
+# certainty: MXNet's oneDNN kernel returns log-probability 1.43e-6 there instead of 0 (its logarithm's approximation
+# error near 1), so the loss of a well-trained model averages slightly below 0. A mean loss this little below 0 is that
+# rounding and is recorded as 0; one further below is no rounding and is recorded as the framework computed it.
+LOSS_ROUNDING = 1e-5
+
+
+def recorded_loss(value):
+    """An epoch's mean loss as the record keeps it: 0 for the rounding below 0 (LOSS_ROUNDING), else as measured."""
+    value = float(value)
+    return 0.0 if -LOSS_ROUNDING <= value < 0 else value
 
 
 class Diverged(Exception):

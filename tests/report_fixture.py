@@ -4,7 +4,8 @@ sweep on CPU, a GPU panel with NVML telemetry and energy, a GPU panel of streame
 compute-bound, one partly), and a panel whose every run ran out of memory (its failures table, with the whole error
 text, is longer than a page). Comparisons are paired by round; the GPU panels' stacks, about 1 % apart, are proven
 equivalent, but for the noisy streamed keras-3-jax runs, whose comparison is inconclusive; in the GPU ResNet-20 panel
-the fastest in steady state is the slowest to target accuracy."""
+the fastest in steady state is the slowest to target accuracy; on synthetic data the CPU runs reach it after their first
+epoch."""
 
 import json
 import math
@@ -49,6 +50,13 @@ NOISE, CPU_NOISE, NOISY, NOISY_NOISE = 0.004, 0.0005, ("keras-3-jax", "stream"),
 # its target accuracy (reached at the third epoch), where the first epoch counts.
 COMPILE_HEAVY, COMPILE_EPOCHS = ("keras-3-jax", "resnet20"), 20.0
 ENV = {"env_file": "envs/fixture.yaml", "env_file_sha256": "a" * 64, "deployment": "venv"}
+# Each dataset as its runs read it; on synthetic-32x32x3 the CPU runs reach the target accuracy after their first epoch.
+DATASETS = {
+    "digits": {"train_images": 1437, "test_images": 360, "classes": 10, "image_shape": [8, 8, 1]},
+    "synthetic-32x32x3": {"train_images": 2048, "test_images": 512, "classes": 10, "image_shape": [32, 32, 3]},
+    "imagenet": {"train_images": 1281167, "test_images": 50000, "classes": 1000, "image_shape": [224, 224, 3]},
+}
+FIRST_EPOCH_TARGET = ("synthetic-32x32x3", "cpu")
 
 
 def experiments():
@@ -169,6 +177,7 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
         noise = CPU_NOISE if experiment["device"] == "cpu" else NOISE
     seconds = images / (speed * (1 + noise * math.sin(start)))
     first = COMPILE_EPOCHS if (experiment["stack"], experiment["model"]) == COMPILE_HEAVY else 2.0
+    at_first_epoch = (experiment["dataset"], experiment["device"]) == FIRST_EPOCH_TARGET
     epochs = [] if failed else [first * seconds, seconds, seconds]
     record.update(
         framework_version=framework_version,
@@ -192,7 +201,9 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
             train_images_per_s=images / seconds,
             inference_images_per_s=3600.0,
             final_test_accuracy=0.91,
-            time_to_target_s=sum(epochs),
+            time_to_target_s=epochs[0] if at_first_epoch else sum(epochs),
+            images_per_epoch=images,
+            dataset_description=DATASETS[experiment["dataset"]],
             input_share=0.01,
             input_share_interval=[0.0, 0.02],
             host_rss_peak_mb=800.0 + speed / 10,
@@ -218,7 +229,6 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
                 loader_images_per_s=headroom * images / seconds,
                 input_bound_share=1 / headroom,
                 input_share=share,
-                images_per_epoch=images,
                 stream={
                     "workers": 16,
                     "loader": "the fixture's loader (16 workers)",
@@ -261,7 +271,7 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
                     0.1,
                     1.5 / (epoch + 1),
                     1.6 / (epoch + 1),
-                    0.7 + 0.07 * epoch,
+                    0.95 if at_first_epoch else 0.7 + 0.07 * epoch,
                     images,
                     images / train_s,
                 ),

@@ -365,6 +365,8 @@ def exclusions(config, stacks, registry, machine):
     schema = config_schema()["properties"]
     for number, entry in enumerate(config["exclude"]):
         for axis, values in entry.items():
+            if axis == plan.WHY:
+                continue
             for value in values if isinstance(values, list) else [values]:
                 key = f"exclude.{number}.{axis}"
                 item_schema = Draft202012Validator(schema[plan.CONFIG_AXES[axis]]["items"])

@@ -7,6 +7,7 @@ on framework inputs), `ops_input(array, dtype, device)`, `ops_output(value) -> n
 
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +25,7 @@ OPERATORS = {
     "flatten": ("device", "elements"),
     "normalize": ("device", "elements"),
 }
+FLOP_BOUND = ("dot", "gemm")  # measured against the GEMM ceiling (GFLOP/s); the others against the bandwidth ceiling
 ROW = 1000  # flatten and normalize see `elements` as a (elements / ROW, ROW) matrix (a (n, 10, 10, 10) tensor)
 
 
@@ -115,8 +117,27 @@ def sample_clock(call, sync, samples=10, min_sample_s=0.005, warmup=3, max_secon
     return {"median_s": median, "q1_s": q1, "q3_s": q3, "inner": inner, "samples": len(per_call)}
 
 
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def cache_bytes(caches=CACHES):
+    """The CPU's last-level cache (bytes, from sysfs: the data or unified cache of the highest level; None where
+    sysfs does not say). Data that fits in it is read and written at the cache's speed, above memory's."""
+    sizes = {}
+    for index in sorted(caches.glob("index*")):
+        try:
+            kind, level, size = ((index / name).read_text().strip() for name in ("type", "level", "size"))
+        except OSError:
+            continue
+        if kind in ("Data", "Unified") and size:
+            sizes[int(level)] = int(size.rstrip("KMG")) * UNITS.get(size[-1], 1)
+    return sizes[max(sizes)] if sizes else None
+
+
 def numpy_ceiling(gemm_side=1024, copy_bytes=1 << 26):
-    """This machine's CPU limits, measured with NumPy: BLAS GEMM GFLOP/s and memory copy GB/s (read + write)."""
+    """This machine's CPU limits, measured with NumPy: BLAS GEMM GFLOP/s and memory copy GB/s (read + write), and
+    its last-level cache, within which an operator can run above the memory's bandwidth."""
     a, b = host_inputs("gemm", gemm_side)
     gemm = sample_clock(lambda: a @ b, lambda value: None, samples=5)
     source = np.ones(copy_bytes // 4, dtype=np.float32)
@@ -126,4 +147,5 @@ def numpy_ceiling(gemm_side=1024, copy_bytes=1 << 26):
         "gemm_gflop_per_s": 2 * gemm_side**3 / gemm["median_s"] / 1e9,
         "bandwidth_gb_per_s": 2 * copy_bytes / copy["median_s"] / 1e9,
         "source": f"NumPy {np.__version__}: {gemm_side}x{gemm_side} float32 GEMM, {copy_bytes >> 20} MiB copy",
+        "cache_bytes": cache_bytes(),
     }

@@ -122,8 +122,13 @@ def stack_env(config, stacks, stack, device):
     return stacks[stack]["env"][device]
 
 
+WHY = "why"  # an `exclude` entry's reason, for the report: no axis
+
+
 def matches(row, exclusion):
-    return all(row[key] in (value if isinstance(value, list) else [value]) for key, value in exclusion.items())
+    return all(
+        row[key] in (value if isinstance(value, list) else [value]) for key, value in exclusion.items() if key != WHY
+    )
 
 
 def placement_suffix(row):

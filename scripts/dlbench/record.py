@@ -18,7 +18,7 @@ from pathlib import Path
 from . import parallel
 from .io import csv_cell, write_text_atomic
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 IDENTITY_KEYS = (
     "experiment_id",
     "stack",
@@ -78,14 +78,57 @@ def experiment_sha256(experiment):
     return hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()
 
 
-def cpu_model():
+def cpuinfo():
+    """/proc/cpuinfo as one {field: value} per logical CPU ([] where there is none: not Linux)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    return [
+        dict(line.split(":", 1) for line in block.splitlines() if ":" in line)
+        for block in text.split("\n\n")
+        if block.strip()
+    ]
+
+
+def field(cpu, name):
+    """A /proc/cpuinfo field's value, its padding removed (None where the CPU lacks it)."""
+    for key, value in cpu.items():
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def cpu_model():
+    cpus = cpuinfo()
+    name = field(cpus[0], "model name") if cpus else None
+    return name or platform.processor() or platform.machine()
+
+
+def cpu_generation():
+    """The CPU's family, model and stepping: they tell its generation where the model name does not (a virtual
+    machine's "AMD EPYC"). None where /proc/cpuinfo does not give them."""
+    cpus = cpuinfo()
+    numbers = [field(cpus[0], key) for key in ("cpu family", "model", "stepping")] if cpus else [None]
+    return None if None in numbers else "family {}, model {}, stepping {}".format(*numbers)
+
+
+def physical_cores():
+    """The CPU cores as distinct (package, core) pairs: fewer than the logical CPUs where SMT runs two threads on a
+    core (None where /proc/cpuinfo does not tell)."""
+    pairs = {(field(cpu, "physical id"), field(cpu, "core id")) for cpu in cpuinfo()}
+    return None if not pairs or (None, None) in pairs else len(pairs)
+
+
+def memory_mb():
+    """The machine's memory (MiB, from /proc/meminfo; None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
 
 
 def workflow_commit(repo):
@@ -158,7 +201,10 @@ def provenance(env_description, repo, threads):
         # The batch job this run ran in (Slurm sets it in every job's environment); None outside a scheduler.
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "cpu_model": cpu_model(),
+        "cpu_generation": cpu_generation(),
         "cpu_cores": os.cpu_count(),
+        "cpu_physical_cores": physical_cores(),
+        "memory_mb": memory_mb(),
         "threads": threads,
         "gpu": None,
         "gpu_driver": None,
@@ -213,6 +259,7 @@ def base_record(experiment, env_description, repo):
         communication_share_interval=None,
         communication_epochs_s=None,
         images_per_epoch=None,
+        dataset_description=None,
         stream=None,
         loader_images_per_s=None,
         input_bound_share=None,

@@ -28,6 +28,7 @@ FIGURES = [
     "versions",
     "scaling",
 ]
+EXCLUSION = {"stack": ["keras-3-jax", "keras-3-tensorflow"], "variant": "eager", "why": "a debugging mode"}
 WORD = re.compile(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>')
 PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.S)
 
@@ -75,6 +76,8 @@ def render_study(root, records, tools):
             "--configfile config/fixture.yaml",
             "--config-sha256",
             "f" * 64,
+            "--exclusions",
+            json.dumps([EXCLUSION]),
         ],
         check=True,
         capture_output=True,
@@ -197,6 +200,34 @@ def test_the_math_mode_is_said_once_and_sections_with_nothing_to_show_are_one_li
     assert "**Largest batch**: no largest-batch search" in folded and "**Operator microbenchmarks**" in folded
     assert "## Largest batch" not in document and "## Operator microbenchmarks" not in document
     assert "## Version regression" in document and "**Version regression**" not in folded
+
+
+def test_page_one_says_what_ran_without_contradicting_itself(report):
+    """The machine with its generation, cores, SMT and memory; the math mode per device (a CPU has no TF32 switch);
+    the threads each framework's default read back; the target accuracy beside its column."""
+    answer = section_markdown(report, "The answer: fastest per group")
+    machine = next(line for line in answer.splitlines() if line.startswith("**Machine**"))
+    assert re.search(r"\(\d+ (cores, no SMT|cores, \d+ threads \(SMT\)|logical CPUs)(, [\d,]+ GiB memory)?\)", machine)
+    math_mode = next(line for line in answer.splitlines() if line.startswith("**Math mode**"))
+    assert "on GPU TF32 on, convolution autotuning on (keras-3-jax, torch-2.11, torch-2.13)" in math_mode
+    assert "on CPU float32 throughout" in math_mode and "neither exists" not in math_mode
+    assert "| to target accuracy (0.9) |" in answer
+
+
+def test_the_workload_describes_each_dataset_and_when_the_target_was_reached(report):
+    workload = section_markdown(report, "The workload")
+    assert "| digits | 1,437 | 360 | 10 | 8x8x1 |" in workload
+    assert "| synthetic-32x32x3 | 2,048 | 512 | 10 | 32x32x3 |" in workload
+    assert workload.count("every run after epoch 1") == 2  # the synthetic CPU panel's two finished batch sizes
+    assert "In 2 of 9 groups every run reached the target accuracy after its first epoch" in workload
+    assert "in 2 of 9 groups the first epoch" in workload and "compilation dominates" in workload
+
+
+def test_the_report_says_what_the_config_left_out_and_why_cpu_energy_is_missing(report):
+    summary = section_markdown(report, "Summary")
+    assert "- stack keras-3-jax or keras-3-tensorflow, variant eager: a debugging mode." in summary
+    resources = section_markdown(report, "Input share, memory, utilisation and energy")
+    assert "CPU package energy (RAPL, read through /sys/class/powercap) was not measured in" in resources
 
 
 def test_versions_are_paired_and_a_slowdown_beyond_noise_is_a_regression(report):
@@ -445,5 +476,7 @@ def test_a_thin_study_still_renders_and_says_what_is_missing(kind, says, tmp_pat
     root = render_study(tmp_path, thin_study(kind, tmp_path / "runs"), str(env_python("tools")))
     document = document_markdown(root)
     assert [text for text in says if text not in document] == []
-    assert "GPU: none." in section_markdown(root, "The answer: fastest per group")
+    answer = section_markdown(root, "The answer: fastest per group")
+    assert "GPU: none." in answer and "TF32 on" not in answer
+    assert "--resources gpu=1" not in answer  # a study on CPU alone needs no GPU resource
     assert (root / "report.pdf").stat().st_size > 10_000

@@ -51,6 +51,7 @@ HOSTILE = [
     ({"exclude": [{"batch_size": "64"}]}, "`exclude.0.batch_size`: '64' is not of type 'integer'"),
     ({"exclude": [{"colour": "red"}]}, "`exclude.0`: 'colour' is not one of ['stack', 'dataset'"),
     ({"exclude": [{}]}, "`exclude.0`: {} should be non-empty"),
+    ({"exclude": [{"variant": "eager", "why": 3}]}, "`exclude.0.why`: 3 is not of type 'string'"),
     ({"grids": [{"stacks": ["torch-2.99"]}]}, "`grids.0.stacks.0`: 'torch-2.99' is not allowed."),
     ({"grids": [{"batchsize": [3]}]}, "`grids.0`: Additional properties are not allowed ('batchsize' was unexpected)"),
     ({"grids": [{"models": ["alexnet"]}]}, "`grids.0.models.0`: 'alexnet' is not allowed."),

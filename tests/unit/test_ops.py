@@ -4,8 +4,10 @@ framework against NumPy: tests/frameworks/test_operators.py)."""
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from dlbench import ops
+from dlbench.analysis.operators import CACHE, GEMM, IMPORT, UNEXPLAINED, VIEW, over_ceiling_causes
 
 
 class FakeDevice:
@@ -56,3 +58,59 @@ def test_costs():
     assert ops.cost("gemm", 1024, 4) == (1024**2, 3 * 1024**2 * 4, 2 * 1024**3)
     assert ops.cost("dot", 1000, 4) == (1000, 8000, 2000)
     assert ops.cost("relu", 10**6, 2) == (10**6, 4 * 10**6, 10**6)
+
+
+def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
+    for index, (kind, level, size) in enumerate(
+        [("Data", 1, "48K"), ("Instruction", 1, "32K"), ("Unified", 2, "2048K"), ("Unified", 3, "32M")]
+    ):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, value in (("type", kind), ("level", level), ("size", size)):
+            (folder / name).write_text(f"{value}\n")
+    assert ops.cache_bytes(tmp_path) == 32 << 20
+    assert ops.cache_bytes(tmp_path / "absent") is None
+
+
+def sweep(stack, operator, seconds, fraction, cache=32 << 20):
+    """An operator's rows over three sizes (10^4..10^6 elements): its seconds per call and fraction of the ceiling,
+    with the bytes it moves (read + write, float32) behind its GB/s."""
+    return [
+        {
+            "stack": stack,
+            "operator": operator,
+            "device": "cpu",
+            "dtype": "float32",
+            "status": "ok",
+            "size": elements,
+            "elements": elements,
+            "median_s": time,
+            "gb_per_s": 8 * elements / time / 1e9,
+            "fraction_of_ceiling": share,
+            "ceiling_cache_bytes": cache,
+        }
+        for elements, time, share in zip((10**4, 10**5, 10**6), seconds, fraction)
+    ]
+
+
+def test_an_operator_above_its_ceiling_is_given_its_cause():
+    """torch's flatten is a view and its from_numpy adopts NumPy's memory: neither's time grows with size, so their
+    bytes per second are no bandwidth. A relu whose 8 MB fit in a 32 MiB cache runs above memory's bandwidth; on a CPU
+    whose cache is smaller, nothing explains it. A GEMM above NumPy's is a timing to check."""
+    rows = [
+        *sweep("torch-2.13", "flatten", (2e-6, 2.1e-6, 2.2e-6), (0.5, 5.0, 50.0)),
+        *sweep("torch-2.13", "from_numpy", (1e-6, 1e-6, 1.1e-6), (1.0, 9.0, 90.0)),
+        *sweep("torch-2.13", "relu", (1e-6, 1e-5, 1e-4), (0.5, 1.2, 1.3)),
+        *sweep("mxnet-1.9", "relu", (1e-6, 1e-5, 1e-4), (0.5, 0.9, 1.3), cache=1 << 20),
+        *sweep("jax", "gemm", (1e-5, 1e-3, 1e-1), (0.8, 1.5, 1.9)),
+    ]
+    table = pd.DataFrame(rows)
+    table["over_ceiling_cause"] = over_ceiling_causes(table)
+    causes = table.groupby(["stack", "operator"])["over_ceiling_cause"].apply(list).to_dict()
+    assert causes[("torch-2.13", "flatten")] == [None, VIEW, VIEW]
+    assert causes[("torch-2.13", "from_numpy")] == [None, IMPORT, IMPORT]
+    assert causes[("torch-2.13", "relu")] == [None, CACHE, CACHE]
+    assert causes[("mxnet-1.9", "relu")] == [None, None, UNEXPLAINED]
+    assert causes[("jax", "gemm")] == [None, GEMM, GEMM]
+    failed = pd.DataFrame([dict(rows[0], status="error", fraction_of_ceiling=None, median_s=None)])
+    assert over_ceiling_causes(failed).tolist() == [None]

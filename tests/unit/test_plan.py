@@ -63,6 +63,17 @@ def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, mo
     assert len(plan.runs(CONFIG, table)) == 2
 
 
+def test_an_exclude_entrys_reason_excludes_nothing_itself(tmp_path, monkeypatch):
+    """`why` is no axis: the entry leaves out what its axes match, and its reason is only for the report."""
+    monkeypatch.chdir(tmp_path)
+    entry = {"variant": "eager", "why": "a debugging mode"}
+    sizes = plan.train_sizes(CONFIG, {})
+    table, _ = plan.experiment_table(dict(CONFIG, exclude=[entry]), STACKS, sizes)
+    assert list(table) == []  # the one experiment that can run is eager
+    table, _ = plan.experiment_table(dict(CONFIG, exclude=[dict(entry, variant="graph")]), STACKS, sizes)
+    assert list(table) == ["torch-2.13_synthetic-8x8x1_mlp_cpu_b32_adam-lr0.001_e2_eager"]
+
+
 def test_torch_compile_modes_are_variants_a_device_or_stack_without_them_leaves_out_saying_why(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     modes = ["compile", "compile-reduce-overhead", "compile-max-autotune-nhwc-amp"]

@@ -19,8 +19,10 @@ rule report:
             workflow.config_settings.configfiles, workflow.config_settings.config_args
         ),
         config_sha256=configuration.digest(config),
+        exclusions=json.dumps(config["exclude"]),
         tables=lambda wildcards, input: Path(input.runs).parent,
     shell:
         "{params.python:q} {input.script:q} --tables {params.tables:q} --document {input.document:q}"
         " --style {input.style:q} --title {params.title:q} --html {output.html:q} --pdf {output.pdf:q}"
-        " --arguments={params.arguments:q} --config-sha256 {params.config_sha256:q} > {log:q} 2>&1"
+        " --arguments={params.arguments:q} --config-sha256 {params.config_sha256:q}"
+        " --exclusions {params.exclusions:q} > {log:q} 2>&1"

@@ -3,7 +3,9 @@ record), epochs, telemetry (each experiment's first finished repeat, binned) and
 A run's machine is the CPU model, and for a GPU run the GPU's name first: runs on different machines are never pooled.
 """
 
+import itertools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -31,9 +33,36 @@ def flatten(record):
     steady = record["epoch_train_s"][1:]
     row["first_epoch_s"] = record["epoch_train_s"][0] if record["epoch_train_s"] else None
     row["steady_epoch_s"] = sum(steady) / len(steady) if steady else None
+    row["training_s"] = sum(record["epoch_train_s"]) if record["epoch_train_s"] else None
+    row["target_epoch"] = target_epoch(record)
+    row.update(dataset_columns(record.get("dataset_description")))
     row.update(contention_columns(record.get("contention")))
     row["attempt"], row["final_try"] = record.get("attempt", 1), True
     return row
+
+
+def target_epoch(record):
+    """The epoch after which the run first reached its target accuracy: its time to target is the training time of
+    epochs 1 to this one. None where it never reached it."""
+    if record["time_to_target_s"] is None:
+        return None
+    for epoch, trained in enumerate(itertools.accumulate(record["epoch_train_s"]), 1):
+        if math.isclose(trained, record["time_to_target_s"], rel_tol=1e-9):
+            return epoch
+    return None
+
+
+def dataset_columns(description):
+    """The dataset as the run read it, as runs-table columns; empty where the run ended before reading it, or was
+    recorded before datasets were described."""
+    description = description or {}
+    shape = description.get("image_shape")
+    return {
+        "dataset_train_images": description.get("train_images"),
+        "dataset_test_images": description.get("test_images"),
+        "dataset_classes": description.get("classes"),
+        "dataset_image_shape": "x".join(map(str, shape)) if shape else None,
+    }
 
 
 def contention_columns(contention):

@@ -15,6 +15,7 @@ TABLES = (  # aggregate.py
     "versions",
     "scaling",
     "telemetry",
+    "workload",
 )
 OPS_TABLE = "ops"  # scripts/aggregate_ops.py: the operator sweep
 FOLDER = "results/tables"
@@ -39,7 +40,7 @@ IDENTITY = [
     "replicas",
     "scaling",
 ]
-# Experiments equal in these are compared (the aggregation adds the machine they ran on); a round of adaptive repeats
+# Experiments equal in these are compared (the aggregation adds the machine they ran on); a race
 # is planned per group, so that comparisons stay paired round by round.
 COMPARISON_GROUP = [
     "dataset",

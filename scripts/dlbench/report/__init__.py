@@ -35,10 +35,12 @@ from dlbench.report import (
     summary,
     throughput,
     versions,
+    workload,
 )
 
 RESULT_SECTIONS = [
     answer,
+    workload,
     summary,
     throughput,
     end_to_end,
@@ -65,7 +67,8 @@ CLOSING_SECTIONS = [provenance, method]
 class Study:
     """The aggregation's tables as the sections read them. `runs` holds each run's final try; `tries` every try,
     contended ones before a run's final try included (listed apart, never averaged); `origin` what the study was run
-    from: {"arguments": the --configfile and --config arguments, "config_sha256": ...}, as far as known."""
+    from: {"arguments": the --configfile and --config arguments, "config_sha256": ..., "exclusions": the config's
+    `exclude` entries}, as far as known."""
 
     tries: pd.DataFrame
     runs: pd.DataFrame
@@ -78,6 +81,7 @@ class Study:
     telemetry: pd.DataFrame
     max_batch: pd.DataFrame
     ops: pd.DataFrame
+    workload: pd.DataFrame
     origin: dict
 
     @classmethod

@@ -3,6 +3,8 @@ comparisons table's verdict, and the fastest to target accuracy where that is an
 versions, the math mode and threads, and how to reproduce the study. Printed from the fastest table."""
 
 import json
+import re
+from itertools import starmap
 
 import pandas as pd
 
@@ -43,12 +45,32 @@ def gpu_name(name, driver):
     return name if pd.isna(driver) or driver is None else f"{name} (driver {driver})"
 
 
+def cpu_text(model, generation, logical, physical, memory):
+    """A CPU as the runs recorded it: its model (with its generation where the name has no model number), its cores
+    (with SMT where a core runs two threads) and the memory."""
+    named = model if pd.isna(generation) or re.search(r"\d{3,}", model) else f"{model}, {generation}"
+    if pd.isna(physical):
+        cores = f"{logical} logical CPUs"
+    elif physical == logical:
+        cores = f"{logical} cores, no SMT"
+    else:
+        cores = f"{int(physical)} cores, {logical} threads (SMT)"
+    size = "" if pd.isna(memory) else f", {memory / 1024:,.0f} GiB memory"
+    return f"{named} ({cores}{size})"
+
+
 def machine_line(runs):
     gpus = runs.dropna(subset=["provenance_gpu"])
     gpu = ", ".join(sorted(set(map(gpu_name, gpus["provenance_gpu"], gpus["provenance_gpu_driver"])))) or "none"
-    cores = zip(runs["provenance_cpu_model"], runs["provenance_cpu_cores"])
-    cpus = sorted({f"{model} ({count} cores)" for model, count in cores})
-    return f"**Machine**: {', '.join(cpus)}; GPU: {gpu}."
+    unknown = pd.Series(None, index=runs.index, dtype=object)  # records from before these were recorded
+    cpus = zip(
+        runs["provenance_cpu_model"],
+        runs.get("provenance_cpu_generation", unknown),
+        runs["provenance_cpu_cores"],
+        runs.get("provenance_cpu_physical_cores", unknown),
+        runs.get("provenance_memory_mb", unknown),
+    )
+    return f"**Machine**: {', '.join(sorted(set(starmap(cpu_text, cpus))))}; GPU: {gpu}."
 
 
 def versions_line(summary, runs):
@@ -66,27 +88,74 @@ def versions_line(summary, runs):
     return "**Versions**: " + "; ".join(parts) + "."
 
 
+# The thread counts a framework reads back (dlbench.adapters' engaged), and what each counts.
+THREAD_COUNTS = {
+    "intra_op_threads": "intra-op",
+    "inter_op_threads": "inter-op",
+    "omp_threads": "OpenMP",
+    "xla_threads": "XLA",
+}
+
+
+def thread_count_text(value, name):
+    """One count as read back: "2 intra-op"; 0 is the framework's own choice; a text says what the framework does."""
+    if isinstance(value, str):
+        return value
+    return f"{'its own choice of' if value == 0 else value} {name}"
+
+
+def thread_text(engaged):
+    """The thread counts one run's framework read back ("2 intra-op, 1 inter-op")."""
+    counts = [
+        thread_count_text(engaged[key], name) for key, name in THREAD_COUNTS.items() if engaged.get(key) is not None
+    ]
+    return ", ".join(counts) or "not read back"
+
+
+def threads_text(runs):
+    """The threads per run: each count pinned, and where runs left it to the framework, the counts each stack's
+    default read back."""
+    policies = {str(value) for value in runs["provenance_threads"].dropna()} - {"None"}
+    if not policies:
+        return "not recorded"
+    parts = [f"{count} (pinned)" for count in sorted(policies - {"framework"})]
+    if "framework" in policies:
+        default = runs[(runs["status"] == "ok") & (runs["provenance_threads"] == "framework")]
+        default = default.drop_duplicates("stack")
+        counts = "; ".join(
+            f"{stack} {thread_text(json.loads(engaged))}"
+            for stack, engaged in zip(default["stack"], default["engaged"])
+        )
+        parts.append(f"each framework's default, read back: {counts or 'no finished run'}")
+    return "; ".join(parts)
+
+
 def math_mode_line(runs):
-    """The math mode that ran, read back per run (engaged tf32 and conv_autotune), and the threads each run used."""
+    """The math mode that ran, read back per GPU run (engaged tf32 and conv_autotune); CPU runs have neither
+    switch. Then the threads each run used."""
+    finished = runs[runs["status"] == "ok"]
     modes = {}
-    for _, row in runs[runs["status"] == "ok"].iterrows():
+    for _, row in finished[finished["device"] == "gpu"].iterrows():
         engaged = json.loads(row["engaged"])
         mode = (
             f"TF32 {'on' if engaged.get('tf32') else 'off'}, "
             f"convolution autotuning {'on' if engaged.get('conv_autotune') else 'off'}"
         )
-        modes.setdefault(mode, set()).add(f"{row['stack']} on {row['device']}")
-    parts = [f"{mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
+        modes.setdefault(mode, set()).add(row["stack"])
+    parts = [f"on GPU {mode} ({', '.join(sorted(where))})" for mode, where in sorted(modes.items())]
+    if (finished["device"] == "cpu").any():
+        parts.append("on CPU float32 throughout (TF32 and convolution autotuning are GPU switches)")
     return (
         f"**Math mode** of every figure and table, as each framework applied it: {'; '.join(parts) or 'no finished run'}"
-        " (on CPU neither exists: float32 runs in float32); **threads** per run: "
-        f"{distinct(runs['provenance_threads'])}."
+        f". **Threads** per run: {threads_text(runs)}."
     )
 
 
 def reproduce_line(runs, origin):
-    """The commit the runs were made at, the config's digest and the command that runs the study again."""
-    command = " ".join(filter(None, ["snakemake --cores all --resources gpu=1", origin["arguments"]]))
+    """The commit the runs were made at, the config's digest and the command that runs the study again (with the GPU
+    resource where the study ran on a GPU)."""
+    resources = "--resources gpu=1" if (runs["device"] == "gpu").any() else ""
+    command = " ".join(filter(None, ["snakemake --cores all", resources, origin["arguments"]]))
     digest = f" (config sha256 {origin['config_sha256'][:12]})" if origin["config_sha256"] else ""
     return f"**Reproduce**: at commit {distinct(runs['provenance_workflow_commit'])}{digest}: `{command}`."
 
@@ -201,7 +270,13 @@ def bottom_line(fastest):
     return f"**Bottom line**: of {len(fastest)} groups, " + ", ".join(parts) + ".\n"
 
 
-def answer_table(fastest):
+def target_heading(runs):
+    """The "to target accuracy" column's heading, with the target the runs were given (each, where they differ)."""
+    targets = sorted(set(runs["target_accuracy"].dropna()))
+    return f"to target accuracy ({', '.join(f'{target:g}' for target in targets)})" if targets else "to target accuracy"
+
+
+def answer_table(fastest, runs):
     if fastest.empty:
         return "No experiment finished with a measured throughput, so no group has an answer (see Failed runs).\n"
     rows = [
@@ -221,7 +296,7 @@ def answer_table(fastest):
         "images/s, geometric mean [95%]",
         "lead [interval]",
         "confidence",
-        "to target accuracy",
+        target_heading(runs),
     ]
     return markdown_table(header, rows)
 
@@ -236,7 +311,7 @@ def markdown(study, figures):
     return (
         "\n\n".join(lines)
         + "\n\n"
-        + answer_table(study.fastest)
+        + answer_table(study.fastest, study.runs)
         + "\n"
         + bottom_line(study.fastest)
         + "\n"

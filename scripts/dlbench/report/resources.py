@@ -146,8 +146,9 @@ def energy_figure(measured, path):
     save(figure, path)
 
 
-def resource_figures(summary, telemetry, figures):
-    """The resource figures: telemetry over time and memory peaks always, energy per image where measured."""
+def resource_figures(summary, runs, telemetry, figures):
+    """The resource figures: telemetry over time and memory peaks always, energy per image where measured; then
+    whether CPU energy was measured."""
     pieces = []
     if len(telemetry):
         telemetry_figure(summary, telemetry, figures / "telemetry.svg")
@@ -167,7 +168,22 @@ def resource_figures(summary, telemetry, figures):
         )
     else:
         pieces.append("Energy is measured from the GPU's board power (NVML): no run of this report had it.")
+    pieces.append(cpu_energy_text(runs))
     return "\n\n".join(pieces) + "\n"
+
+
+def cpu_energy_text(runs):
+    """Whether the CPU packages' energy (RAPL, through /sys/class/powercap) was measured, and where it was not, why:
+    the records' own reasons."""
+    finished = runs[runs["status"] == "ok"]
+    missing = finished[finished["cpu_energy_j"].isna()]
+    if missing.empty:
+        return "CPU package energy (RAPL) was measured in every finished run (the runs table's `cpu_energy_j`)."
+    reasons = "; ".join(sorted(set(missing["cpu_energy_reason"].dropna()))) or "no reason recorded"
+    return (
+        f"CPU package energy (RAPL, read through /sys/class/powercap) was not measured in {len(missing)} of "
+        f"{len(finished)} finished runs: {reasons}."
+    )
 
 
 def markdown(study, figures):
@@ -175,6 +191,6 @@ def markdown(study, figures):
         [
             METHOD,
             resources_table(study.summary, study.runs),
-            resource_figures(study.summary, study.telemetry, figures),
+            resource_figures(study.summary, study.runs, study.telemetry, figures),
         ]
     )

@@ -1,6 +1,7 @@
 """Summary: what ran, and per comparison group the conclusion the tests support, from the comparisons and versions
 tables only."""
 
+from dlbench.plan import WHY
 from dlbench.report.common import comparison_groups, deciding_text, group_title, ratio_text
 
 TITLE = "Summary"
@@ -72,6 +73,24 @@ def regression_lines(versions):
     ]
 
 
+def exclusion_line(entry):
+    """One `exclude` entry: what it left out, and why where the config says."""
+    left_out = ", ".join(
+        f"{axis} {' or '.join(map(str, values if isinstance(values, list) else [values]))}"
+        for axis, values in entry.items()
+        if axis != WHY
+    )
+    return f"- {left_out}: {entry.get(WHY) or 'no reason given in the config'}."
+
+
+def exclusions_text(origin):
+    """The experiments the config left out (`exclude`), each entry with its reason."""
+    entries = origin.get("exclusions") or []
+    if not entries:
+        return []
+    return ["", "Left out by the config (`exclude`), so in no table or figure:", "", *map(exclusion_line, entries)]
+
+
 def markdown(study, figures):
     runs, summary = study.runs, study.summary
     lines = [
@@ -80,8 +99,8 @@ def markdown(study, figures):
             f"({', '.join(sorted(summary['stack'].unique()))}); "
             f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok."
         ),
-        "",
     ]
+    lines += [*exclusions_text(study.origin), ""]
     overlapping = int((runs["overlapping_runs"] > 0).sum())
     if overlapping:
         lines += [
