@@ -2,7 +2,8 @@
 (b) with a CPU hog (one busy core) injected for `--hog-seconds` in the middle. Printed per scenario: wall time, runs
 redone and why, whether every run whose timed window overlapped the hog was caught, and what the statistics decide
 after the redone runs: median and largest coefficient of variation of steady throughput across repeats, the widest
-95% interval (high over low), and the share of comparisons that decide (faster, slower or equivalent).
+95% interval (high over low), the share of comparisons that decide (faster, slower or equivalent), and page 1's
+groups with a winner proven, a tie proven or undecided, with the runs racing added.
 
 Goals: every run overlapping the injected load detected and redone; then median CV at most 5 %, no interval wider
 than 1.5x, at least 80 % of comparisons decisive; (a) within 15 minutes. Run it alone on the machine (nothing else
@@ -81,7 +82,8 @@ def scenario_figures(root, wall_s, window):
     if not (tables / "comparisons.csv").exists():
         return {"wall_s": wall_s, "error": f"no tables: see {root / 'snakemake.log'}"}
     tries, summary = read_csv(tables / "runs.csv"), read_csv(tables / "summary.csv")
-    comparisons = read_csv(tables / "comparisons.csv")
+    comparisons, fastest = read_csv(tables / "comparisons.csv"), read_csv(tables / "fastest.csv")
+    first_rounds = yaml.safe_load((root / "config.yaml").read_text())["repeats"]
     cvs = [float(row["train_images_per_s_cv"]) for row in summary if row["train_images_per_s_cv"]]
     widths = [
         float(row["train_images_per_s_ci95_high"]) / float(row["train_images_per_s_ci95_low"])
@@ -105,6 +107,11 @@ def scenario_figures(root, wall_s, window):
             for verdict in sorted({row["verdict"] for row in comparisons})
         },
         "reasons": sorted({row["contention_reasons"].split(":")[0] for row in contended}),
+        "groups": {
+            flag: sum(row["confidence"] == flag for row in fastest)
+            for flag in sorted({row["confidence"] for row in fastest})
+        },
+        "raced_runs": sum(row["final_try"] == "True" and int(row["rep"]) > first_rounds for row in tries),
     }
     if window:
         hit = overlapping(tries, window)
@@ -136,6 +143,12 @@ def report(name, figures):
         )
     if figures["widest_interval"] is not None:
         print(f"   widest 95% interval (high / low): {figures['widest_interval']:.2f}x (goal: <= 1.5x)")
+    groups = figures["groups"]
+    print(
+        f"   page-1 groups: winner proven {groups.get('decisive', 0)}, tie proven {groups.get('equivalent', 0)}, "
+        f"undecided {groups.get('inconclusive', 0)} of {sum(groups.values())} {groups}; {figures['raced_runs']} runs "
+        "after the first rounds (racing)"
+    )
     share = figures["decisive"] / figures["comparisons"] if figures["comparisons"] else 0
     print(
         f"   comparisons decisive: {figures['decisive']} of {figures['comparisons']} ({share:.0%}; goal >= 80 %): "
