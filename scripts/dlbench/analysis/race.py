@@ -206,7 +206,7 @@ def race_study(groups, looks, margin, pool=True):
     return races, prior
 
 
-def live(result):
+def live_experiments(result):
     return sorted(experiment for experiment, (state, _) in result.states.items() if state == LIVE)
 
 
@@ -214,7 +214,7 @@ def rounds_needed(result, runs, margin, prior):
     """The rounds the group's hardest live rival needs to decide at its last look's level, at the ratio and spread
     it shows (statistics.repeats_to_decide): how near the group is to a decision."""
     needs = []
-    for rival in live(result):
+    for rival in live_experiments(result):
         judgement = result.judgements.get(rival)
         if judgement is None:
             continue
@@ -247,7 +247,7 @@ def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True):
         if len(reached(groups[key], looks)) < current:
             standing[key] = "stopped at the budget"
         elif current < len(looks):
-            runners = live(result)
+            runners = live_experiments(result)
             ahead = looks[current].rounds - looks[current - 1].rounds
             cost = len(runners) * ahead, sum(costs.get(experiment, 0.0) for experiment in runners) * ahead
             need = rounds_needed(result, ok_only(groups[key]), margin, prior)

@@ -1,0 +1,102 @@
+"""A real A/A study: each stack entered twice under two names, raced as the default study races, so that any
+difference the comparisons claim is false. In a copy of the workflow, envs/stacks.yaml gains a twin of each named
+stack (`<stack>-twin`: the same framework, env and adapter), and the study compares the two in every group of
+--models x --datasets. Printed per group: the race's outcome, the verdict, the rounds and the ratio with its
+interval; then the groups with a false claim ("slower" between twins) against the 5 % the tests are set to, and the
+ties proven. Run from the repository root with the stack venvs built (no other work of yours beside it: quote the
+foreign load with the figures):
+
+    .venv/bin/python benchmarks/aa_study.py [--stacks torch-2.13 mxnet-1.9] [--models mlp lenet]
+        [--datasets digits synthetic-32x32x3] [--looks 5 8] [--keep DIR]
+"""
+
+import argparse
+import csv
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from planning import copy_workflow
+
+REPO = Path(__file__).resolve().parents[1]
+TWIN = "{stack}-twin"
+
+
+def with_twins(root, stacks):
+    """The copy's envs/stacks.yaml with a twin of each stack: the same entry under another name."""
+    path = root / "envs" / "stacks.yaml"
+    entries = yaml.safe_load(path.read_text())
+    for stack in stacks:
+        entries[TWIN.format(stack=stack)] = entries[stack]
+    path.write_text(yaml.safe_dump(entries, sort_keys=False))
+
+
+def study(args, venv_root):
+    names = [name for stack in args.stacks for name in (stack, TWIN.format(stack=stack))]
+    return {
+        "stacks": names,
+        "datasets": args.datasets,
+        "models": args.models,
+        "variants": ["eager"],
+        "race": {"looks": args.looks},
+        "ops": {"stacks": []},
+        "max_batch": {"enabled": False},
+        "venv_root": str(venv_root),
+    }
+
+
+def read_csv(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def twins(row):
+    """Whether a comparison is between a stack and its twin."""
+    return row["stack"].removesuffix("-twin") == row["baseline_stack"].removesuffix("-twin")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stacks", nargs="+", default=["torch-2.13", "mxnet-1.9"])
+    parser.add_argument("--models", nargs="+", default=["mlp", "lenet"])
+    parser.add_argument("--datasets", nargs="+", default=["digits", "synthetic-32x32x3"])
+    parser.add_argument("--looks", type=int, nargs="+", default=[5, 8])
+    parser.add_argument("--venv-root", default=str(REPO / ".venvs"))
+    parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(args.keep or temporary)
+        root.mkdir(parents=True, exist_ok=True)
+        copy_workflow(root)
+        with_twins(root, args.stacks)
+        base = yaml.safe_load((REPO / "config.yaml").read_text())
+        config = {**base, **study(args, Path(args.venv_root).absolute()), "exclude": []}
+        config.pop("grids", None)
+        (root / "config.yaml").write_text(yaml.safe_dump(config))
+        started = time.perf_counter()
+        with open(root / "snakemake.log", "w") as log:
+            code = subprocess.run(
+                [sys.executable, "-m", "snakemake", "--cores", "all"], cwd=root, stdout=log, stderr=log
+            ).returncode
+        wall = time.perf_counter() - started
+        tables = root / "results" / "tables"
+        if code or not (tables / "comparisons.csv").exists():
+            sys.exit(f"the study failed after {wall / 60:.1f} min: see {root / 'snakemake.log'}")
+        rows = [row for row in read_csv(tables / "comparisons.csv") if twins(row)]
+        print(f"A/A study: {len(rows)} groups of twins, {wall / 60:.1f} min")
+        for row in rows:
+            print(
+                f"  {row['stack']} vs {row['baseline_stack']} on {row['model']}/{row['dataset']}: "
+                f"{row['race_outcome'] or 'unraced'}, {row['verdict']} after {row['pairs']} rounds, ratio "
+                f"{float(row['ratio']):.3f} [{float(row['ratio_low']):.3f}, {float(row['ratio_high']):.3f}]"
+            )
+        false = sum(row["verdict"] in ("faster", "slower") for row in rows)
+        ties = sum(row["verdict"].startswith("equivalent") for row in rows)
+        print(f"false claims: {false} of {len(rows)} groups (the tests hold them to 5 %); ties proven: {ties}")
+
+
+if __name__ == "__main__":
+    main()
