@@ -147,6 +147,12 @@ def same_release(locked_version, pinned_version):
     return locked_version == pinned_version or locked_version.startswith(pinned_version + "+")
 
 
+def unlocked_reason(env_file):
+    """Why an env file cannot be locked, where its lock file says so instead of pinning (its `not-locked:` line)."""
+    lock = lock_path(env_file)
+    return lock_header(lock).get("not-locked") if lock.exists() else None
+
+
 def lock_problem(env_file, target=None):
     """Why the env file's lock cannot build its venv (None when it can): missing, not lockable, out of date with the
     env file (a pin missing or at another version, or the file's digest in the header differs), or made for another
@@ -156,8 +162,8 @@ def lock_problem(env_file, target=None):
     if not lock.exists():
         return f"{shown(env_file)} has no lock ({shown(lock)}): {refresh}"
     header = lock_header(lock)
-    if "not-locked" in header:
-        return f"{shown(env_file)} has no lock: {header['not-locked']}"
+    if unlocked_reason(env_file):
+        return f"{shown(env_file)} has no lock: {unlocked_reason(env_file)}"
     locked = lock_pins(lock)
     for name, version in requirement_pins(env_file).items():
         if name not in locked:
@@ -271,12 +277,16 @@ def write_lock(env_file, wheels=None):
 
 
 def lock_all(paths, wheels=None):
-    """Lock each env file (every one in envs/ where none is named); the failures are listed at the end."""
+    """Lock each env file (every one in envs/ where none is named: one whose lock file says why it cannot be locked
+    stays so where it still cannot); the failures are listed at the end."""
     failed = []
     for env_file in paths or env_files():
         try:
             write_lock(env_file, wheels)
         except (subprocess.CalledProcessError, SystemExit) as error:
+            if not paths and unlocked_reason(env_file):
+                print(f"{shown(env_file)} stays without a lock: {unlocked_reason(env_file)}", flush=True)
+                continue
             print(f"cannot lock {shown(env_file)}: {error}", file=sys.stderr, flush=True)
             failed.append(shown(env_file))
     if failed:

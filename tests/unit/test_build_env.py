@@ -22,6 +22,7 @@ from build_env import (
     pip_arguments,
     pip_requirements,
     python_pin,
+    unlocked_reason,
     venv_prefix,
     write_lock,
 )
@@ -183,6 +184,14 @@ def test_a_lock_for_another_platform_or_python_is_refused(tmp_path):
         build_venv(env_file, tmp_path / "venv")
     lock_path(env_file).write_text(header.replace(f"python: {target[1]}", "python: 3.99") + pins)
     assert "with Python 3.99" in lock_problem(env_file, target)
+    assert not (tmp_path / "venv").exists()
+
+
+def test_an_env_file_that_cannot_be_locked_is_refused_with_the_reason_its_lock_file_gives(tmp_path):
+    env_file, _, _, _ = a_locked_env(tmp_path, "# not-locked: b comes only from an index unreachable here\n")
+    assert unlocked_reason(env_file) == "b comes only from an index unreachable here"
+    with pytest.raises(SystemExit, match="stack.yaml has no lock: b comes only from an index unreachable here"):
+        build_venv(env_file, tmp_path / "venv")
     assert not (tmp_path / "venv").exists()
 
 
