@@ -1,13 +1,17 @@
-"""Build (or reuse) the Python venv for one conda-format env file, and describe it.
+"""Build (or reuse) the Python venv for one conda-format env file, and describe it; or lock env files.
 
-The env file is the single source of truth: its `pip:` section is installed into a venv whose folder name
-carries the file's hash, so an edited file gets a fresh venv and an unchanged one is reused (also across
-working directories that share the venv root). pip runs in the env file's folder, as conda runs it, so a local
-requirement names a folder from there: the driver's `-e ..` installs this checkout's library, editable
-(pyproject.toml). Standard library only: it runs before any venv exists.
+The env file names what a stack needs; its lock beside it (envs/<name>.lock.txt) pins every package that installs,
+transitively, each with its sha256, for one platform and Python. A venv is installed from the lock exactly (hashes
+required, no dependency resolution) in a folder named by the lock's hash: an edited lock gets a fresh venv and an
+unchanged one is reused (also across working directories that share the venv root). A lock out of date with its env
+file, or made for another platform or Python, is refused with the command that regenerates it. pip runs in the env
+file's folder, as conda runs it, so a local requirement names a folder from there: the driver's `-e ..` installs this
+checkout's library, editable (pyproject.toml), after the lock. Standard library only: it runs before any venv exists.
 
     python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --venv-root .venvs --describe results/envs/x.json
     python3 scripts/build_env.py envs/driver.yaml --prefix .venv
+    python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --prefix /tmp/t --wheels wheels/  # no package index
+    python3 scripts/build_env.py --lock envs/torch-2.13-cpu.yaml  # no file named: every env file in envs/
     python3 scripts/build_env.py --existing /opt/torch/.venv/bin/python --describe results/envs/existing-x.json
 
 An environment that already exists (a preinstalled venv, an HPC module's or a container's Python) is described,
@@ -22,16 +26,26 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from dlbench.cli import run_main
-from dlbench.io import file_sha256, write_json_atomic
+from dlbench.io import file_sha256, write_json_atomic, write_text_atomic
 
 COMPLETE_MARKER = ".dlbench-complete"
+REPO = Path(__file__).absolute().parents[1]
+# A lock's header lines, `# key: value`: what it was made from and for, and how to make it again.
+HEADER_KEYS = ("command", "env-file-sha256", "platform", "python", "not-locked")
+# A GPU env file (by its name's device suffix) is locked from the package indexes alone, without pip's configuration
+# files and PIP_FIND_LINKS: a local wheel folder may hold a CPU build of the same release, whose local version
+# (`2.13.0+cpu`) pip prefers. PIP_INDEX_URL and PIP_EXTRA_INDEX_URL still apply.
+GPU_ENV = re.compile(r"-(cuda|cu\d+)$")
+HASH_MISMATCH = "DO NOT MATCH THE HASHES"
 
 
 def pip_requirements(env_file):
@@ -58,6 +72,11 @@ def pip_arguments(requirements):
     return [word for line in requirements for word in (shlex.split(line) if line.startswith("-") else [line])]
 
 
+def is_local(line):
+    """A requirement line that installs from the filesystem (`-e ..`): never locked, installed after the lock."""
+    return any(word.startswith((".", "/")) for word in shlex.split(line))
+
+
 def local_requirements(env_file):
     """The folders and files the env file installs from the filesystem (`-e ..`), resolved from its folder."""
     folder = Path(env_file).absolute().parent
@@ -65,10 +84,118 @@ def local_requirements(env_file):
     return [str((folder / word).resolve()) for word in words if word.startswith((".", "/"))]
 
 
+def normalized(name):
+    """A distribution name as packaging compares them (PEP 503): `Jinja2` and `jinja2`, `typing_extensions` and
+    `typing-extensions` are one."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_pins(env_file):
+    """{normalized name: version} of the env file's `name==version` requirements, extras dropped."""
+    pins = {}
+    for line in pip_requirements(env_file):
+        if not line.startswith("-") and "==" in line:
+            name, version = line.split("==", 1)
+            pins[normalized(name.split("[", 1)[0].strip())] = version.strip()
+    return pins
+
+
+def env_files(folder=REPO / "envs"):
+    """Every env file of the folder (the conda-format files; stacks.yaml, the table of stacks, is none)."""
+    return sorted(path for path in Path(folder).glob("*.yaml") if "dependencies:" in path.read_text())
+
+
+def shown(path):
+    """A path as the user names it: relative to the checkout where it is inside it."""
+    path = Path(path).absolute()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def lock_path(env_file):
+    """The lock beside an env file: envs/x.yaml -> envs/x.lock.txt."""
+    env_file = Path(env_file)
+    return env_file.with_name(f"{env_file.stem}.lock.txt")
+
+
+def lock_command(env_file):
+    """The command that (re)generates an env file's lock."""
+    return f"python3 scripts/build_env.py --lock {shown(env_file)}"
+
+
+def lock_header(lock):
+    """The `# key: value` lines of a lock's header, as a dict."""
+    header = {}
+    for line in Path(lock).read_text().splitlines():
+        key, _, value = line.removeprefix("# ").partition(": ")
+        if line.startswith("# ") and key in HEADER_KEYS:
+            header[key] = value.strip()
+    return header
+
+
+def lock_pins(lock):
+    """{normalized name: version} of a lock's `name==version` lines."""
+    pins = {}
+    for line in Path(lock).read_text().splitlines():
+        if "==" in line and not line.startswith(("#", " ")):
+            name, version = line.split("==", 1)
+            pins[normalized(name)] = version.split()[0]
+    return pins
+
+
+def same_release(locked_version, pinned_version):
+    """A pin `==2.13.0` admits the local build `2.13.0+cpu`, as pip reads it (PEP 440)."""
+    return locked_version == pinned_version or locked_version.startswith(pinned_version + "+")
+
+
+def unlocked_reason(env_file):
+    """Why an env file cannot be locked, where its lock file says so instead of pinning (its `not-locked:` line)."""
+    lock = lock_path(env_file)
+    return lock_header(lock).get("not-locked") if lock.exists() else None
+
+
+def lock_problem(env_file, target=None):
+    """Why the env file's lock cannot build its venv (None when it can): missing, not lockable, out of date with the
+    env file (a pin missing or at another version, or the file's digest in the header differs), or made for another
+    target than `target` (platform, Python X.Y) where given."""
+    lock = lock_path(env_file)
+    refresh = f"regenerate it with `{lock_command(env_file)}`"
+    if not lock.exists():
+        return f"{shown(env_file)} has no lock ({shown(lock)}): {refresh}"
+    header = lock_header(lock)
+    if unlocked_reason(env_file):
+        return f"{shown(env_file)} has no lock: {unlocked_reason(env_file)}"
+    locked = lock_pins(lock)
+    for name, version in requirement_pins(env_file).items():
+        if name not in locked:
+            return f"{shown(lock)} is out of date: {shown(env_file)} pins {name}=={version}, which it lacks; {refresh}"
+        if not same_release(locked[name], version):
+            return (
+                f"{shown(lock)} is out of date: {shown(env_file)} pins {name}=={version}, it has {locked[name]};"
+                f" {refresh}"
+            )
+    if header.get("env-file-sha256") != file_sha256(env_file):
+        return f"{shown(lock)} is out of date: {shown(env_file)} changed since it was locked; {refresh}"
+    made_for = (header.get("platform"), header.get("python"))
+    if target and made_for != tuple(target):
+        return (
+            f"{shown(lock)} is for {made_for[0]} with Python {made_for[1]}, and this machine builds with {target[0]}"
+            f" and Python {target[1]}: build on a machine of that platform, or lock the env here with"
+            f" `{lock_command(env_file)}` (a new lock: a new environment)"
+        )
+    return None
+
+
+def lock_sha256(env_file):
+    """The identity of an env: its lock's digest (an env file without a lock has none: refused)."""
+    if not lock_path(env_file).exists():
+        raise SystemExit(lock_problem(env_file))
+    return file_sha256(lock_path(env_file))
+
+
 def build_key(env_file):
-    """What a complete venv's marker holds: the env file's hash and the local paths it installs from. A checkout
+    """What a complete venv's marker holds: the lock's hash and the local paths the env file installs from. A checkout
     moved elsewhere so rebuilds its driver, whose editable install names the old path."""
-    return "\n".join([file_sha256(env_file), *local_requirements(env_file)])
+    return "\n".join([lock_sha256(env_file), *local_requirements(env_file)])
 
 
 def python_pin(env_file):
@@ -81,8 +208,111 @@ def python_pin(env_file):
 
 
 def venv_prefix(venv_root, env_file):
-    """Where the venv for this exact env file content lives."""
-    return Path(venv_root) / f"{Path(env_file).stem}-{file_sha256(env_file)[:12]}"
+    """Where the venv for this exact lock lives."""
+    return Path(venv_root) / f"{Path(env_file).stem}-{lock_sha256(env_file)[:12]}"
+
+
+# Run by the interpreter a venv is made with: its Python X.Y and platform, what a lock is made for.
+TARGET = "import sys, sysconfig; print('%d.%d' % sys.version_info[:2], sysconfig.get_platform())"
+
+
+def build_interpreter(env_file):
+    """The interpreter that makes the env file's venv, with its (platform, Python X.Y): the pinned Python where PATH
+    has it (python3.11), else this one, so which Python runs this script (and so the workflow's driver path) does
+    not decide what the venv is made with."""
+    pin = python_pin(env_file)
+    python = (shutil.which(f"python{pin}") if pin else None) or sys.executable
+    version, platform_name = subprocess.run(
+        [python, "-c", TARGET], capture_output=True, text=True, check=True
+    ).stdout.split()
+    if pin and version != pin:
+        print(f"WARNING: {shown(env_file)} pins python={pin} but its venv is made with Python {version}", flush=True)
+    return python, (platform_name, version)
+
+
+def index_arguments(wheels):
+    """pip's arguments for a folder of wheels instead of any package index (an offline machine), or none."""
+    return ["--no-index", "--find-links", str(Path(wheels).absolute())] if wheels else []
+
+
+def write_lock(env_file, wheels=None):
+    """Resolve the env file's requirements as pip installs them here (a dry run, reported) and write its lock: every
+    package with the sha256 of the file pip chose, and a header naming the env file's digest, the platform and
+    Python it is for and the command that regenerates it. Local requirements (`-e ..`) are not locked."""
+    env_file = Path(env_file)
+    python, target = build_interpreter(env_file)
+    requirements = [line for line in pip_requirements(env_file) if not is_local(line)]
+    environment = None
+    if GPU_ENV.search(env_file.stem) and not wheels:
+        kept = {name: value for name, value in os.environ.items() if name != "PIP_FIND_LINKS"}
+        environment = dict(kept, PIP_CONFIG_FILE=os.devnull)
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
+        resolve = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+        subprocess.run(
+            [*resolve, "--report", str(report), *index_arguments(wheels), *pip_arguments(requirements)],
+            check=True,
+            cwd=env_file.absolute().parent,
+            env=environment,
+        )
+        installs = json.loads(report.read_text())["install"]
+    pins = []
+    for item in sorted(installs, key=lambda item: normalized(item["metadata"]["name"])):
+        name, version = item["metadata"]["name"], item["metadata"]["version"]
+        sha256 = item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256")
+        if not sha256:
+            raise SystemExit(f"{shown(env_file)}: pip reports no sha256 for {name} {version}, so it cannot be locked")
+        pins.append(f"{name}=={version} \\\n    --hash=sha256:{sha256}\n")
+    header = (
+        f"# The lock of {shown(env_file)}: every package its venv installs, each pinned with the sha256 of its file;\n"
+        "# scripts/build_env.py installs it with hashes required and no dependency resolution. Made by pip from the\n"
+        "# env file's requirements; regenerate it after editing the env file, with the command below.\n"
+        f"# command: {lock_command(env_file)}\n"
+        f"# env-file-sha256: {file_sha256(env_file)}\n"
+        f"# platform: {target[0]}\n"
+        f"# python: {target[1]}\n"
+    )
+    write_text_atomic(lock_path(env_file), header + "".join(pins))
+    print(f"locked {shown(env_file)} in {shown(lock_path(env_file))}: {len(pins)} packages", flush=True)
+
+
+def lock_all(paths, wheels=None):
+    """Lock each env file (every one in envs/ where none is named: one whose lock file says why it cannot be locked
+    stays so where it still cannot); the failures are listed at the end."""
+    failed = []
+    for env_file in paths or env_files():
+        try:
+            write_lock(env_file, wheels)
+        except (subprocess.CalledProcessError, SystemExit) as error:
+            if not paths and unlocked_reason(env_file):
+                print(f"{shown(env_file)} stays without a lock: {unlocked_reason(env_file)}", flush=True)
+                continue
+            print(f"cannot lock {shown(env_file)}: {error}", file=sys.stderr, flush=True)
+            failed.append(shown(env_file))
+    if failed:
+        raise SystemExit("not locked (see above): " + ", ".join(failed))
+
+
+def pip_install(python, arguments, cwd, lock):
+    """pip install into a venv; a failure ends the build in one line, which names the packages whose files do not
+    match the lock's hashes where that is why (pip's own report of them stays in the log above it)."""
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--progress-bar", "off", *arguments],
+        cwd=cwd,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sys.stderr.write(done.stderr)
+    if done.returncode == 0:
+        return
+    if HASH_MISMATCH in done.stderr:
+        mismatched = re.findall(r"^\s+(\S+==\S+) from ", done.stderr, flags=re.MULTILINE)
+        raise SystemExit(
+            f"{shown(lock)}: the file of {', '.join(mismatched) or 'a package'} does not match the lock's sha256: a"
+            " changed or tampered file, or a lock made from other files; regenerate the lock only where the new file"
+            " is trusted"
+        )
+    raise SystemExit(f"pip install failed (exit status {done.returncode}) building from {shown(lock)}: see above")
 
 
 @contextlib.contextmanager
@@ -94,37 +324,35 @@ def locked(path):
         yield
 
 
-def build_venv(env_file, prefix):
-    """Create the venv at prefix with the env file's pip requirements, unless a complete one is there."""
+def build_venv(env_file, prefix, wheels=None):
+    """Create the venv at prefix from the env file's lock (then its local requirements), unless a complete one is
+    there; from a folder of wheels instead of any package index where `wheels` names one."""
     prefix = Path(prefix).absolute()
+    python, target = build_interpreter(env_file)
+    problem = lock_problem(env_file, target)
+    if problem:
+        raise SystemExit(problem)
+    lock = lock_path(env_file).absolute()
     with locked(prefix.parent / f".{prefix.name}.lock"):
         marker = prefix / COMPLETE_MARKER
         if marker.exists() and marker.read_text().strip() == build_key(env_file):
             print(f"reusing {prefix}", flush=True)
             return prefix
-        if marker.exists():  # a fixed --prefix (the driver's .venv) outlives edits of its env file
-            print(f"{env_file} or a path it installs from changed since {prefix} was built: rebuilding it", flush=True)
-        pin = python_pin(env_file)
-        # The pinned interpreter where PATH has it (python3.11), else this one: which Python runs this script
-        # (and so the workflow's driver path) does not decide what the venv is made with.
-        interpreter = (shutil.which(f"python{pin}") if pin else None) or sys.executable
-        made_with = subprocess.run(
-            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        if pin and made_with != pin:
-            print(f"WARNING: {env_file} pins python={pin} but the venv is made with Python {made_with}", flush=True)
+        if marker.exists():  # a fixed --prefix (the driver's .venv) outlives edits of its lock
+            print(f"{shown(lock)} or a path it installs from changed since {prefix} was built: rebuilding", flush=True)
         if prefix.exists():
             print(f"removing incomplete {prefix}", flush=True)
             shutil.rmtree(prefix)
-        print(f"creating {prefix} for {env_file} with {interpreter} (Python {made_with})", flush=True)
-        subprocess.run([interpreter, "-m", "venv", str(prefix)], check=True)
-        requirements = pip_requirements(env_file)
-        print("installing: " + " ".join(requirements), flush=True)
-        pip_install = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off"]
-        subprocess.run(pip_install + pip_arguments(requirements), check=True, cwd=Path(env_file).absolute().parent)
+        print(f"creating {prefix} for {shown(env_file)} with {python} (Python {target[1]})", flush=True)
+        subprocess.run([python, "-m", "venv", str(prefix)], check=True)
+        folder, venv_python = Path(env_file).absolute().parent, prefix / "bin" / "python"
+        print(f"installing {shown(lock)}: {len(lock_pins(lock))} packages, hashes required", flush=True)
+        exact = ["--require-hashes", "--no-deps", *index_arguments(wheels), "-r", str(lock)]
+        pip_install(venv_python, exact, folder, lock)
+        local = [line for line in pip_requirements(env_file) if is_local(line)]
+        if local:
+            print("installing from this checkout: " + " ".join(local), flush=True)
+            pip_install(venv_python, ["--no-deps", *index_arguments(wheels), *pip_arguments(local)], folder, lock)
         (prefix / COMPLETE_MARKER).write_text(build_key(env_file) + "\n")
         return prefix
 
@@ -195,6 +423,8 @@ def describe(env_file, python, deployment):
     return {
         "env_file": str(env_file) if env_file else None,
         "env_file_sha256": file_sha256(env_file) if env_file else None,
+        # what a venv was installed from exactly; conda and existing environments have no lock
+        "lock_sha256": lock_sha256(env_file) if deployment == "venv" else None,
         "deployment": deployment,
         "python": str(python),
         "python_version": version,
@@ -208,12 +438,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("env_file", nargs="?", help="conda-format env file (not with --existing)")
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--venv-root", help="build under this folder, in a subfolder named by the file's hash")
+    where.add_argument("--venv-root", help="build under this folder, in a subfolder named by the lock's hash")
     where.add_argument("--prefix", help="build exactly here")
     where.add_argument("--current", action="store_true", help="describe the running interpreter (conda deployment)")
     where.add_argument("--existing", help="describe this interpreter of an environment that already exists")
+    where.add_argument(
+        "--lock", nargs="*", metavar="ENV_FILE", help="write the lock of these env files (none named: of every one)"
+    )
     parser.add_argument("--describe", help="write a JSON description of the env here")
+    parser.add_argument("--wheels", help="install (or lock) from this folder of wheels, with no package index")
     args = parser.parse_args()
+    if args.lock is not None:
+        if args.env_file:
+            parser.error("name the env files to lock after --lock")
+        return lock_all(args.lock, args.wheels)
     if (args.env_file is None) != bool(args.existing):
         parser.error("give an env file, or --existing PYTHON without one")
     if args.existing:
@@ -222,7 +460,7 @@ def main():
         python, deployment = sys.executable, "conda"
     else:
         prefix = Path(args.prefix) if args.prefix else venv_prefix(args.venv_root, args.env_file)
-        python, deployment = build_venv(args.env_file, prefix) / "bin" / "python", "venv"
+        python, deployment = build_venv(args.env_file, prefix, args.wheels) / "bin" / "python", "venv"
     if args.describe:
         write_json_atomic(args.describe, describe(args.env_file, python, deployment))
 

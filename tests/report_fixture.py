@@ -49,7 +49,7 @@ NOISE, CPU_NOISE, NOISY, NOISY_NOISE = 0.004, 0.0005, ("keras-3-jax", "stream"),
 # keras-3-jax compiles ResNet-20 for 20 steady epochs' time: the GPU panel's fastest in steady state, yet the slowest to
 # its target accuracy (reached at the third epoch), where the first epoch counts.
 COMPILE_HEAVY, COMPILE_EPOCHS = ("keras-3-jax", "resnet20"), 20.0
-ENV = {"env_file": "envs/fixture.yaml", "env_file_sha256": "a" * 64, "deployment": "venv"}
+ENV = {"env_file": "envs/fixture.yaml", "env_file_sha256": "a" * 64, "lock_sha256": "c" * 64, "deployment": "venv"}
 # Each dataset as its runs read it; on synthetic-32x32x3 the CPU runs reach the target accuracy after their first epoch.
 DATASETS = {
     "digits": {"train_images": 1437, "test_images": 360, "classes": 10, "image_shape": [8, 8, 1]},

@@ -11,6 +11,7 @@ RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.sche
 ENV_DESCRIPTION = {
     "env_file": "envs/torch-2.13-cpu.yaml",
     "env_file_sha256": "a" * 64,
+    "lock_sha256": "c" * 64,
     "deployment": "venv",
     "packages_sha256": "b" * 64,
 }

@@ -217,6 +217,7 @@ def provenance(env_description, repo, threads):
         "platform": platform.platform(),
         "env_file": env_description["env_file"],
         "env_file_sha256": env_description["env_file_sha256"],
+        "lock_sha256": env_description["lock_sha256"],
         "env_deployment": env_description["deployment"],
         "packages_sha256": env_description["packages_sha256"],
         "workflow_commit": workflow_commit(repo),
@@ -335,7 +336,7 @@ def stand_in(path, reason, like=None):
     experiment.update(experiment_id=run_folder.parent.name, rep=int(run_folder.name.removeprefix("rep")))
     # Grouped on by every table: unknown without a readable repeat, so the defaults.
     experiment.update(replicas=experiment["replicas"] or 1, scaling=experiment["scaling"] or "weak")
-    empty = {key: None for key in ("env_file", "env_file_sha256", "deployment", "packages_sha256")}
+    empty = {key: None for key in ("env_file", "env_file_sha256", "lock_sha256", "deployment", "packages_sha256")}
     record = base_record(dict(experiment, device=like.get("device")), empty, None)
     record["provenance"] = dict.fromkeys(record["provenance"]) | {
         key: like["provenance"].get(key) for key in MACHINE_KEYS

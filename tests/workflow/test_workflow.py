@@ -1,6 +1,6 @@
 """The whole workflow end to end, once, on a tiny config: five stacks, two of them also on 2 data-parallel replicas
 (PyTorch's gloo processes, MXNet's CPU contexts), a report; then what a rerun plans after no
-change, a changed batch size, a changed env file and a re-fetched dataset. (Faults and recovery: test_recovery.py.)"""
+change, a changed batch size, a changed lock, an env file changed after its lock and a re-fetched dataset. (Faults and recovery: test_recovery.py.)"""
 
 import json
 import os
@@ -270,14 +270,29 @@ def test_changing_one_batch_size_reruns_exactly_its_experiments(workdir):
         (workdir / "config.yaml").write_text(yaml.safe_dump(TINY_CONFIG))
 
 
-def test_a_changed_env_file_rebuilds_that_env_and_reruns_its_stack_only(workdir):
-    env_file = workdir / "envs/mxnet-1.9-cpu.yaml"
-    original = env_file.read_text()
-    env_file.write_text(original + "# edited\n")
+def test_a_changed_lock_rebuilds_that_env_and_reruns_its_stack_only(workdir):
+    lock = workdir / "envs/mxnet-1.9-cpu.lock.txt"
+    original = lock.read_text()
+    lock.write_text(original + "# edited\n")
     try:
         assert planned_jobs(workdir) == {"build_env": 1, "train": 3 * 2, "max_batch": 2, "aggregate": 1, "report": 1}
     finally:
+        lock.write_text(original)
+
+
+def test_an_env_file_changed_after_its_lock_is_refused_before_any_job(workdir):
+    env_file = workdir / "envs/mxnet-1.9-cpu.yaml"
+    original = env_file.read_text()
+    env_file.write_text(original.replace("numpy==1.23.5", "numpy==1.23.4"))
+    try:
+        result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "2"], cwd=workdir, capture_output=True, text=True)
+    finally:
         env_file.write_text(original)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (
+        "envs/mxnet-1.9-cpu.lock.txt is out of date: envs/mxnet-1.9-cpu.yaml pins numpy==1.23.4, it has 1.23.5;"
+        " regenerate it with `python3 scripts/build_env.py --lock envs/mxnet-1.9-cpu.yaml`"
+    ) in result.stdout + result.stderr
 
 
 RACE_CONFIG = {

@@ -9,7 +9,15 @@ from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 # The workflow's library and scripts (scripts/) are on the path: the Snakefile put them there, first.
-from build_env import check_existing, check_imports, packages_sha256, venv_prefix
+from build_env import (
+    build_interpreter,
+    check_existing,
+    check_imports,
+    lock_problem,
+    packages_sha256,
+    unlocked_reason,
+    venv_prefix,
+)
 from dlbench import (
     catalog,
     cli,
@@ -196,6 +204,18 @@ ENVS = sorted(
 BUILT_ENVS = [env for env in ENVS if not env.startswith(plan.EXISTING_ENV_PREFIX)]
 
 
+def refuse_unbuildable_envs():
+    """Before any job: each env the workflow builds has a lock that builds it here, present, up to date with its env
+    file and made for this platform and Python. An env file that cannot be locked here (its lock file says why) is
+    named, and its build job fails with the reason. Snakemake's conda deployment reads the env files, not the locks."""
+    for env in [] if USE_CONDA else BUILT_ENVS:
+        problem = lock_problem(env_file(env), build_interpreter(env_file(env))[1])
+        if problem and unlocked_reason(env_file(env)):
+            print(f"WARNING: {problem}; its build_env job fails, and so its stack's jobs", file=sys.stderr)
+        elif problem:
+            raise WorkflowError(problem)
+
+
 def regex_alternatives(names):
     """A wildcard constraint that matches exactly these names; none (no env to build: every env exists) matches
     nothing, where an empty pattern would match anything."""
@@ -204,6 +224,9 @@ def regex_alternatives(names):
 
 def env_file(env):
     return f"envs/{env}.yaml"
+
+
+refuse_unbuildable_envs()
 
 
 def conda_env_file(env):

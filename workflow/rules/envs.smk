@@ -1,6 +1,8 @@
 rule build_env:
     input:
         env_file="envs/{env}.yaml",
+        # the env's identity: an edited lock rebuilds the env and reruns its stack's jobs
+        lock="envs/{env}.lock.txt",
         builder="scripts/build_env.py",
         code=code_manifest("scripts/build_env.py"),
     output:

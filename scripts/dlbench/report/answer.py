@@ -5,6 +5,7 @@ versions, the math mode and threads, and how to reproduce the study. Printed fro
 import json
 import re
 from itertools import starmap
+from pathlib import Path
 
 import pandas as pd
 
@@ -151,13 +152,28 @@ def math_mode_line(runs):
     )
 
 
+def lock_digests(runs):
+    """Each env's lock digest, cut to 12 characters, after its env file's name: what the venvs were installed from
+    exactly (conda and existing environments have no lock; older records no digest)."""
+    locks = runs.get("provenance_lock_sha256", pd.Series(None, index=runs.index, dtype=object))
+    pairs = {
+        f"{Path(env).stem} {lock[:12]}"
+        for env, lock in zip(runs["provenance_env_file"], locks)
+        if isinstance(env, str) and isinstance(lock, str)
+    }
+    return ", ".join(sorted(pairs)) or "none recorded"
+
+
 def reproduce_line(runs, origin):
-    """The commit the runs were made at, the config's digest and the command that runs the study again (with the GPU
-    resource where the study ran on a GPU)."""
+    """The commit the runs were made at, the config's digest, the locks of the envs and the command that runs the
+    study again (with the GPU resource where the study ran on a GPU)."""
     resources = "--resources gpu=1" if (runs["device"] == "gpu").any() else ""
     command = " ".join(filter(None, ["snakemake --cores all", resources, origin["arguments"]]))
     digest = f" (config sha256 {origin['config_sha256'][:12]})" if origin["config_sha256"] else ""
-    return f"**Reproduce**: at commit {distinct(runs['provenance_workflow_commit'])}{digest}: `{command}`."
+    return (
+        f"**Reproduce**: at commit {distinct(runs['provenance_workflow_commit'])}{digest}, with the env locks"
+        f" {lock_digests(runs)}: `{command}`."
+    )
 
 
 def fastest_cell(row):

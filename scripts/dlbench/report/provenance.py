@@ -22,6 +22,7 @@ SOURCES = {
     "device": "device",
     "provenance_env_file": "env file",
     "provenance_env_file_sha256": "env file sha256",
+    "provenance_lock_sha256": "lock sha256",
     "provenance_packages_sha256": "packages sha256",
 }
 
@@ -50,7 +51,8 @@ def machine_table(runs):
 
 
 def markdown(study, figures):
-    runs = study.runs.assign(provenance_numpy=study.runs.get("provenance_numpy"))  # absent from older records
+    # absent from older records
+    runs = study.runs.assign(**{key: study.runs.get(key) for key in ("provenance_numpy", "provenance_lock_sha256")})
     stacks = (
         runs.dropna(subset=["framework_version"]).drop_duplicates(["stack", "device"]).sort_values(["stack", "device"])
     )
