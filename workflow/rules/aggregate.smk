@@ -7,7 +7,7 @@ rule aggregate:
         records=lambda wildcards: run_outputs("record.json"),
         max_batch=max_batch_outputs(),
     output:
-        **replaced_in_place(tables.paths(tables.TABLES, "csv")),
+        **in_report(replaced_in_place(tables.paths(tables.TABLES, "csv")), "../report/tables.rst", "Tables"),
         **replaced_in_place(tables.paths(tables.TABLES, "parquet", key_suffix="_parquet")),
     log:
         "logs/aggregate.log",
