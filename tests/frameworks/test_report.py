@@ -186,8 +186,8 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
 
 def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
     """Priced GPU-hours: each GPU group's fastest costs a million images at its throughput (with the throughput's
-    interval, inverted; per GPU on replicas) and the summary costs each experiment to target; the unpriced CPU groups
-    say so."""
+    interval, inverted; per GPU on replicas) and the summary costs each experiment to target, both printed beside
+    energy per image; the unpriced CPU groups say so."""
     answer = section_markdown(report, "The answer: fastest per group")
     assert "cost per million images [95%]" in answer and "`price_per_hour`" in answer
     for row in read_csv(report / "tables/fastest.csv"):
@@ -205,6 +205,11 @@ def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
         if row["device"] == "gpu" and row["time_to_target_s_mean"]:
             cost = GPU_PRICE["gpu"] * int(row["replicas"]) * float(row["time_to_target_s_mean"]) / 3600
             assert float(row["cost_to_target"]) == pytest.approx(cost)
+    resources = section_markdown(report, "Input share, memory, utilisation and energy")
+    assert (
+        "| J/image (mean) | MFU (mean) | cost per million images (geometric mean) | cost to target (mean) |"
+        in resources
+    )
 
 
 def test_page_one_says_how_noisy_the_measurements_were(report):
