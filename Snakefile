@@ -14,6 +14,10 @@ from dlbench import configuration
 configfile: configuration.workflow_config_file()
 
 
+# `snakemake --report report.zip`: the report, tables and figures (flagged report() in the rules) with this overview.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 
 

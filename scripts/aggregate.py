@@ -1,18 +1,20 @@
 """Tidy tables from the run records, each as CSV with Parquet beside it (dlbench.analysis.tables names them):
-runs (one row per run), summary (per experiment, over repeats), epochs, comparisons (between stacks and variants
+runs (one row per run), summary (per experiment, over repeats; what
+results cost where the config prices a device-hour), epochs, comparisons (between stacks and variants
 within each group of otherwise identical experiments), fastest (each group's answer: the report's first page),
 versions (each framework's releases paired on otherwise identical experiments), scaling (each experiment on several
 data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry (the trace of each
 experiment's first finished repeat), workload (per group, the dataset, steps per epoch, when the target accuracy was
 reached and how long whole trainings lasted) and max_batch (one row per largest-batch search, empty when none ran).
 
-Every statistic is computed here, once, by dlbench.analysis (records, summary, comparisons, fastest, statistics: each
+Every statistic is computed here, once, by dlbench.analysis (records, summary, cost, comparisons, fastest, statistics: each
 module says how); the report only prints them. Failed runs (status error/oom) stay in the runs table and are counted
 in the summary; statistics use the runs with status ok. An experiment is summarised per machine, so runs from
 different cluster nodes are never pooled and comparisons stay within one machine.
 
     python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
-        [--baseline STACK] [--equivalence-margin 0.05] --out results/tables
+        [--baseline STACK] [--equivalence-margin 0.05] [--price-per-hour '{"cpu": null, "gpu": 2.5}'] \
+        --out results/tables
 """
 
 import argparse
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 from dlbench.analysis.comparisons import comparisons, version_pairs
+from dlbench.analysis.cost import with_costs
 from dlbench.analysis.fastest import fastest_table
 from dlbench.analysis.records import (
     MAX_BATCH_COLUMNS,
@@ -68,6 +71,12 @@ def main():
     parser.add_argument(
         "--race", help="JSON: the config's `race` with `repeats` beside it, where the study raced its groups"
     )
+    parser.add_argument(
+        "--price-per-hour",
+        default="{}",
+        help='JSON: the price of a device-hour per device kind, e.g. {"cpu": null, "gpu": 2.5} (the tables cost '
+        "results where one is set)",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     problem = missing_run_tables(args.records)
@@ -77,7 +86,7 @@ def main():
     records = read_records(args.records)
     machines = record_machines(records)
     runs = runs_table(records, machines)
-    summary = summary_table(runs)
+    summary = with_costs(summary_table(runs), json.loads(args.price_per_hour))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]

@@ -29,6 +29,7 @@ FIGURES = [
     "scaling",
 ]
 EXCLUSION = {"stack": ["keras-3-jax", "keras-3-tensorflow"], "variant": "eager", "why": "a debugging mode"}
+GPU_PRICE = {"cpu": None, "gpu": 2.5}  # the fixture's price of a GPU-hour; its CPU-hours are unpriced
 WORD = re.compile(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>')
 PAGE = re.compile(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', re.S)
 
@@ -49,11 +50,15 @@ def debian_command(command, package):
     return path
 
 
-def render_study(root, records, tools):
-    """Tables and report of a study's records under root: as the workflow's aggregate and report rules make them."""
+def render_study(root, records, tools, prices=None):
+    """Tables and report of a study's records under root: as the workflow's aggregate and report rules make them
+    (prices: the config's `price_per_hour`, none set where not given)."""
     tables, scripts = root / "tables", REPO / "scripts"
     subprocess.run(
-        [tools, scripts / "aggregate.py", "--records", *records, "--out", tables], check=True, capture_output=True
+        [tools, scripts / "aggregate.py", "--records", *records, "--price-per-hour", json.dumps(prices or {})]
+        + ["--out", tables],
+        check=True,
+        capture_output=True,
     )
     subprocess.run([tools, scripts / "aggregate_ops.py", "--out", tables / "ops.csv"], check=True, capture_output=True)
     subprocess.run(
@@ -88,7 +93,7 @@ def render_study(root, records, tools):
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, env_python):
     root = tmp_path_factory.mktemp("report")
-    return render_study(root, write_records(root / "runs"), str(env_python("tools")))
+    return render_study(root, write_records(root / "runs"), str(env_python("tools")), prices=GPU_PRICE)
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +182,34 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert "2 gpu replicas (weak)" in page and "4 gpu replicas (weak)" in page
     assert "torch-2.13 (eager) 0.37 s;" in page
     assert "In 2 of 10 groups the fastest in steady state" in section_markdown(report, "The answer: fastest per group")
+
+
+def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
+    """Priced GPU-hours: each GPU group's fastest costs a million images at its throughput (with the throughput's
+    interval, inverted; per GPU on replicas) and the summary costs each experiment to target, both printed beside
+    energy per image; the unpriced CPU groups say so."""
+    answer = section_markdown(report, "The answer: fastest per group")
+    assert "cost per million images [95%]" in answer and "`price_per_hour`" in answer
+    for row in read_csv(report / "tables/fastest.csv"):
+        if row["device"] == "cpu":
+            assert row["cost_per_million_images"] == ""
+            continue
+        hourly = GPU_PRICE["gpu"] * int(row["replicas"])
+        cost = hourly / 3600 * 1e6 / float(row["images_per_s"])
+        assert float(row["cost_per_million_images"]) == pytest.approx(cost)
+        low = hourly / 3600 * 1e6 / float(row["images_per_s_ci95_high"])
+        assert float(row["cost_per_million_images_ci95_low"]) == pytest.approx(low)
+        assert f"{cost:,.3g} [{low:,.3g}, " in answer
+    assert "no price for its device" in answer
+    for row in read_csv(report / "tables/summary.csv"):
+        if row["device"] == "gpu" and row["time_to_target_s_mean"]:
+            cost = GPU_PRICE["gpu"] * int(row["replicas"]) * float(row["time_to_target_s_mean"]) / 3600
+            assert float(row["cost_to_target"]) == pytest.approx(cost)
+    resources = section_markdown(report, "Input share, memory, utilisation and energy")
+    assert (
+        "| J/image (mean) | MFU (mean) | cost per million images (geometric mean) | cost to target (mean) |"
+        in resources
+    )
 
 
 def test_page_one_says_how_noisy_the_measurements_were(report):
@@ -479,4 +512,6 @@ def test_a_thin_study_still_renders_and_says_what_is_missing(kind, says, tmp_pat
     answer = section_markdown(root, "The answer: fastest per group")
     assert "GPU: none." in answer and "TF32 on" not in answer
     assert "--resources gpu=1" not in answer  # a study on CPU alone needs no GPU resource
+    assert not [column for column in read_csv(root / "tables/fastest.csv")[0] if "cost" in column]  # no price
+    assert "cost per million" not in answer
     assert (root / "report.pdf").stat().st_size > 10_000

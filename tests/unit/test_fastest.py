@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+from dlbench.analysis.cost import COST_COLUMNS, with_costs
 from dlbench.analysis.fastest import fastest_table
 from dlbench.analysis.tables import GROUP
 
@@ -181,3 +182,39 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
     rows[1]["repeats_to_decide"] = None  # no practical number of rounds decides jax-0.9
     row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
     assert pd.isna(row["rounds_to_decide"]) and pd.isna(row["minutes_to_decide"])
+
+
+def priced_summary(prices):
+    """Two CPU experiments and one on two GPUs, with energy per image beside which the costs go."""
+    rows = [
+        experiment("torch-2.13", 200.0, to_target=36.0, low=160.0, high=250.0),
+        experiment("mxnet-1.9", 100.0, to_target=72.0),
+        dict(experiment("jax-0.9", 400.0, to_target=18.0), device="gpu", replicas=2),
+    ]
+    summary = pd.DataFrame(rows).assign(gpu_energy_per_image_j_mean=[None, None, 0.5], runs=3)
+    return with_costs(summary, prices)
+
+
+def test_a_price_costs_a_million_images_with_the_throughputs_interval_inverted_and_the_time_to_target():
+    summary = priced_summary({"cpu": 3.6, "gpu": 7.2})
+    at = list(summary.columns).index("gpu_energy_per_image_j_mean")
+    assert list(summary.columns)[at + 1 : at + 1 + len(COST_COLUMNS)] == COST_COLUMNS  # beside energy per image
+    torch, _, gpu = (row for _, row in summary.iterrows())
+    # 3.6 an hour is 0.001 a second; a million images at 200/s take 5000 s
+    assert torch["cost_per_million_images"] == pytest.approx(5.0)
+    assert (torch["cost_per_million_images_ci95_low"], torch["cost_per_million_images_ci95_high"]) == (
+        pytest.approx(4.0),  # from the throughput's upper bound
+        pytest.approx(6.25),
+    )
+    assert torch["cost_to_target"] == pytest.approx(0.036)
+    assert gpu["price_per_hour"] == pytest.approx(14.4)  # two GPUs
+    assert gpu["cost_per_million_images"] == pytest.approx(10.0)
+    row = fastest_table(summary[summary["device"] == "cpu"], pd.DataFrame(columns=COMPARISON_COLUMNS)).iloc[0]
+    assert row["fastest_stack"] == "torch-2.13" and row["cost_per_million_images"] == pytest.approx(5.0)
+    assert row["cost_per_million_images_ci95_high"] == pytest.approx(6.25)
+
+
+def test_without_a_price_no_cost_column_appears():
+    summary = priced_summary({"cpu": None, "gpu": None})
+    fastest = fastest_table(summary, pd.DataFrame(columns=COMPARISON_COLUMNS))
+    assert not [column for column in [*summary, *fastest] if "cost" in column or "price" in column]

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import time
+import zipfile
 
 import jsonschema
 import pytest
@@ -166,6 +167,17 @@ def test_report_is_rendered_and_self_contained(workdir):
     assert "data:image/svg+xml" in html and "data:image/png" not in html
     for stack in TINY_CONFIG["stacks"]:
         assert stack in html
+
+
+def test_snakemakes_own_report_packs_the_report_tables_and_figures(workdir):
+    """`snakemake --report` after the finished study: one archive with Snakemake's page, holding each report()
+    output's caption, and the HTML and PDF, the tables and the figures (stored by name under report/data/raw/)."""
+    snakemake(workdir, "--report", "report.zip")
+    archive = zipfile.ZipFile(workdir / "report.zip")
+    stored = {name.rsplit("/", 1)[-1] for name in archive.namelist() if name.startswith("report/data/raw/")}
+    assert {"report.html", "report.pdf", "summary.csv", "fastest.csv", "ops.csv", "throughput.svg"} <= stored, stored
+    page = archive.read("report/report.html").decode()
+    assert "One of the tables every statistic of the report is read from" in page  # workflow/report/tables.rst
 
 
 def test_every_record_follows_the_schema(workdir):

@@ -7,7 +7,7 @@ rule aggregate:
         records=lambda wildcards: run_outputs("record.json"),
         max_batch=max_batch_outputs(),
     output:
-        **replaced_in_place(tables.paths(tables.TABLES, "csv")),
+        **in_report(replaced_in_place(tables.paths(tables.TABLES, "csv")), "../report/tables.rst", "Tables"),
         **replaced_in_place(tables.paths(tables.TABLES, "parquet", key_suffix="_parquet")),
     log:
         "logs/aggregate.log",
@@ -19,8 +19,10 @@ rule aggregate:
         baseline=(["--baseline", config["comparison_baseline"]] if config["comparison_baseline"] else []),
         margin=config["equivalence_margin"],
         race=json.dumps(dict(config["race"], repeats=config["repeats"]), sort_keys=True),
+        prices=json.dumps(config["price_per_hour"], sort_keys=True),
         out=lambda wildcards, output: Path(output.runs).parent,
     shell:
         "{params.python:q} {input.script:q} --records {input.records:q} --max-batch {input.max_batch:q}"
-        " {params.baseline:q} --equivalence-margin {params.margin:q} --race {params.race:q} --out {params.out:q}"
+        " {params.baseline:q} --equivalence-margin {params.margin:q} --race {params.race:q}"
+        " --price-per-hour {params.prices:q} --out {params.out:q}"
         " > {log:q} 2>&1"

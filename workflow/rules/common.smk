@@ -242,6 +242,14 @@ def replaced_in_place(paths):
     return {name: update(path) for name, path in paths.items()}
 
 
+def in_report(outputs, caption, category):
+    """These outputs flagged for Snakemake's own report (`snakemake --report report.zip`), each labelled by its name,
+    with the caption (workflow/report/) that says what they hold."""
+    return {
+        name: report(path, caption=caption, category=category, labels={"name": name}) for name, path in outputs.items()
+    }
+
+
 def env_description(env):
     return f"results/envs/{env}.json"
 

@@ -29,12 +29,12 @@ rule aggregate_ops:
         code=code_manifest("scripts/aggregate_ops.py"),
         records=ops_outputs(),
     output:
-        **replaced_in_place(
-            {
-                "table": tables.paths([tables.OPS_TABLE], "csv")[tables.OPS_TABLE],
-                "parquet": tables.paths([tables.OPS_TABLE], "parquet")[tables.OPS_TABLE],
-            }
+        **in_report(
+            replaced_in_place({"table": tables.paths([tables.OPS_TABLE], "csv")[tables.OPS_TABLE]}),
+            "../report/ops.rst",
+            "Tables",
         ),
+        **replaced_in_place({"parquet": tables.paths([tables.OPS_TABLE], "parquet")[tables.OPS_TABLE]}),
     log:
         "logs/aggregate_ops.log",
     conda:

@@ -7,7 +7,19 @@ rule report:
         document="report/report.qmd",
         style="report/report.css",
     output:
-        **replaced_in_place({"html": "results/report/report.html", "pdf": "results/report/report.pdf"}),
+        **in_report(
+            replaced_in_place({"html": "results/report/report.html", "pdf": "results/report/report.pdf"}),
+            "../report/report.rst",
+            "Report",
+        ),
+        # drawn anew by each rendering (and embedded in the HTML and PDF)
+        figures=report(
+            directory("results/report/build/figures"),
+            patterns=["{name}.svg"],
+            caption="../report/figures.rst",
+            category="Figures",
+            labels={"figure": "{name}"},
+        ),
     log:
         "logs/report.log",
     conda:

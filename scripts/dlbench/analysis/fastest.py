@@ -1,8 +1,8 @@
 """The report's first answer, one row per comparison group: the fastest experiment that can be tested (at least
 MIN_REPEATS ok repeats, where the group has any: as the comparisons' baseline is chosen), its throughput with
 interval, its lead over the runner-up with the comparisons table's verdict and interval (at the level that verdict was
-tested at, so the two agree), faster experiments with too few repeats to
-test, the first to reach the target accuracy in every repeat where that is another experiment, and how far the answer
+tested at, so the two agree), its cost per million images where the config sets a price, faster experiments with too
+few repeats to test, the first to reach the target accuracy in every repeat where that is another experiment, and how far the answer
 can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
 comparisons table holds.
 
@@ -19,6 +19,7 @@ the study's rounds resolve at that spread (`resolvable_lead`).
 
 import pandas as pd
 
+from dlbench.analysis.cost import COST_COLUMNS
 from dlbench.analysis.statistics import MIN_REPEATS
 from dlbench.analysis.tables import GROUP
 
@@ -53,6 +54,8 @@ COLUMNS = [
     "minutes_to_decide",
     "resolvable_lead",
 ]
+# The fastest's cost per million images with its interval, where the summary has costs (a price is set).
+FASTEST_COSTS = [column for column in COST_COLUMNS if column.startswith("cost_per_million_images")]
 
 
 def ranked(part):
@@ -189,6 +192,7 @@ def group_row(key, part, compared):
         images_per_s_ci95_low=fastest["train_images_per_s_ci95_low"],
         images_per_s_ci95_high=fastest["train_images_per_s_ci95_high"],
     )
+    row.update({column: fastest[column] for column in FASTEST_COSTS if column in fastest})
     quicker = order[~order["testable"] & (order["train_images_per_s_gmean"] > fastest["train_images_per_s_gmean"])]
     row["faster_untested"] = ", ".join(name(late) for _, late in quicker.iterrows()) or None
     verdict, unproven = None, []
@@ -208,10 +212,12 @@ def group_row(key, part, compared):
 
 
 def fastest_table(summary, comparisons):
-    """One row per comparison group (COLUMNS); a group where nothing finished is there too, failed or contended."""
+    """One row per comparison group (COLUMNS, and FASTEST_COSTS where the summary has costs); a group where nothing
+    finished is there too, failed or contended."""
     compared = {key: part for key, part in comparisons.groupby(GROUP, dropna=False, sort=False)}
     empty = comparisons.iloc[0:0]
     rows = [
         group_row(key, part, compared.get(key, empty)) for key, part in summary.groupby(GROUP, dropna=False, sort=True)
     ]
-    return pd.DataFrame(rows, columns=COLUMNS).astype({"rounds": "Int64", "rounds_to_decide": "Int64"})
+    costs = [column for column in FASTEST_COSTS if column in summary]
+    return pd.DataFrame(rows, columns=COLUMNS + costs).astype({"rounds": "Int64", "rounds_to_decide": "Int64"})

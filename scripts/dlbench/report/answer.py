@@ -35,6 +35,10 @@ LEGEND = (
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest."
 )
+COST_LEGEND = (
+    " Cost per million images: the fastest's, at the config's `price_per_hour` for its device (per device on GPU, "
+    "times its replicas), over its steady throughput; the interval is its throughput's, inverted."
+)
 
 
 def distinct(values):
@@ -231,6 +235,23 @@ def untested_sentence(fastest):
     return "\nFaster, but with fewer than 3 ok repeats (not tested, so not the answer):\n\n" + "\n".join(lines) + "\n"
 
 
+def cost_cell(row):
+    """The fastest's cost per million images with its interval (from its throughput's)."""
+    if pd.isna(row["cost_per_million_images"]):
+        return "–" if pd.isna(row["images_per_s"]) else "no price for its device"
+    interval = (
+        ""
+        if pd.isna(row["cost_per_million_images_ci95_low"])
+        else f" [{row['cost_per_million_images_ci95_low']:,.3g}, {row['cost_per_million_images_ci95_high']:,.3g}]"
+    )
+    return f"{row['cost_per_million_images']:,.3g}{interval}"
+
+
+def priced(fastest):
+    """Whether the config set a price for a device the answers ran on (the fastest table has costs there)."""
+    return "cost_per_million_images" in fastest and fastest["cost_per_million_images"].notna().any()
+
+
 def decimal(value):
     return "–" if pd.isna(value) else f"{value:.3f}"
 
@@ -303,6 +324,7 @@ def answer_table(fastest, runs):
             lead_cell(row),
             confidence_cell(row),
             target_cell(row),
+            *([cost_cell(row)] if priced(fastest) else []),
         ]
         for _, row in fastest.iterrows()
     ]
@@ -313,6 +335,7 @@ def answer_table(fastest, runs):
         "lead [interval]",
         "confidence",
         target_heading(runs),
+        *(["cost per million images [95%]"] if priced(fastest) else []),
     ]
     return markdown_table(header, rows)
 
@@ -332,6 +355,7 @@ def markdown(study, figures):
         + bottom_line(study.fastest)
         + "\n"
         + LEGEND
+        + (COST_LEGEND if priced(study.fastest) else "")
         + "\n\n"
         + quality_box(study.summary)
         + untested_sentence(study.fastest)

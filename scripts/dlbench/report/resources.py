@@ -54,17 +54,25 @@ GPU_COLUMNS = [
     ("gpu_energy_per_image_j_mean", 4, "J/image"),
     ("model_flops_utilisation_mean", 3, "MFU"),
 ]
+# Beside energy per image, where the config prices the device-hour (the summary's costs, dlbench.analysis.cost).
+COSTS = [
+    ("cost_per_million_images", 3, "cost per million images (geometric mean)"),
+    ("cost_to_target", 3, "cost to target (mean)"),
+]
 
 
 def resources_table(summary, runs):
     """Input share, memory, utilisation and energy per experiment (means over ok repeats), a table per dataset,
-    model, batch and device; GPU columns only where measured."""
+    model, batch and device; GPU columns only where measured, costs only where priced."""
     header = ["stack", "variant", "input share (mean)", "RSS peak MiB (mean)", "CPU % (mean)"]
     columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
     sections = []
     for panel in panel_titles(summary):
         part = panel_rows(summary, panel)
         measured = [(column, digits, title) for column, digits, title in GPU_COLUMNS if part[column].notna().any()]
+        priced = [
+            (column, digits, title) for column, digits, title in COSTS if column in part and part[column].notna().any()
+        ]
         part = part.assign(variant_label=variant_labels(part)).sort_values(["stack", "variant_label"])
         rows = [
             [
@@ -73,10 +81,11 @@ def resources_table(summary, runs):
                 cell(row, "input_share_mean", 1, share),
                 *(cell(row, column, digits) for column, digits in columns),
                 *(cell(row, column, digits) for column, digits, _ in measured),
+                *(cell(row, column, digits) for column, digits, _ in priced),
             ]
             for _, row in part.iterrows()
         ]
-        titles = header + [f"{title} (mean)" for _, _, title in measured]
+        titles = header + [f"{title} (mean)" for _, _, title in measured] + [title for _, _, title in priced]
         sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(titles, rows))
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
