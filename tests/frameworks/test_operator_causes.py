@@ -7,6 +7,7 @@ import subprocess
 
 from conftest import REPO, SHARED_MACHINE, STACKS, library_environment, read_csv
 from dlbench import configuration
+from runs import ENV_DESCRIPTION
 
 STACK = "torch-2.13"
 
@@ -24,16 +25,7 @@ def test_a_view_above_the_ceiling_is_named_a_view(env_python, tmp_path):
         "min_sample_ms": 1,
     }
     env = tmp_path / "env.json"
-    env.write_text(
-        json.dumps(
-            {
-                "env_file": "envs/fixture.yaml",
-                "env_file_sha256": "a" * 64,
-                "deployment": "venv",
-                "packages_sha256": "b" * 64,
-            }
-        )
-    )
+    env.write_text(json.dumps(ENV_DESCRIPTION))
     contention = dict(configuration.config_schema()["properties"]["contention"]["default"], **SHARED_MACHINE)
     record = tmp_path / "ops" / "flatten.json"
     subprocess.run(
