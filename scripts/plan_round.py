@@ -1,8 +1,8 @@
 """Racing: after a planned look, the experiments that run the rounds to the next look (dlbench/analysis/race.py
 decides).
 
-Reads every run record through the look's round, groups the experiments as the comparisons do, races each group
-through the looks it reached and writes {"look": L, "rounds": [the rounds to the next look], "next_round": [experiment
+Reads every run record through the look's round, groups the runs as the aggregation does (race.race_groups: by
+machine and COMPARISON_GROUP), races each group through the looks it reached and writes {"look": L, "rounds": [the rounds to the next look], "next_round": [experiment
 ids], "groups": {group: its standing}}: the leader and the live rivals of each undecided group run on, the groups
 nearest a decision first, within the budget. Runs that did not end ok (failed, contended) count as missing in their
 round; they count against the budget all the same.
@@ -12,40 +12,22 @@ round; they count against the budget all the same.
 
 import argparse
 import json
-import statistics
-import sys
 
-from dlbench import record as run_record
-from dlbench.analysis.race import Budget, plan_next, schedule
+from dlbench.analysis.race import Budget, noise_source, plan_next, race_groups, schedule
+from dlbench.analysis.records import read_records, record_machines, runs_table
+from dlbench.analysis.summary import run_seconds
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic
-from dlbench.plan import comparison_group
 
 
-def group_key(record):
-    return "/".join(map(str, comparison_group(record)))
+def group_label(key):
+    """A group's key (machine and COMPARISON_GROUP) as text, for the decision file and the log."""
+    return "/".join(map(str, key))
 
 
-def grouped(records):
-    """group key (as text) -> {experiment id: {round: steady throughput, None where the run was not ok}}."""
-    groups = {}
-    for record in records:
-        throughput = record["train_images_per_s"] if record["status"] == "ok" else None
-        groups.setdefault(group_key(record), {}).setdefault(record["experiment_id"], {})[record["rep"]] = throughput
-    return groups
-
-
-def run_seconds(record):
-    """What one run cost: the phases it timed, summed (its process start and the driver's own work aside)."""
-    return sum(record["phases_s"].values())
-
-
-def costs(records):
-    """experiment id -> the median seconds of its runs."""
-    seconds = {}
-    for record in records:
-        seconds.setdefault(record["experiment_id"], []).append(run_seconds(record))
-    return {experiment: statistics.median(values) for experiment, values in seconds.items()}
+def costs(final):
+    """experiment id -> the median seconds of its runs (final tries), as the summary's run_seconds_median."""
+    return final.assign(seconds=run_seconds(final)).groupby("experiment_id")["seconds"].median().dropna().to_dict()
 
 
 def budget(options):
@@ -63,28 +45,25 @@ def main():
     args = parser.parse_args()
     options = json.loads(args.options)
     looks = schedule(options["repeats"], options["race"]["looks"])
-    records = []
-    for path in args.records:  # an unreadable record is a run without a figure, as a failed one
-        try:
-            records.append(run_record.read(path))
-        except run_record.UnreadableRecord as error:
-            print(f"left out: {error}", file=sys.stderr)
-    seconds = sum(run_seconds(record) for record in records)
+    records = read_records(args.records)  # an unreadable record counts as a run without a figure, as a failed one
+    runs = runs_table(records, record_machines(records))
+    final = runs[runs["final_try"].astype(bool)]
+    seconds = float(run_seconds(final).sum())
     chosen, standing = plan_next(
-        grouped(records),
-        costs(records),
+        race_groups(runs),
+        costs(final),
         seconds,
         looks,
         options["equivalence_margin"],
         budget(options),
         options["race"]["pooled"],
+        noise_source,
     )
     later = [look.rounds for look in looks if look.rounds > args.look]
     rounds = list(range(args.look + 1, later[0] + 1)) if later and chosen else []
-    write_json_atomic(
-        args.out, {"look": args.look, "rounds": rounds, "next_round": chosen, "groups": dict(sorted(standing.items()))}
-    )
-    print(f"look after round {args.look}: {len(records)} runs, {seconds / 60:.1f} min of training so far")
+    standing = dict(sorted((group_label(key), state) for key, state in standing.items()))
+    write_json_atomic(args.out, {"look": args.look, "rounds": rounds, "next_round": chosen, "groups": standing})
+    print(f"look after round {args.look}: {len(final)} runs, {seconds / 60:.1f} min of training so far")
     for key, state in sorted(standing.items()):
         print(f"  {key}: {state}")
     print(

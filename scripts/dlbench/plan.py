@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from . import parallel, record
-from .analysis.tables import COMPARISON_GROUP
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
 from .variants import unsupported_reason
@@ -322,10 +321,6 @@ RUN_LOG = "logs/train/{experiment}/rep{rep}.log"
 
 
 ROUND_DECISION = "results/rounds/round{round}.json"  # the racing checkpoint's output after the look at that round
-
-
-def comparison_group(row):
-    return tuple(row[key] for key in COMPARISON_GROUP)
 
 
 def race_looks(config):

@@ -218,3 +218,22 @@ def test_without_a_price_no_cost_column_appears():
     summary = priced_summary({"cpu": None, "gpu": None})
     fastest = fastest_table(summary, pd.DataFrame(columns=COMPARISON_COLUMNS))
     assert not [column for column in [*summary, *fastest] if "cost" in column or "price" in column]
+
+
+def test_raced_the_fastest_is_the_races_leader_and_the_runner_up_one_compared_with_it():
+    """mxnet-1.9 left at the first look against an earlier leader and shows a higher mean over its 3 rounds than
+    the leader's over 8: page 1 names the race's leader, and its lead is over a rival judged against it."""
+    experiments = [
+        dict(experiment("mxnet-1.9", 210.0), runs=3),
+        dict(experiment("torch-2.13", 200.0, runs_ok=8), runs=8),
+        dict(experiment("jax-0.9", 150.0, runs_ok=8), runs=8),
+    ]
+    rows = [
+        dict(compared("mxnet-1.9", "jax-0.9", 0.9, "slower"), race_leader="torch-2.13_mlp"),
+        dict(compared("jax-0.9", "torch-2.13", 0.75, "slower"), race_leader="torch-2.13_mlp"),
+    ]
+    for row in rows:
+        row["race_outcome"] = "decided"
+    row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
+    assert (row["fastest_stack"], row["runner_up_stack"]) == ("torch-2.13", "jax-0.9")
+    assert row["lead"] == pytest.approx(1 / 0.75) and row["confidence"] == "decisive"

@@ -82,7 +82,10 @@ def test_no_interval_of_the_raced_fixture_study_contradicts_the_races_verdict(fi
     eliminated = compared[compared["race_state"] == "eliminated"]
     assert (eliminated["verdict"] == SLOWER).all() and (eliminated["p_holm"] < ALPHA).all()
     live = compared[compared["race_state"] == "live"]
-    assert (live["verdict"] == INCONCLUSIVE).all() and (live["p_holm"] >= ALPHA).all()
+    assert live["verdict"].isin([INCONCLUSIVE, FASTER]).all()
+    # a p scaled to the race's 0.05 reads as decided exactly where the verdict is a difference
+    differences = compared[~compared["verdict"].str.startswith("equivalent")]
+    assert ((differences["p_holm"] < ALPHA) == differences["verdict"].isin([SLOWER, FASTER])).all()
 
 
 def random_family(generator):

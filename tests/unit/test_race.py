@@ -3,6 +3,7 @@ proven slower, retirement of one proven equivalent, a group of one alone, and th
 experiments held to alpha."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from dlbench.analysis.race import (
     ALONE,
@@ -13,15 +14,18 @@ from dlbench.analysis.race import (
     UNDECIDED,
     Budget,
     first_look_prior,
+    noise_source,
     plan_next,
     planned_looks,
     race,
+    race_groups,
     race_study,
     reached,
     rounds_spent,
     schedule,
     spent,
 )
+from dlbench.analysis.tables import GROUP
 
 MARGIN = 0.05
 LOOKS = planned_looks([3, 5, 8])
@@ -152,3 +156,58 @@ def test_the_study_prior_is_fitted_at_the_first_look_and_lends_a_pair_its_freedo
     prior = first_look_prior(groups, looks)
     assert prior is not None and prior.variance > 0
     assert first_look_prior({"g": groups["g0"]}, looks) is None  # one comparison cannot fit a prior
+
+
+def test_a_single_lucky_run_does_not_lead_a_look():
+    runs = {"steady": {1: 100.0, 2: 101.0, 3: 99.0}, "once": {1: 300.0}, "slow": {1: 60.0, 2: 61.0, 3: 59.0}}
+    result = race(runs, planned_looks([3, 5]), MARGIN)
+    assert result.leader == "steady" and result.judgements["once"].against == "steady"
+
+
+def runs_frame(rows):
+    """A runs table (records.runs_table's columns the race reads) from (machine, experiment, rep, status, rate)."""
+    base = dict(zip(GROUP, ["", "digits", "mlp", "cpu", 64, "adam", 0.001, 3, "device", 1, "weak"]))
+    return pd.DataFrame(
+        [
+            dict(base, machine=machine, experiment_id=experiment, rep=rep, status=status, train_images_per_s=rate)
+            | {"final_try": True}
+            for machine, experiment, rep, status, rate in rows
+        ]
+    )
+
+
+def test_the_planner_and_the_aggregation_group_runs_by_machine_and_pool_per_noise_source():
+    rows = [
+        (machine, experiment, rep, "ok", centre * (1 + 0.01 * rep * (-1) ** rep))
+        for machine, scale in (("cpu-a", 1.0), ("cpu-b", 3.0))
+        for experiment, centre in (("a", 100.0 * scale), ("b", 90.0 * scale), ("c", 80.0 * scale))
+        for rep in (1, 2, 3)
+    ]
+    runs = runs_frame([*rows, ("cpu-a", "a", 4, "error", float("nan"))])
+    runs.loc[len(runs)] = runs.iloc[0].to_dict() | {"final_try": False, "rep": 1, "train_images_per_s": 1.0}
+    groups = race_groups(runs)
+    assert len(groups) == 2 and {noise_source(key)[0] for key in groups} == {"cpu-a", "cpu-b"}
+    on_a = next(runs for key, runs in groups.items() if noise_source(key) == ("cpu-a", "cpu"))
+    assert on_a["a"] == {1: pytest.approx(100.0 * 0.99), 2: pytest.approx(102.0), 3: pytest.approx(97.0), 4: None}
+
+
+def test_each_noise_source_gets_its_own_prior():
+    """Groups on a quiet and on a noisy machine: pooled per machine and device, each is shrunk toward its own."""
+    looks = schedule(3, [5])
+    base = dict(zip(GROUP, ["", "digits", "mlp", "cpu", 64, "adam", 0.001, 3, "device", 1, "weak"]))
+
+    def key(machine, model):
+        return tuple({**base, "machine": machine, "model": model}[column] for column in GROUP)
+
+    groups = {
+        key(machine, model): runs_of({"a": 100.0, "b": 90.0, "c": 80.0}, noise, seed=seed, rounds=3)
+        for seed, (machine, noise, model) in enumerate(
+            [(m, n, model) for m, n in (("quiet", 0.01), ("noisy", 0.2)) for model in ("mlp", "lenet", "cnn")]
+        )
+    }
+    _, priors = race_study(groups, looks, MARGIN, pool=True, source=noise_source)
+    quiet = {priors[k].variance for k in groups if k[0] == "quiet"}
+    noisy = {priors[k].variance for k in groups if k[0] == "noisy"}
+    assert len(quiet) == len(noisy) == 1 and max(quiet) * 20 < min(noisy)
+    _, shared = race_study(groups, looks, MARGIN, pool=True)
+    assert len({prior.variance for prior in shared.values()}) == 1

@@ -15,10 +15,12 @@ tested at, so it agrees with the verdict. dlbench.analysis.statistics says why.
 
 Raced (config `race`), a group's stack comparisons are its race's (dlbench.analysis.race, replayed through the looks the
 group reached, as the planner ran it): each rival against the leader it was last judged against, over that look's
-rounds, at that look's level ("slower" where eliminated, "equivalent" where retired, else "inconclusive"); its
+rounds, at that look's level ("slower" where eliminated, "equivalent" where retired, "faster" where a live rival
+came out proven faster on the rounds it shares with the leader, else "inconclusive"); its
 interval at that level, so it agrees with the verdict; `p_holm` and `p_equivalence_holm` are the p's scaled to the
-race's 0.05 (p times 0.05 over the look's level), so that below 0.05 reads as decided there too; `race_state` and
-`race_outcome` say where the rival and its group stand.
+race's 0.05 (p times 0.05 over the look's level), so that below 0.05 reads as decided there too; `race_state`,
+`race_outcome` and `race_leader` say where the rival and its group stand, and which experiment led at the group's last
+look (page 1 names it the fastest).
 
 A version pair is the same comparison between two releases of one framework (same backend and variant), newer over
 older, Holm-adjusted within the versions of one experiment group (consecutive releases: pairs fixed in advance, so
@@ -32,9 +34,19 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis.pooling import pooled_across
-from dlbench.analysis.race import ELIMINATED, RETIRED, look_ratio, ok_only, race_study, schedule
+from dlbench.analysis.race import (
+    ELIMINATED,
+    RETIRED,
+    look_ratio,
+    noise_source,
+    ok_only,
+    race_groups,
+    race_study,
+    schedule,
+)
 from dlbench.analysis.statistics import (
     ALPHA,
+    FASTER,
     INCONCLUSIVE,
     MIN_REPEATS,
     NOT_TESTED,
@@ -42,6 +54,7 @@ from dlbench.analysis.statistics import (
     SLOWER,
     compared,
     decisions,
+    difference_interval,
     difference_p,
     equivalence_p,
     equivalent,
@@ -92,6 +105,7 @@ COMPARISON_COLUMNS = [
     *DECISION_COLUMNS,
     "race_state",
     "race_outcome",
+    "race_leader",
 ]
 
 
@@ -174,18 +188,6 @@ def comparisons(runs, summary, named_baseline, margin, race=None):
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 
-def race_groups(runs):
-    """GROUP key -> experiment id -> {round: steady throughput, None where the run was not ok} of the final tries."""
-    final = runs[runs["final_try"]]
-    groups = {}
-    for row in final.itertuples(index=False):
-        row = row._asdict()
-        value = row["train_images_per_s"] if row["status"] == "ok" else None
-        key = tuple(row[column] for column in GROUP)
-        groups.setdefault(key, {}).setdefault(row["experiment_id"], {})[int(row["rep"])] = value
-    return groups
-
-
 def raced_row(rival, judgement, state, throughputs, prior, margin, last_level, most):
     """The test and decision columns of one rival of a race, against the leader it was last judged against; the
     ratio it could resolve is at the race's last look (`most` rounds, at `last_level`)."""
@@ -194,6 +196,10 @@ def raced_row(rival, judgement, state, throughputs, prior, margin, last_level, m
         tests = dict(method=None, pairs=0, ratio=np.nan)
         return dict(tests, verdict=NOT_TESTED, equivalence_margin=margin, race_state=state)
     called = {ELIMINATED: SLOWER, RETIRED: equivalent(margin)}.get(state, INCONCLUSIVE)
+    if called == INCONCLUSIVE and difference_interval(log_ratio, judgement.level)[0] > 0:
+        # The leader is chosen on each side's own rounds, the test pairs their common ones: a live rival can come out
+        # proven faster there, a claim of the same two-sided test, at the same level, as an elimination.
+        called = FASTER
     low, high, confidence = verdict_interval(log_ratio, called, judgement.level, judgement.level)
     p_value, p_same = difference_p(log_ratio), equivalence_p(log_ratio, margin)
     scale = ALPHA / judgement.level
@@ -221,7 +227,7 @@ def raced_comparisons(runs, summary, race, margin):
     baseline the leader it was judged against."""
     looks = schedule(race["repeats"], race["looks"])
     groups = race_groups(runs)
-    races, prior = race_study(groups, looks, margin, race["pooled"])
+    races, priors = race_study(groups, looks, margin, race["pooled"], noise_source)
     described = summary.set_index(["experiment_id", "machine"])
     rows = []
     for key, result in sorted(races.items()):
@@ -243,8 +249,11 @@ def raced_comparisons(runs, summary, race, margin):
                     baseline_experiment_id=judgement.against,
                     baseline_runs_ok=len(throughputs[judgement.against]),
                     baseline_rule=f"the race's leader at round {judgement.rounds}",
-                    **raced_row(rival, judgement, result.states[rival][0], throughputs, prior, margin, *last_look),
+                    **raced_row(
+                        rival, judgement, result.states[rival][0], throughputs, priors[key], margin, *last_look
+                    ),
                     race_outcome=result.outcome,
+                    race_leader=result.leader,
                 )
             )
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

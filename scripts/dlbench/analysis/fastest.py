@@ -58,14 +58,30 @@ COLUMNS = [
 FASTEST_COSTS = [column for column in COST_COLUMNS if column.startswith("cost_per_million_images")]
 
 
-def ranked(part):
-    """The group's measured experiments, fastest first; those with enough ok repeats to be tested before the rest,
-    as the comparisons' baseline is chosen."""
+def race_leader(compared):
+    """The experiment that led the group's race at its last look, None where the study did not race."""
+    leaders = compared["race_leader"].dropna() if "race_leader" in compared else compared.iloc[0:0]
+    return leaders.iloc[0] if len(leaders) else None
+
+
+def ranked(part, leader=None):
+    """The group's measured experiments, fastest first; the race's leader first where it raced (the race compared
+    every rival with it, over the rounds it ran: a rival that left early may show a higher mean over fewer rounds),
+    then those with enough ok repeats to be tested before the rest, as the comparisons' baseline is chosen."""
     measured = part[part["train_images_per_s_gmean"].notna()]
     testable = measured["runs_ok"] >= MIN_REPEATS
-    return measured.assign(testable=testable).sort_values(
-        ["testable", "train_images_per_s_gmean"], ascending=[False, False]
+    return measured.assign(testable=testable, leads=measured["experiment_id"] == leader).sort_values(
+        ["leads", "testable", "train_images_per_s_gmean"], ascending=[False, False, False]
     )
+
+
+def runner_up_of(order, compared):
+    """The runner-up: the quickest other experiment compared with the fastest, where any is (raced, a rival that left
+    against an earlier leader was never compared with the last one), else the quickest other."""
+    others = order.iloc[1:]
+    against = compared.loc[compared["baseline_experiment_id"] == order.iloc[0]["experiment_id"], "experiment_id"]
+    judged = others[others["experiment_id"].isin(set(against))]
+    return judged.iloc[0] if len(judged) else others.iloc[0]
 
 
 def name(row):
@@ -123,13 +139,18 @@ def confidence(verdict, unmeasured, unproven=()):
     return EQUIVALENT, f"the runner-up is proven {verdict}"
 
 
+def open_rivals(fastest, compared):
+    """The comparisons of the fastest's rivals that stayed inconclusive."""
+    return compared[
+        (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == INCONCLUSIVE)
+    ]
+
+
 def what_would_decide(part, fastest, compared):
     """(rounds, minutes) that would decide an inconclusive answer: the most rounds any unproven rival of the fastest
     needs, and the minutes the added rounds of those rivals and the fastest would take; (None, None) where no
     practical number would decide one of them."""
-    rivals = compared[
-        (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == INCONCLUSIVE)
-    ]
+    rivals = open_rivals(fastest, compared)
     if rivals.empty or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
         return None, None
     needed = int(rivals["repeats_to_decide"].max())
@@ -142,9 +163,7 @@ def what_would_decide(part, fastest, compared):
 def resolvable_lead(fastest, compared):
     """The smallest lead over its unproven rivals the study's rounds resolve at the spread they show (the largest of
     their comparisons' `resolvable_ratio`): a closer race than this stays undecided within the budget."""
-    rivals = compared[
-        (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == INCONCLUSIVE)
-    ]
+    rivals = open_rivals(fastest, compared)
     if rivals.empty or "resolvable_ratio" not in rivals:
         return None
     return rivals["resolvable_ratio"].max()
@@ -178,7 +197,7 @@ def to_target(part):
 def group_row(key, part, compared):
     row = dict(zip(GROUP, key), experiments=len(part))
     unmeasured = int((part["measurement_note"].fillna("") != "").sum())
-    order = ranked(part)
+    order = ranked(part, race_leader(compared))
     if order.empty:
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
@@ -197,7 +216,7 @@ def group_row(key, part, compared):
     row["faster_untested"] = ", ".join(name(late) for _, late in quicker.iterrows()) or None
     verdict, unproven = None, []
     if len(order) > 1:
-        runner_up = order.iloc[1]
+        runner_up = runner_up_of(order, compared)
         lead, low, high, level, verdict = lead_of(fastest, runner_up, compared)
         unproven = unproven_rivals(fastest, runner_up, compared)
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])

@@ -1,7 +1,9 @@
 """The statistics of racing: a group's experiments run in rounds, and at looks planned in advance each live rival of
 the group's leader leaves once proven slower (eliminated) or proven equivalent within the margin (retired); the group
-is decided when only its leader is left. Not wired into the workflow: this is its decision rule, which
-benchmarks/race_simulation.py holds against today's fixed rounds.
+is decided when only its leader is left. The workflow's checkpoint after each look (scripts/plan_round.py) plans the
+next rounds with plan_next, and the aggregation replays the same races (race_groups, race_study) for the comparisons
+table, so that the verdicts printed are the ones the race stopped on; benchmarks/race_simulation.py holds the rule
+against fixed rounds.
 
 - Looks are planned before the first round: the rounds after which the group is looked at, the last the maximum.
   Alpha is spent across them with the O'Brien-Fleming-type Lan-DeMets function alpha(t) = 2 - 2 Phi(z_{1-alpha/2} /
@@ -11,12 +13,13 @@ benchmarks/race_simulation.py holds against today's fixed rounds.
   stops. (A group-sequential boundary that uses the correlation between looks would spend less conservatively; the
   union bound needs no assumption on it.)
 - At a look each live rival is compared with the group's leader, the live experiment with the highest mean log
-  throughput, paired by round (dlbench.analysis.statistics.paired_log_ratio: t on rounds - 1 degrees of freedom).
+  throughput among those with at least two ok rounds (one run has no spread to be tested with), paired by round (dlbench.analysis.statistics.paired_log_ratio: t on rounds - 1 degrees of freedom).
   The leader can change between looks, so a look's alpha is shared among every pair the group could compare:
   k (k - 1) / 2 for k experiments. Each pair can be wrong one way only (its true ratio is 1, beyond the margin, or
   neither), so its difference test and its equivalence test (two one-sided tests) both run at that share.
-- Pooled variance: given a prior fitted over the study's paired comparisons (dlbench.analysis.pooling, limma's
-  moderated t), each pair's variance is shrunk toward it and its t runs on the prior's degrees of freedom and its own.
+- Pooled variance: given a prior fitted over the study's paired comparisons at the first look (dlbench.analysis.pooling,
+  limma's moderated t), one per noise source (a machine and device kind: a CPU's noise is not a GPU's), each pair's
+  variance is shrunk toward its source's prior and its t runs on the prior's degrees of freedom and its own.
 - Eliminated: the two-sided interval at the pair's level lies wholly below 1 (slower than the leader). Retired: the
   two one-sided tests prove the ratio within [1 / (1 + margin), 1 + margin]. An eliminated or retired rival runs no
   more rounds; the leader and the live rivals do.
@@ -24,7 +27,11 @@ benchmarks/race_simulation.py holds against today's fixed rounds.
   eliminated or retired), or "undecided" after the last look the group reached (the maximum, or an earlier one where
   the budget stopped it).
 - A group reaches a look when its live experiments have run that look's rounds: a group the budget stopped at look k
-  is never looked at again on the same rounds (a look spends its alpha once, on new rounds).
+  is never looked at again on the same rounds. Each look spends its own share of alpha on each pair at most once
+  (a rival whose later runs all failed is judged again on the rounds it has, at the later look's share, which the
+  union bound over looks already counts).
+- Grouping: race_groups keys a group by its machine and COMPARISON_GROUP (dlbench.analysis.tables.GROUP), from the
+  runs table, in the planner and the aggregation alike, so both replay the same races over the same runs.
 - The budget (a most number of runs, or minutes of training) gives the next rounds to the groups nearest a decision:
   those whose hardest live rival needs the fewest rounds to decide at the rate it shows (statistics.repeats_to_decide).
 """
@@ -42,6 +49,7 @@ from dlbench.analysis.statistics import (
     paired_log_ratio,
     repeats_to_decide,
 )
+from dlbench.analysis.tables import GROUP
 
 LIVE, ELIMINATED, RETIRED = "live", "eliminated", "retired"
 ALONE, DECIDED, UNDECIDED = "alone", "decided", "undecided"
@@ -91,7 +99,10 @@ def mean_log(throughputs, rounds):
 
 
 def leader_of(groups, live, rounds):
-    return max(sorted(live), key=lambda experiment: mean_log(groups[experiment], rounds))
+    """The live experiment with the highest mean log throughput up to `rounds`, among those with at least two ok
+    rounds there where any has (a single run may be fast by luck, and cannot be tested against)."""
+    testable = [experiment for experiment in live if sum(key <= rounds for key in groups[experiment]) >= 2]
+    return max(sorted(testable or live), key=lambda experiment: mean_log(groups[experiment], rounds))
 
 
 def look_ratio(rival, leader, rounds, prior=None):
@@ -173,13 +184,37 @@ def ok_only(runs):
     return {experiment: by_round for experiment, by_round in kept.items() if by_round}
 
 
+def race_groups(runs):
+    """GROUP key -> experiment id -> {round: steady throughput, None where the run was not ok} of the final tries of
+    the runs table (dlbench.analysis.records.runs_table): the planner's and the aggregation's one grouping."""
+    final = runs[runs["final_try"].astype(bool)]
+    groups = {}
+    for row in final[[*GROUP, "experiment_id", "rep", "status", "train_images_per_s"]].to_dict("records"):
+        value = row["train_images_per_s"] if row["status"] == "ok" else None
+        key = tuple(row[column] for column in GROUP)
+        groups.setdefault(key, {}).setdefault(row["experiment_id"], {})[int(row["rep"])] = value
+    return groups
+
+
+def noise_source(key):
+    """The noise process of a GROUP key's runs: its machine and device kind, over which one prior is fitted."""
+    return key[GROUP.index("machine")], key[GROUP.index("device")]
+
+
+def in_order(groups):
+    """The groups' items in one order (their keys as text: keys may mix numbers and None), so that sums over them
+    come out the same in the planner and the aggregation."""
+    return sorted(groups.items(), key=lambda item: str(item[0]))
+
+
 def first_look_prior(groups, looks):
-    """The prior pooled variance of a study (pooling.fit_prior) over its paired comparisons at the first look, each
-    experiment against its group's leader there (every experiment runs that far), kept for every later look; None
-    where too few comparisons fit one. groups: key -> experiment -> {round: throughput} of ok runs."""
+    """The prior pooled variance (pooling.fit_prior) over the paired comparisons of groups of one noise source at
+    the first look, each experiment against its group's leader there (every experiment runs that far), kept for
+    every later look; None where too few comparisons fit one. groups: key -> experiment -> {round: throughput} of ok
+    runs."""
     first = looks[0].rounds
     variances, freedoms, references = [], [], []
-    for key, runs in groups.items():
+    for key, runs in in_order(groups):
         live = [experiment for experiment, by_round in runs.items() if any(round_ <= first for round_ in by_round)]
         if len(live) < 2:
             continue
@@ -193,17 +228,28 @@ def first_look_prior(groups, looks):
     return fit_prior(variances, freedoms, references)
 
 
-def race_study(groups, looks, margin, pool=True):
-    """Every group's Race through the looks it reached. groups: key -> experiment -> {round: throughput, None where
-    the run did not end ok}; pool: shrink each comparison's variance toward the study's first_look_prior."""
+def source_priors(ok, looks, source):
+    """group key -> the first_look_prior of its noise source (source: key -> its source; None: one source)."""
+    by_source = {}
+    for key, runs in ok.items():
+        by_source.setdefault(None if source is None else source(key), {})[key] = runs
+    fitted = {name: first_look_prior(members, looks) for name, members in by_source.items()}
+    return {key: fitted[None if source is None else source(key)] for key in ok}
+
+
+def race_study(groups, looks, margin, pool=True, source=None):
+    """Every group's Race through the looks it reached, and the prior each group's comparisons were pooled toward
+    (group key -> Prior or None). groups: key -> experiment -> {round: throughput, None where the run did not end
+    ok}; pool: shrink each comparison's variance toward its noise source's first_look_prior; source: key -> noise
+    source (noise_source for GROUP keys; None: the groups share one)."""
     ok = {key: ok_only(runs) for key, runs in groups.items()}
-    prior = first_look_prior(ok, looks) if pool else None
+    priors = source_priors(ok, looks, source) if pool else dict.fromkeys(ok)
     races = {}
     for key, runs in groups.items():
         looked = reached(runs, looks)
         if ok[key] and looked:
-            races[key] = race(ok[key], looked, margin, prior)
-    return races, prior
+            races[key] = race(ok[key], looked, margin, priors[key])
+    return races, priors
 
 
 def live_experiments(result):
@@ -229,14 +275,14 @@ class Budget(NamedTuple):
     seconds: float  # the most seconds of training, summed over runs, inf for no limit
 
 
-def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True):
+def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True, source=None):
     """After the study's latest look (the last its runs reached): (the experiments that run the rounds to the next
     look, key -> the group's standing). groups: key -> experiment -> {round: throughput, None where not ok} of every
     run so far; costs: experiment -> seconds one of its runs takes; seconds_spent: the training runs' seconds so far.
     A group races on while undecided at this look and short of the maximum, the groups nearest a decision first,
     while the runs and seconds spent so far plus theirs stay within the budget; a group stopped once stays stopped
-    (its rounds would no longer line up with its rivals')."""
-    races, prior = race_study(groups, looks, margin, pool)
+    (its rounds would no longer line up with its rivals'). source: as race_study's."""
+    races, priors = race_study(groups, looks, margin, pool, source)
     current = max((len(reached(runs, looks)) for runs in groups.values()), default=0)
     runs_spent = sum(len(by_round) for runs in groups.values() for by_round in runs.values())
     standing = {key: result.outcome for key, result in races.items()}
@@ -250,10 +296,10 @@ def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True):
             runners = live_experiments(result)
             ahead = looks[current].rounds - looks[current - 1].rounds
             cost = len(runners) * ahead, sum(costs.get(experiment, 0.0) for experiment in runners) * ahead
-            need = rounds_needed(result, ok_only(groups[key]), margin, prior)
+            need = rounds_needed(result, ok_only(groups[key]), margin, priors[key])
             candidates.append((need, key, runners, cost))
     chosen = []
-    for _, key, runners, (runs, seconds) in sorted(candidates):
+    for _, key, runners, (runs, seconds) in sorted(candidates, key=lambda item: (item[0], str(item[1]))):
         if runs_spent + runs > budget.runs or seconds_spent + seconds > budget.seconds:
             standing[key] = "stopped at the budget"
             continue

@@ -237,23 +237,30 @@ def holm_levels(p_values, alpha=ALPHA, hypotheses=None):
     return levels
 
 
+def freedom_after(log_ratio, rounds):
+    """The degrees of freedom the comparison's t would have after `rounds` rounds: those it has plus one per round
+    added (a pooled comparison keeps the prior's), never fewer than rounds - 1 (exact for pairs on their own, the
+    fewest Welch's test can have with that many runs per side)."""
+    return max(rounds - 1, log_ratio.freedom + rounds - log_ratio.rounds)
+
+
 def decides_after(log_ratio, margin, rounds, alpha, power):
     """Whether `rounds` rounds decide with probability `power`, if the log ratio and its spread stay as observed: a
-    t-based sample size (normal-approximation form, t quantiles on rounds - 1 degrees of freedom: exact for pairs,
-    the fewest Welch's test can have with that many runs per side) of the difference test or of the equivalence
-    test, whichever is nearer."""
-    error = log_ratio.spread / math.sqrt(rounds)
-    beyond_chance = t_critical(1 - power, rounds - 1) * error
+    t-based sample size (normal-approximation form, t quantiles on freedom_after) of the difference test or of the
+    equivalence test, whichever is nearer."""
+    error, freedom = log_ratio.spread / math.sqrt(rounds), freedom_after(log_ratio, rounds)
+    beyond_chance = t_critical(1 - power, freedom) * error
     distance = abs(log_ratio.estimate)
-    differs = distance >= t_critical(alpha / 2, rounds - 1) * error + beyond_chance
-    return differs or equivalence_bound(margin) - distance >= t_critical(alpha, rounds - 1) * error + beyond_chance
+    differs = distance >= t_critical(alpha / 2, freedom) * error + beyond_chance
+    return differs or equivalence_bound(margin) - distance >= t_critical(alpha, freedom) * error + beyond_chance
 
 
 def resolvable_ratio(log_ratio, rounds, alpha=ALPHA, power=POWER):
     """The smallest ratio (a lead, above 1) that `rounds` rounds prove different from 1 at level `alpha` with
     probability `power`, at the observed spread: what the machine's noise lets a study of that size resolve (the
     difference half of decides_after)."""
-    reach = t_critical(alpha / 2, rounds - 1) + t_critical(1 - power, rounds - 1)
+    freedom = freedom_after(log_ratio, rounds)
+    reach = t_critical(alpha / 2, freedom) + t_critical(1 - power, freedom)
     return math.exp(reach * log_ratio.spread / math.sqrt(rounds))
 
 

@@ -40,8 +40,8 @@ IDENTITY = [
     "replicas",
     "scaling",
 ]
-# Experiments equal in these are compared (the aggregation adds the machine they ran on); a race
-# is planned per group, so that comparisons stay paired round by round.
+# Experiments equal in these, on one machine (GROUP), are compared and raced together (dlbench.analysis.race
+# .race_groups), so that comparisons stay paired round by round.
 COMPARISON_GROUP = [
     "dataset",
     "model",
