@@ -7,7 +7,7 @@ ties proven. Run from the repository root with the stack venvs built (no other w
 foreign load with the figures):
 
     .venv/bin/python benchmarks/aa_study.py [--stacks torch-2.13 mxnet-1.9] [--models mlp lenet]
-        [--datasets digits synthetic-32x32x3] [--looks 5 8] [--keep DIR]
+        [--datasets digits synthetic-32x32x3] [--looks 5 8] [--max-foreign-cores CORES] [--keep DIR]
 """
 
 import argparse
@@ -66,6 +66,12 @@ def main():
     parser.add_argument("--looks", type=int, nargs="+", default=[5, 8])
     parser.add_argument("--venv-root", default=str(REPO / ".venvs"))
     parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
+    parser.add_argument(
+        "--max-foreign-cores",
+        type=float,
+        help="measure runs beside up to this much foreign CPU load (contention.max_foreign_cpu_cores): an A/A study "
+        "under load, where the twins' noise is not stationary, tests the statistics harder",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(args.keep or temporary)
@@ -75,6 +81,8 @@ def main():
         base = yaml.safe_load((REPO / "config.yaml").read_text())
         config = {**base, **study(args, Path(args.venv_root).absolute()), "exclude": []}
         config.pop("grids", None)
+        if args.max_foreign_cores is not None:
+            config["contention"] = {"max_foreign_cpu_cores": args.max_foreign_cores}
         (root / "config.yaml").write_text(yaml.safe_dump(config))
         started = time.perf_counter()
         with open(root / "snakemake.log", "w") as log:

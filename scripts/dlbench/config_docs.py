@@ -43,7 +43,8 @@ Ready-made studies in this folder, each run with `.venv/bin/python -m snakemake 
 PyTorch, JAX and TensorFlow, Flax, PaddlePaddle), `versions.yaml` (each framework at two releases), `seeds.yaml` (the GPU-sized grids
 of earlier framework comparisons), `imagenet.yaml` (ResNet-50 on a local ImageNet copy, streamed), `scaling.yaml`
 (ResNet-50 on 1, 2, 4 and 8 GPUs, each framework's data-parallel mechanism), `scaling-cpu.yaml` (LeNet on 1 and 2
-CPU replicas: what each mechanism costs where the replicas share the cores).
+CPU replicas: what each mechanism costs where the replicas share the cores), `operators.yaml` (the operator sweep,
+11 operators x 4 frameworks, beside LeNet on digits).
 
 ## Keys
 """
