@@ -106,7 +106,8 @@ def telemetry_figure(summary, telemetry, path):
             for _, line, style in styled_lines(part, names, releases):
                 axis.plot(line["t_s"], line[metric], linewidth=0.7, markevery=0.25, markersize=2.5, **style)
             if part.empty:
-                axis.text(0.5, 0.5, "not measured", ha="center", va="center", transform=axis.transAxes)
+                axis.text(0.5, 0.5, "not measured", ha="center", va="center", fontsize=7, transform=axis.transAxes)
+                axis.set_xticks([])
             axis.set_ylim(bottom=0, top=max(traces[metric].max(), 1) * 1.05)
             axis.set_title(stack if row == 0 else "", fontsize=7)
             axis.set_ylabel(TRACE_METRICS[metric] if column == 0 else "")
