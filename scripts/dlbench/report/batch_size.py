@@ -46,7 +46,7 @@ def batch_size_figure(sweeps, path):
     panel per dataset, model, device, machine and replica count."""
     where = ["dataset", "model", "device", "machine", "replicas"]
     panels = sorted(set(zip(*(sweeps[key] for key in where))))
-    figure, axes = figure_grid(len(panels), panel_height=2.2)
+    figure, axes = figure_grid(len(panels), panel_height=1.8)
     releases = release_styles(sweeps["stack"])
     for axis, panel in zip(axes, panels):
         part = panel_rows(sweeps, panel, where)

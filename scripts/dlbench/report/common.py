@@ -237,10 +237,16 @@ def on_steps(value, subs):
     return any(math.isclose(step, sub, rel_tol=1e-6) for sub in subs)
 
 
+def spreads_over_the_axis(ticks, low, high):
+    """Whether ticks span at least a third of a log axis: two steps side by side (0.09 and 0.1) at one end of a
+    short panel run into each other."""
+    return math.log(ticks[-1] / ticks[0]) >= math.log(high / low) / 3
+
+
 def log_ticks(axis, suffix=""):
     """Plain labels on a log axis ("0.2", "5", "2x" with suffix "x"), at least two in view and never crowded: the
-    decades where two are in view, else the 1, 2 and 5 of each decade, else every step of the decade, else evenly
-    spaced values. Matplotlib's default labels every minor tick of a short span, and they run into each other; call it
+    decades where two are in view, else the 1, 2 and 5 of each decade, else every step of the decade (each where
+    they spread over the axis), else evenly spaced values. Matplotlib's default labels every minor tick of a short span, and they run into each other; call it
     after the data are drawn (it reads the axis' span)."""
     low, high = sorted(axis.get_view_interval())
     for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(float(step) for step in range(1, 10))):
@@ -249,7 +255,7 @@ def log_ticks(axis, suffix=""):
             for tick in LogLocator(subs=subs).tick_values(low, high)
             if low <= tick <= high and on_steps(tick, subs)
         ]
-        if len(ticks) >= 2:
+        if len(ticks) >= 2 and spreads_over_the_axis(ticks, low, high):
             break
     else:
         ticks = [tick for tick in MaxNLocator(4).tick_values(low, high) if low <= tick <= high]

@@ -28,7 +28,7 @@ def epoch_time_figure(summary, epochs, path):
     finished = summary[summary["runs_ok"] > 0]
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
     titles = figure_titles(panels)
-    figure, axes = figure_grid(len(panels), max_columns=3, panel_height=1.6)
+    figure, axes = figure_grid(len(panels), max_columns=3, panel_height=1.4)
     releases = release_styles(per_epoch["stack"])
     for axis, panel in zip(axes, panels):
         part = panel_rows(per_epoch, panel)

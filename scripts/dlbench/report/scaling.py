@@ -40,7 +40,7 @@ def scaling_figure(curves, path):
     """Geometric-mean throughput against replicas per stack and variant, and dotted beside each its ideal: one
     replica's throughput times the replicas."""
     panels = [part for _, part in curves.groupby(PANEL, sort=True, dropna=False)]
-    figure, axes = figure_grid(len(panels), panel_height=2.4)
+    figure, axes = figure_grid(len(panels), panel_height=2.0)
     releases = release_styles(curves["stack"])
     for axis, part in zip(axes, panels):
         for name, line, style in styled_lines(part, label(part), releases):
