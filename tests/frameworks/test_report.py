@@ -127,11 +127,18 @@ def count(token, text):
     return len(re.findall(rf"(?<![\w,.]){re.escape(token)}(?![\w,])", text))
 
 
+TEXT_WIDTH_PT = (21 - 2 * 1.8) / 2.54 * 72  # the PDF's text width (A4, 1.8 cm margins)
+
+
 def test_every_figure_is_drawn_as_a_vector_image_and_embedded(report):
+    """Vector figures no wider than the PDF's text, so that they print at their size: their 7 pt legends and tick
+    labels are 7 pt on paper, not scaled down to fit."""
     html = (report / "report.html").read_text()
     for name in FIGURES:
         svg = (report / "build/figures" / f"{name}.svg").read_text()
         assert svg.startswith("<?xml") and "<path" in svg and "<image" not in svg, name  # vector, no raster inside
+        width = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg)[1])
+        assert width <= TEXT_WIDTH_PT, (name, width)
         assert f"figures/{name}.svg" in (report / "build/report.typ").read_text()
     assert html.count("data:image/svg+xml") == len(FIGURES) and "data:image/png" not in html
 

@@ -183,6 +183,15 @@ def save(figure, path):
     """SVG (glyphs drawn as paths): vector in the PDF, sharp in the HTML, no font needed where it is read. The
     bounding box takes in the legend below the panels."""
     figure.tight_layout()
+    right = 1.0
+    # A title or tick label past the right edge gets room inside it, so that the figure prints at its size; each
+    # layout moves what it makes room for, so a pass or two more settles it.
+    for _ in range(3):
+        overflow = figure.get_tightbbox(figure.canvas.get_renderer()).x1 - figure.get_figwidth()  # inches
+        if overflow <= 0:
+            break
+        right -= overflow / figure.get_figwidth()
+        figure.tight_layout(rect=(0, 0, right, 1))
     # No timestamp: a redrawn figure is the same file.
     figure.savefig(path, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(figure)
@@ -258,7 +267,7 @@ def log_ticks(axis, suffix=""):
         if len(ticks) >= 2 and spreads_over_the_axis(ticks, low, high):
             break
     else:
-        ticks = [tick for tick in MaxNLocator(4).tick_values(low, high) if low <= tick <= high]
+        ticks = [tick for tick in MaxNLocator(3).tick_values(low, high) if low <= tick <= high]
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.3g}{suffix}"))
     axis.set_minor_locator(LogLocator(subs="auto"))
