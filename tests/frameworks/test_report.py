@@ -396,8 +396,9 @@ MARGIN = 2 * 72 / 2.54  # the PDF's top and bottom margins (2 cm): the page numb
 
 
 def body_words(words, height):
-    """A page's words in reading order, less its page number."""
-    return [word for word in words if word[1] < height - MARGIN]
+    """A page's words line by line from the top, less its page number (poppler gives them in the order the PDF
+    draws them, which is not always the order they are read in)."""
+    return sorted((word for word in words if word[1] < height - MARGIN), key=lambda word: (round(word[1]), word[0]))
 
 
 def test_no_heading_ends_a_page_and_no_caption_starts_one(report, pdf_pages):

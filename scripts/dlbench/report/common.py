@@ -320,10 +320,34 @@ def numeric(column):
     return bool(cells) and all(NUMBER.match(cell) for cell in cells)
 
 
+# Where a cell's line may break: at a space, and after an underscore (the PDF and the HTML break long ids there).
+BREAKS = re.compile(r"[\s_]+")
+# The characters a table line holds in the PDF (text width over 8 pt characters, less each cell's padding).
+LINE_CHARACTERS = 112
+
+
+def column_dashes(header, columns):
+    """The dashes under each column's title, which pandoc sizes the columns of a table wider than the page by: each
+    column its longest word's characters (a word never breaks, and a narrower column would print it over the next
+    one; an id's parts between underscores are words), then what is left of the line shared out to the columns with longer cells, up to their longest."""
+    cells = [[title, *map(str, column)] for title, column in zip(header, columns)]
+    least = [max([5, *(len(word) for cell in column for word in BREAKS.split(cell))]) for column in cells]
+    most = [max([needed, *map(len, column)]) for needed, column in zip(least, cells)]
+    spare = LINE_CHARACTERS - 2 * len(header) - sum(least)
+    wanted = sum(most) - sum(least)
+    if spare <= 0 or wanted <= spare:
+        return most if spare > 0 else least
+    return [needed + round((longest - needed) * spare / wanted) for needed, longest in zip(least, most)]
+
+
 def markdown_table(header, rows):
-    """A pipe table; columns of figures right-aligned, so that digits line up."""
+    """A pipe table; columns of figures right-aligned, so that digits line up; each column as wide as its content
+    needs, within the page (column_dashes)."""
     columns = list(zip(*rows)) if rows else [() for _ in header]
-    rule = ["---:" if numeric(column) else ":---" for column in columns]
+    rule = [
+        "-" * (dashes - 1) + ":" if numeric(column) else ":" + "-" * (dashes - 1)
+        for dashes, column in zip(column_dashes(header, columns), columns)
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(str(value).replace("|", "/") for value in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
