@@ -332,7 +332,7 @@ def column_dashes(header, columns):
     one; an id's parts between underscores are words), then what is left of the line shared out to the columns with longer cells, up to their longest."""
     cells = [[title, *map(str, column)] for title, column in zip(header, columns)]
     least = [max([5, *(len(word) for cell in column for word in BREAKS.split(cell))]) for column in cells]
-    most = [max([needed, *map(len, column)]) for needed, column in zip(least, cells)]
+    most = [max([needed, *map(len, column[1:])]) for needed, column in zip(least, cells)]  # a title wraps
     spare = LINE_CHARACTERS - 2 * len(header) - sum(least)
     wanted = sum(most) - sum(least)
     if spare <= 0 or wanted <= spare:
