@@ -2,12 +2,14 @@
 
 from matplotlib.ticker import NullFormatter
 
+from dlbench.palette import release_styles
 from dlbench.report.common import (
     figure_grid,
     label,
     legend_below,
     log_ticks,
     on_devices,
+    panel_heading,
     panel_rows,
     save,
     styled_lines,
@@ -44,7 +46,8 @@ def batch_size_figure(sweeps, path):
     panel per dataset, model, device, machine and replica count."""
     where = ["dataset", "model", "device", "machine", "replicas"]
     panels = sorted(set(zip(*(sweeps[key] for key in where))))
-    figure, axes = figure_grid(len(panels))
+    figure, axes = figure_grid(len(panels), panel_height=1.8)
+    releases = release_styles(sweeps["stack"])
     for axis, panel in zip(axes, panels):
         part = panel_rows(sweeps, panel, where)
         dataset, model, device, machine, replicas = panel
@@ -57,21 +60,23 @@ def batch_size_figure(sweeps, path):
             + " epochs"
         )
         names = label(part) + ("" if training.nunique() == 1 else " · " + training)
-        for name, line, style in styled_lines(part, names):
+        for name, line, style in styled_lines(part, names, releases):
             line = line.sort_values("batch_size")
             centre = line["train_images_per_s_gmean"]
             spread = [
                 (centre - line["train_images_per_s_ci95_low"]).fillna(0),
                 (line["train_images_per_s_ci95_high"] - centre).fillna(0),
             ]
-            axis.errorbar(line["batch_size"], centre, yerr=spread, capsize=3, label=name, **style)
+            axis.errorbar(
+                line["batch_size"], centre, yerr=spread, capsize=2, linewidth=1, markersize=3, label=name, **style
+            )
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         log_ticks(axis.yaxis)
         sizes = sorted(part["batch_size"].unique())
         axis.set_xticks(sizes, [str(size) for size in sizes])
         axis.xaxis.set_minor_formatter(NullFormatter())
-        axis.set_title(f"{model} on {dataset}, {on_devices(device, replicas)} on {machine}", fontsize=10)
+        panel_heading(axis, f"{model} on {dataset}, {on_devices(device, replicas)} on {machine}")
         axis.set_xlabel("batch size")
         axis.set_ylabel("training images/s (steady)")
     legend_below(figure)
@@ -84,6 +89,6 @@ def markdown(study, figures):
         return None
     batch_size_figure(sweeps, figures / "batch_size.svg")
     return (
-        "Steady-epoch throughput against batch size (geometric mean and 95% interval over repeats):\n\n"
-        "![Training throughput against batch size](figures/batch_size.svg)\n"
+        "![Training throughput against batch size](figures/batch_size.svg)\n\n"
+        "Steady-epoch throughput against batch size (geometric mean and 95% interval over repeats).\n"
     )

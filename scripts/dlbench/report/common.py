@@ -1,30 +1,35 @@
 """What the report's sections share: labels and panels, the figure grid and its saving, cells and tables, the texts
 of a ratio and a verdict. The sections print the aggregation's tables; nothing here computes a statistic."""
 
+import math
 import re
+import textwrap
 
 import matplotlib
 
 from dlbench.analysis.tables import GROUP, PANEL
+from dlbench.palette import series_style, stack_colour, variant_marker
 
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "dlbench"  # the same figure gives the same ids: no spurious diffs
+# Figures are drawn at the width they print at (the PDF's text width), so that these sizes are the printed ones: no
+# label below 7 pt.
+TEXT_WIDTH = 6.7  # inches: A4 less its 1.8 cm margins
+matplotlib.rcParams.update(
+    {
+        "font.size": 8,
+        "axes.titlesize": 8,
+        "axes.labelsize": 8,
+        "xtick.labelsize": 7,
+        "ytick.labelsize": 7,
+        "legend.fontsize": 7,
+    }
+)
 import matplotlib.pyplot as plt  # after the backend is chosen
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-# One colour per framework in every figure; a framework's stacks and variants differ by line style and marker.
-FRAMEWORK_COLOURS = {
-    "torch": "#C44E52",
-    "tensorflow": "#DD8452",
-    "keras": "#8172B3",
-    "mxnet": "#55A868",
-    "jax": "#4C72B0",
-    "flax": "#64B5CD",
-    "paddle": "#937860",
-}
-OTHER_COLOUR = "#7F7F7F"
-LINE_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v")]
 STATUS_LABEL = {"oom": "OOM", "error": "ERROR", "unavailable": "N/A", "contended": "BUSY", "diverged": "DIVERGED"}
 
 
@@ -60,18 +65,29 @@ def panel_title(panel):
     return f"{model} on {dataset}, batch {batch}, {on} on {machine}"
 
 
+def figure_titles(panels):
+    """{panel: its title in a figure}: without the machine where every panel of its device ran on one machine (page 1
+    names it), so that the title fits on a line of its panel."""
+    machines = {}
+    for panel in panels:
+        machines.setdefault(panel[3], set()).add(panel[4])
+    return {
+        panel: panel_title(panel) if len(machines[panel[3]]) > 1 else panel_title(panel).rsplit(" on ", 1)[0]
+        for panel in panels
+    }
+
+
 def panel_rows(frame, panel, keys=PANEL):
     """The rows of frame that belong to one panel: by default (dataset, model, batch size, device, machine)."""
     return frame[(frame[keys] == pd.Series(panel, index=keys)).all(axis=1)]
 
 
-def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
-    """A figure with `count` visible panels, at most max_columns a row; with none (no run finished anything to
-    draw), one that says so, so that a study of failed runs still gets its report."""
+def figure_grid(count, max_columns=2, panel_height=2.2):
+    """A figure as wide as the page's text with `count` visible panels, at most max_columns a row; with none (no run
+    finished anything to draw), one that says so, so that a study of failed runs still gets its report."""
     columns = max(1, min(count, max_columns))
     rows = max(1, (count + columns - 1) // columns)
-    width, height = panel_size
-    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.5 + height * rows), squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(TEXT_WIDTH, 0.3 + panel_height * rows), squeeze=False)
     for extra in axes.flat[count:]:
         extra.set_visible(False)
     if count == 0:
@@ -81,19 +97,37 @@ def figure_grid(count, max_columns=2, panel_size=(6.5, 3.2)):
     return figure, axes.flat
 
 
-def framework_colour(framework):
-    return FRAMEWORK_COLOURS.get(framework, OTHER_COLOUR)
+def panel_heading(axis, text):
+    """A panel's title, wrapped to the width of the panel's cell of the grid (a longer one would run into its
+    neighbour's)."""
+    inches = axis.figure.get_figwidth() / axis.get_subplotspec().get_gridspec().ncols
+    axis.set_title(textwrap.fill(text, max(20, int(inches * 15))))
 
 
-def styled_lines(part, names):
-    """(name, rows, style) per line of a panel, lines named by `names` (a Series beside part): the framework's colour,
-    and within a framework a line style and marker of their own, so two releases of one framework stay apart."""
-    seen = {}
+def styled_lines(part, names, releases):
+    """(name, rows, style) per line of a panel, lines named by `names` (a Series beside part), styled by
+    dlbench.palette: the stack family's colour, the release's line style (releases: release_styles over the whole
+    figure, so that a stack keeps its style in every panel), the variant's marker and the placement's fill."""
     for name, line in part.groupby(names, sort=True):
-        framework = line["framework"].iloc[0]
-        seen[framework] = seen.get(framework, -1) + 1
-        linestyle, marker = LINE_STYLES[seen[framework] % len(LINE_STYLES)]
-        yield name, line, {"color": framework_colour(framework), "linestyle": linestyle, "marker": marker}
+        first = line.iloc[0]
+        style = series_style(first["stack"], first["variant"], first["data_placement"], releases[first["stack"]])
+        yield name, line, style
+
+
+def stack_rows(part, rank):
+    """A dot plot's rows: (y per row of part, tick positions, stack names). A row per stack, in the order of its best
+    `rank` (a Series beside part; the highest on top, a stack with none at the bottom), its variants and placements
+    side by side within the row: a panel needs a line per stack, not per experiment."""
+    best = rank.groupby(part["stack"]).max().fillna(float("-inf")).sort_values(kind="stable")
+    row = {stack: index for index, stack in enumerate(best.index)}
+    series = variant_labels(part)
+    ys = pd.Series(0.0, index=part.index)
+    for stack, members in part.groupby("stack"):
+        names = sorted(set(series[members.index]))
+        step = min(0.25, 0.75 / len(names))
+        for index in members.index:
+            ys[index] = row[stack] + (names.index(series[index]) - (len(names) - 1) / 2) * step
+    return ys, list(row.values()), list(row)
 
 
 def spans_a_decade(values):
@@ -103,29 +137,61 @@ def spans_a_decade(values):
     return len(positive) > 0 and positive.max() > 10 * positive.min()
 
 
-def legend_below(figure, fontsize=7):
-    """One legend for the whole figure, below its panels: never over the data, and each line named once however
-    many panels draw it."""
+def legend_below(figure, extra=()):
+    """One legend for the whole figure, below its panels: never over the data, each line named once however many
+    panels draw it (and `extra` handles after them), in as many columns as the names fit across the page."""
     named = {}
     for axis in figure.axes:
         for handle, name in zip(*axis.get_legend_handles_labels()):
             named.setdefault(name, handle)
+    named.update({handle.get_label(): handle for handle in extra})
     if named:
+        longest = max(map(len, named))
+        columns = max(1, min(5, int(TEXT_WIDTH * 72 / (longest * 3.8 + 24))))
         figure.legend(
             named.values(),
             named.keys(),
             loc="upper center",
             bbox_to_anchor=(0.5, 0),
-            ncol=3,
-            fontsize=fontsize,
+            ncol=columns,
             frameon=False,
         )
+
+
+def key_legend(figure, frame, extra=()):
+    """The legend of a dot plot whose rows name the stacks: each stack's colour and each variant's marker (and each
+    placement's fill where the figure has more than one, then `extra` handles), so that a dot reads as stack and
+    variant."""
+    handles = [
+        Line2D([], [], color=stack_colour(stack), marker="s", linestyle="", label=stack)
+        for stack in sorted(set(frame["stack"]))
+    ]
+    handles += [
+        Line2D([], [], color="#555555", marker=variant_marker(variant), linestyle="", label=f"variant {variant}")
+        for variant in sorted(set(frame["variant"]))
+    ]
+    placements = sorted(set(frame["data_placement"]))
+    if len(placements) > 1:
+        handles += [
+            Line2D([], [], **series_style("", "eager", placement, linestyle=""), label=f"{placement} data")
+            for placement in placements
+        ]
+    legend_below(figure, [*handles, *extra])
 
 
 def save(figure, path):
     """SVG (glyphs drawn as paths): vector in the PDF, sharp in the HTML, no font needed where it is read. The
     bounding box takes in the legend below the panels."""
     figure.tight_layout()
+    right = 1.0
+    # A title or tick label past the right edge gets room inside it, so that the figure prints at its size; each
+    # layout moves what it makes room for, so a pass or two more settles it.
+    for _ in range(3):
+        overflow = figure.get_tightbbox(figure.canvas.get_renderer()).x1 - figure.get_figwidth()  # inches
+        if overflow <= 0:
+            break
+        right -= overflow / figure.get_figwidth()
+        figure.tight_layout(rect=(0, 0, right, 1))
     # No timestamp: a redrawn figure is the same file.
     figure.savefig(path, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(figure)
@@ -169,22 +235,39 @@ def ratio_axis(axis, part, labels, title, xlabel):
     axis.axvline(1.0, color="black", linewidth=0.8)
     axis.set_xscale("log")
     log_ticks(axis.xaxis, "x")
-    axis.set_title(title, fontsize=9)
+    panel_heading(axis, title)
     axis.set_xlabel(xlabel)
+
+
+def on_steps(value, subs):
+    """Whether a value is one of the steps `subs` of its decade: over less than a decade, LogLocator gives a linear
+    axis' ticks instead (0.175, 0.2, 0.225), which crowd a narrow panel."""
+    step = value / 10 ** math.floor(math.log10(value))
+    return any(math.isclose(step, sub, rel_tol=1e-6) for sub in subs)
+
+
+def spreads_over_the_axis(ticks, low, high):
+    """Whether ticks span at least a third of a log axis: two steps side by side (0.09 and 0.1) at one end of a
+    short panel run into each other."""
+    return math.log(ticks[-1] / ticks[0]) >= math.log(high / low) / 3
 
 
 def log_ticks(axis, suffix=""):
     """Plain labels on a log axis ("0.2", "5", "2x" with suffix "x"), at least two in view and never crowded: the
-    decades where two are in view, else the 1, 2 and 5 of each decade, else every step of the decade, else evenly
-    spaced values. Matplotlib's default labels every minor tick of a short span, and they run into each other; call it
+    decades where two are in view, else the 1, 2 and 5 of each decade, else every step of the decade (each where
+    they spread over the axis), else evenly spaced values. Matplotlib's default labels every minor tick of a short span, and they run into each other; call it
     after the data are drawn (it reads the axis' span)."""
     low, high = sorted(axis.get_view_interval())
     for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(float(step) for step in range(1, 10))):
-        ticks = [tick for tick in LogLocator(subs=subs).tick_values(low, high) if low <= tick <= high]
-        if len(ticks) >= 2:
+        ticks = [
+            tick
+            for tick in LogLocator(subs=subs).tick_values(low, high)
+            if low <= tick <= high and on_steps(tick, subs)
+        ]
+        if len(ticks) >= 2 and spreads_over_the_axis(ticks, low, high):
             break
     else:
-        ticks = [tick for tick in MaxNLocator(4).tick_values(low, high) if low <= tick <= high]
+        ticks = [tick for tick in MaxNLocator(3).tick_values(low, high) if low <= tick <= high]
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.3g}{suffix}"))
     axis.set_minor_locator(LogLocator(subs="auto"))
@@ -194,7 +277,7 @@ def log_ticks(axis, suffix=""):
 def ratio_figure(groups, labeller, titler, xlabel, empty, path):
     """One ratio panel per group (a list of (key, rows)), rows sorted by ratio."""
     rows = max((len(part) for _, part in groups), default=1)
-    figure, axes = figure_grid(max(len(groups), 1), max_columns=1, panel_size=(9, 0.9 + 0.3 * rows))
+    figure, axes = figure_grid(max(len(groups), 1), panel_height=1.0 + 0.16 * rows)
     for axis, (_, part) in zip(axes, groups):
         part = part.sort_values("ratio")
         ratio_axis(axis, part, labeller(part), titler(part.iloc[0]), xlabel)
@@ -237,10 +320,34 @@ def numeric(column):
     return bool(cells) and all(NUMBER.match(cell) for cell in cells)
 
 
+# Where a cell's line may break: at a space, and after an underscore (the PDF and the HTML break long ids there).
+BREAKS = re.compile(r"[\s_]+")
+# The characters a table line holds in the PDF (text width over 8 pt characters, less each cell's padding).
+LINE_CHARACTERS = 112
+
+
+def column_dashes(header, columns):
+    """The dashes under each column's title, which pandoc sizes the columns of a table wider than the page by: each
+    column its longest word's characters (a word never breaks, and a narrower column would print it over the next
+    one; an id's parts between underscores are words), then what is left of the line shared out to the columns with longer cells, up to their longest."""
+    cells = [[title, *map(str, column)] for title, column in zip(header, columns)]
+    least = [max([5, *(len(word) for cell in column for word in BREAKS.split(cell))]) for column in cells]
+    most = [max([needed, *map(len, column[1:])]) for needed, column in zip(least, cells)]  # a title wraps
+    spare = LINE_CHARACTERS - 2 * len(header) - sum(least)
+    wanted = sum(most) - sum(least)
+    if spare <= 0 or wanted <= spare:
+        return most if spare > 0 else least
+    return [needed + round((longest - needed) * spare / wanted) for needed, longest in zip(least, most)]
+
+
 def markdown_table(header, rows):
-    """A pipe table; columns of figures right-aligned, so that digits line up."""
+    """A pipe table; columns of figures right-aligned, so that digits line up; each column as wide as its content
+    needs, within the page (column_dashes)."""
     columns = list(zip(*rows)) if rows else [() for _ in header]
-    rule = ["---:" if numeric(column) else ":---" for column in columns]
+    rule = [
+        "-" * (dashes - 1) + ":" if numeric(column) else ":" + "-" * (dashes - 1)
+        for dashes, column in zip(column_dashes(header, columns), columns)
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(str(value).replace("|", "/") for value in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"

@@ -1,16 +1,15 @@
-"""Comparisons: within each group, every experiment against the group's baseline, with the tests' verdicts."""
+"""Comparisons: within each group, every experiment against the group's baseline, with the tests' verdicts: the one
+place the report prints each verdict (page 1 gives each group's answer from them)."""
 
 from dlbench.report.common import (
     METHOD_WORD,
     comparison_groups,
     confidence_text,
     group_title,
-    label,
     margin_text,
     markdown_table,
     method_word,
     p_text,
-    ratio_figure,
     ratio_text,
     variant_label,
     verdict_text,
@@ -40,19 +39,6 @@ METHOD = (
     "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also "
     "`results/tables/comparisons.csv` (and `.parquet`)."
 )
-
-
-def speedup_figure(comparisons, path):
-    """Each experiment's throughput as a ratio of its group's baseline (log axis), with its verdict's interval; blue:
-    faster or slower, green: equivalent, grey: inconclusive or not tested."""
-    ratio_figure(
-        list(comparison_groups(comparisons)),
-        label,
-        lambda first: f"{group_title(first)}: against {first['baseline_stack']} ({first['baseline_variant']})",
-        "throughput / baseline throughput (log scale)",
-        "no group has two experiments that finished",
-        path,
-    )
 
 
 def repeats_text(row):
@@ -93,9 +79,10 @@ def comparisons_table(comparisons):
             ]
             for _, row in part.sort_values("ratio").iterrows()
         ]
+        # The table right under its heading (a heading stays with what follows); what it is against, below it.
         sections.append(
-            f"### {group_title(first)}\n\nBaseline: {first['baseline_stack']} ({first['baseline_variant']}), "
-            f"{first['baseline_rule']}.\n\n" + markdown_table(header, rows)
+            f"### {group_title(first)}\n\n" + markdown_table(header, rows) + f"\nBaseline: {first['baseline_stack']} "
+            f"({first['baseline_variant']}), {first['baseline_rule']}.\n"
         )
     return (
         f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
@@ -104,8 +91,4 @@ def comparisons_table(comparisons):
 
 
 def markdown(study, figures):
-    speedup_figure(study.comparisons, figures / "speedup.svg")
-    return (
-        METHOD + "\n\n![Throughput relative to each group's baseline; blue: faster or slower, green: equivalent, "
-        "grey: inconclusive or not tested](figures/speedup.svg)\n\n" + comparisons_table(study.comparisons)
-    )
+    return METHOD + "\n\n" + comparisons_table(study.comparisons)

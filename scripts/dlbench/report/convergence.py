@@ -1,13 +1,17 @@
 """Convergence: test accuracy and loss after each epoch against the training time spent to reach it."""
 
+from matplotlib.ticker import MaxNLocator
+
+from dlbench.palette import release_styles
 from dlbench.report.common import (
     LINE_KEYS,
     figure_grid,
+    figure_titles,
     label,
     legend_below,
     log_ticks,
+    panel_heading,
     panel_rows,
-    panel_title,
     panel_titles,
     save,
     styled_lines,
@@ -27,25 +31,29 @@ def convergence_figure(summary, epochs, path):
     )
     curves = curves.merge(summary[["experiment_id", *LINE_KEYS]])
     panels = panel_titles(curves)
-    figure, axes = figure_grid(2 * len(panels))
+    titles = figure_titles(panels)
+    figure, axes = figure_grid(2 * len(panels), max_columns=4, panel_height=1.45)
     axes = list(axes)
+    releases = release_styles(curves["stack"])
     for index, panel in enumerate(panels):
         part = panel_rows(curves, panel)
         for axis, column, ylabel in (
             (axes[2 * index], "test_accuracy", "test accuracy"),
             (axes[2 * index + 1], "test_loss", "test loss"),
         ):
-            axis.set_title(panel_title(panel), fontsize=10)
+            panel_heading(axis, titles[panel])
             if part[column].max() - part[column].min() < FLAT:
                 axis.set_axis_off()
-                axis.text(0.5, 0.5, f"{ylabel}: {part[column].iloc[0]:.3g} for every line and epoch", ha="center")
+                flat = f"{ylabel}: {part[column].iloc[0]:.3g}\nfor every line and epoch"
+                axis.text(0.5, 0.5, flat, ha="center", va="center")
                 continue
-            for name, line, style in styled_lines(part, label(part)):
-                axis.plot(line["trained_s"], line[column], markersize=3, label=name, **style)
+            for name, line, style in styled_lines(part, label(part), releases):
+                axis.plot(line["trained_s"], line[column], linewidth=1, markersize=3, label=name, **style)
             axis.set_xscale("log")
             log_ticks(axis.xaxis)
-            axis.set_xlabel("training seconds (cumulative, log scale)")
+            axis.set_xlabel("training s (cumulative)")
             axis.set_ylabel(ylabel)
+            axis.yaxis.set_major_locator(MaxNLocator(4))  # a short panel: four labels, not one per 0.025
     legend_below(figure)
     save(figure, path)
 
@@ -53,7 +61,8 @@ def convergence_figure(summary, epochs, path):
 def markdown(study, figures):
     convergence_figure(study.summary, study.epochs, figures / "convergence.svg")
     return (
+        "![Test accuracy and loss against training time](figures/convergence.svg)\n\n"
         "Test accuracy and test loss after each epoch against the training time spent to reach it (evaluation "
-        "excluded; the repeats' mean at their median cumulative time): the time-to-accuracy view of the same runs.\n\n"
-        "![Test accuracy and loss against training time](figures/convergence.svg)\n"
+        "excluded; the repeats' mean at their median cumulative time, on a log axis): the time-to-accuracy view of "
+        "the same runs.\n"
     )

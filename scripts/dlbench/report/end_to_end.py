@@ -2,52 +2,63 @@
 compilation, warm-up) and the training time to the target accuracy - and where those rank the stacks differently."""
 
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from dlbench.analysis.fastest import ranked, reached_target
+from dlbench.palette import series_style
 from dlbench.report.common import (
     figure_grid,
-    framework_colour,
-    label,
-    legend_below,
+    figure_titles,
+    key_legend,
     log_ticks,
+    panel_heading,
     panel_rows,
     panel_title,
     panel_titles,
     save,
     spans_a_decade,
+    stack_rows,
     variant_label,
 )
 
 TITLE = "End to end: first epoch and time to target accuracy"
 ABSENT = "no experiment finished with a measured throughput (Failed runs, Contended runs)."
 
-# summary column -> (what it is, marker). One statistic for both, the mean over repeats, as page 1 gives time to
+# summary column -> (what it is, marker fill). One statistic for both, the mean over repeats, as page 1 gives time to
 # target: a run's time to target includes its first epoch, so its marker never sits left of the first epoch's where
 # every repeat reached the target.
 MEASURES = {
-    "first_epoch_s_mean": ("first epoch (mean)", "o"),
-    "time_to_target_s_mean": ("time to target accuracy (mean)", "s"),
+    "first_epoch_s_mean": ("first epoch, hollow", "none"),
+    "time_to_target_s_mean": ("time to target, filled", "full"),
 }
 
 
 def end_to_end_figure(measured, path):
-    """Per panel, each stack and variant's first epoch and time to target (seconds, framework colour; log axis
-    where a panel spans more than 10x), in the order of steady throughput, fastest on top."""
+    """Per panel, each stack and variant's first epoch (hollow) and time to target (filled), joined by a line, in its
+    series' style: a row per stack in the order of steady throughput, fastest on top; a log axis where a panel spans
+    more than 10x."""
     panels = panel_titles(measured)
-    figure, axes = figure_grid(len(panels))
+    titles = figure_titles(panels)
+    figure, axes = figure_grid(len(panels), max_columns=3, panel_height=0.6 + 0.17 * measured["stack"].nunique())
     for axis, panel in zip(axes, panels):
-        part = panel_rows(measured, panel).sort_values("train_images_per_s_gmean")
-        colours = list(map(framework_colour, part["framework"]))
-        for column, (name, marker) in MEASURES.items():
-            axis.scatter(part[column], range(len(part)), c=colours, marker=marker)
-            axis.plot([], [], marker=marker, color="#555555", linestyle="", label=name)  # the legend's key, in grey
-        axis.set_yticks(range(len(part)), label(part))
+        part = panel_rows(measured, panel)
+        ys, ticks, stacks = stack_rows(part, part["train_images_per_s_gmean"])
+        for index, row in part.iterrows():
+            style = series_style(row["stack"], row["variant"], row["data_placement"])
+            axis.plot(list(row[list(MEASURES)]), [ys[index]] * 2, color=style["color"], linewidth=0.8)
+            for column, (_, fill) in MEASURES.items():
+                axis.plot(row[column], ys[index], **dict(style, fillstyle=fill, linestyle=""), markersize=4)
+        axis.set_yticks(ticks, stacks)
         if spans_a_decade(pd.concat([part[column] for column in MEASURES])):
             axis.set_xscale("log")
             log_ticks(axis.xaxis)
-        axis.set_title(panel_title(panel), fontsize=10)
+        panel_heading(axis, titles[panel])
         axis.set_xlabel("training seconds")
-    legend_below(figure)
+    measures = [
+        Line2D([], [], color="#555555", marker="o", fillstyle=fill, linestyle="", label=name)
+        for name, fill in MEASURES.values()
+    ]
+    key_legend(figure, measured, measures)
     save(figure, path)
 
 
@@ -94,9 +105,10 @@ def markdown(study, figures):
         "accuracy first."
     )
     return (
+        "![First epoch (hollow) and time to target accuracy (filled) per stack and variant, fastest in steady state "
+        "on top](figures/end_to_end.svg)\n\n"
         "Steady throughput leaves out the first epoch, which carries tracing, compilation and warm-up; a user who "
-        "trains for minutes pays it. Per stack and variant (top: the fastest in steady state), the first epoch's "
+        "trains for minutes pays it. Per stack and variant, the first epoch's "
         "training time and the training time to the target accuracy, first epoch included, each the mean over "
-        "repeats (time to target: over the repeats that reached it):\n\n"
-        "![First epoch and time to target accuracy](figures/end_to_end.svg)\n\n" + ranking + "\n"
+        "repeats (time to target: over the repeats that reached it).\n\n" + ranking + "\n"
     )

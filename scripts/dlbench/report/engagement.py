@@ -1,4 +1,5 @@
-"""What ran: what each framework read back after training (graph, XLA, dtype, layout), and each model's size."""
+"""What ran: per stack, what each variant read back after training (graph, XLA, dtype, layout), and each model's
+size."""
 
 import json
 
@@ -29,33 +30,51 @@ def engagement_label(engaged):
     return ", ".join(shown) or "eager"
 
 
+def read_back(row):
+    """What one run's framework read back: the switches and counts engaged, its matmul dtype and layout."""
+    engaged = json.loads(row["engaged"])
+    return (
+        f"{engagement_label(engaged)} ({engaged.get('matmul_dtype', 'dtype not read back')}, "
+        f"{engaged.get('layout', 'layout not read back')})"
+    )
+
+
+def variant_text(runs):
+    """One variant of one stack over the models it trained: what ran, once where every model read back the same,
+    else each reading with its models."""
+    models = {}
+    for _, row in runs.iterrows():
+        models.setdefault(read_back(row), []).append(row["model"])
+    if len(models) == 1:
+        return next(iter(models))
+    return "; ".join(f"{reading} for {', '.join(sorted(set(names)))}" for reading, names in models.items())
+
+
 def engagement_table(runs):
-    """What each stack and variant actually ran, read back from the first finished run of each model, and the
-    model's size from the spec."""
+    """A row per stack: what each of its variants ran, read back from the first finished run of each model."""
     ok = runs[runs["status"] == "ok"].drop_duplicates(["stack", "variant", "model", "dataset"])
-    rows = []
-    for _, row in ok.sort_values(["model", "dataset", "stack", "variant"]).iterrows():
-        engaged = json.loads(row["engaged"])
-        rows.append(
-            [
-                row["model"],
-                row["dataset"],
-                f"{int(row['parameters']):,}",
-                f"{row['flops_per_image'] / 1e6:,.1f}",
-                row["stack"],
-                row["variant"],
-                engaged.get("matmul_dtype", "–"),
-                engaged.get("layout", "–"),
-                engagement_label(engaged),
-            ]
-        )
-    header = ["model", "dataset", "parameters", "MFLOPs/image", "stack", "variant", "matmul dtype", "layout", "engaged"]
-    return markdown_table(header, rows)
+    rows = [
+        [stack, "; ".join(f"{variant}: {variant_text(part)}" for variant, part in members.groupby("variant"))]
+        for stack, members in ok.groupby("stack")
+    ]
+    return markdown_table(["stack", "each variant as it ran (engaged; matmul dtype, layout)"], rows)
+
+
+def model_table(runs):
+    """Each model's size, from the neutral spec (the same in every framework)."""
+    models = runs.dropna(subset=["parameters"]).drop_duplicates(["model", "dataset"]).sort_values(["model", "dataset"])
+    rows = [
+        [row["model"], row["dataset"], f"{int(row['parameters']):,}", f"{row['flops_per_image'] / 1e6:,.1f}"]
+        for _, row in models.iterrows()
+    ]
+    return markdown_table(["model", "dataset", "parameters", "MFLOPs/image"], rows)
 
 
 def markdown(study, figures):
     return (
         "Read back from each framework after training, not assumed from the requested variant "
-        '(see docs/methodology.md, "Variants"); parameters and forward FLOPs per image (a multiply-add counted as 2) '
-        "come from the neutral spec.\n\n" + engagement_table(study.runs)
+        '(see docs/methodology.md, "Variants"):\n\n'
+        + engagement_table(study.runs)
+        + "\nParameters and forward FLOPs per image (a multiply-add counted as 2), from the neutral spec:\n\n"
+        + model_table(study.runs)
     )

@@ -2,14 +2,16 @@
 
 from matplotlib.ticker import MaxNLocator
 
+from dlbench.palette import release_styles
 from dlbench.report.common import (
     LINE_KEYS,
     figure_grid,
+    figure_titles,
     label,
     legend_below,
     log_ticks,
+    panel_heading,
     panel_rows,
-    panel_title,
     panel_titles,
     save,
     styled_lines,
@@ -25,17 +27,19 @@ def epoch_time_figure(summary, epochs, path):
     )
     finished = summary[summary["runs_ok"] > 0]
     panels = panel_titles(finished if len(finished) else summary)  # experiments with no finished run have no epochs
-    figure, axes = figure_grid(len(panels))
+    titles = figure_titles(panels)
+    figure, axes = figure_grid(len(panels), max_columns=3, panel_height=1.4)
+    releases = release_styles(per_epoch["stack"])
     for axis, panel in zip(axes, panels):
         part = panel_rows(per_epoch, panel)
-        for name, line, style in styled_lines(part, label(part)):
-            axis.plot(line["epoch"], line["train_s"], label=name, **style)
+        for name, line, style in styled_lines(part, label(part), releases):
+            axis.plot(line["epoch"], line["train_s"], label=name, linewidth=1, markersize=3, **style)
         axis.set_yscale("log")
         log_ticks(axis.yaxis)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole: no 1.25, 1.5 ticks
-        axis.set_title(panel_title(panel), fontsize=10)
+        panel_heading(axis, titles[panel])
         axis.set_xlabel("epoch")
-        axis.set_ylabel("training seconds (median of repeats)")
+        axis.set_ylabel("training s (median)")
     legend_below(figure)
     save(figure, path)
 
@@ -43,6 +47,6 @@ def epoch_time_figure(summary, epochs, path):
 def markdown(study, figures):
     epoch_time_figure(study.summary, study.epochs, figures / "epoch_time.svg")
     return (
-        "Training time of each epoch (median over repeats; the first epoch includes tracing, hybridisation and "
-        "compilation), evaluation excluded.\n\n![Training time per epoch](figures/epoch_time.svg)\n"
+        "![Training time per epoch](figures/epoch_time.svg)\n\nTraining time of each epoch (median over repeats; the "
+        "first epoch includes tracing, hybridisation and compilation), evaluation excluded.\n"
     )

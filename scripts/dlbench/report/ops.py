@@ -4,13 +4,14 @@ cause of each measurement above it, and the operators beside the training runs' 
 import pandas as pd
 
 from dlbench.analysis.operators import CACHE, GEMM, IMPORT, UNEXPLAINED, VIEW
+from dlbench.palette import stack_colour
 from dlbench.report.common import (
     figure_grid,
-    framework_colour,
     legend_below,
     log_ticks,
     markdown_table,
     number,
+    panel_heading,
     save,
 )
 
@@ -19,26 +20,25 @@ ABSENT = "no operator benchmarks in this configuration (`ops.stacks` is empty), 
 
 
 def operator_grid(ops, column, ylabel, path, log_y, cap=None):
-    """One panel per operator and device (CPU and GPU panels apart); a line per framework and dtype. With a cap, a
-    fraction of the ceiling: values drawn up to the cap (those above it at its edge), the ceiling a dotted line."""
+    """One panel per operator and device (CPU and GPU panels apart); a line per stack and dtype, in the stack's colour
+    of the training figures (named with the framework it measured). With a cap, a fraction of the ceiling: values
+    drawn up to the cap (those above it at its edge), the ceiling a dotted line."""
     panels = list(dict.fromkeys(zip(ops["device"], ops["operator"])))
-    figure, axes = figure_grid(len(panels), max_columns=3, panel_size=(4.2, 2.8))
+    figure, axes = figure_grid(len(panels), max_columns=3, panel_height=1.9)
     for axis, (device, operator) in zip(axes, panels):
         part = ops[(ops["operator"] == operator) & (ops["device"] == device)]
-        for (framework, dtype), line in part.groupby(["framework", "dtype"]):
+        for (stack, framework, dtype), line in part.groupby(["stack", "framework", "dtype"]):
             line = line.sort_values("size")
             axis.plot(
                 line["size"],
                 line[column] if cap is None else line[column].clip(upper=cap),
                 marker=".",
-                color=framework_colour(framework),
+                color=stack_colour(stack),
                 linestyle="-" if dtype == "float32" else "--",
-                label=f"{framework} {dtype}",
+                label=f"{stack} ({framework}) {dtype}",
             )
             if column == "median_s":
-                axis.fill_between(
-                    line["size"], line["q1_s"], line["q3_s"], color=framework_colour(framework), alpha=0.2
-                )
+                axis.fill_between(line["size"], line["q1_s"], line["q3_s"], color=stack_colour(stack), alpha=0.2)
         axis.set_xscale("log")
         log_ticks(axis.xaxis)
         if log_y:
@@ -47,10 +47,10 @@ def operator_grid(ops, column, ylabel, path, log_y, cap=None):
         if cap is not None:
             axis.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
             axis.set_ylim(0, cap * 1.05)
-        axis.set_title(f"{operator} · {device}", fontsize=10)
+        panel_heading(axis, f"{operator} · {device}")
         axis.set_xlabel("matrix side" if operator == "gemm" else "elements")
-        axis.set_ylabel(ylabel, fontsize=8)
-    legend_below(figure, fontsize=6)
+        axis.set_ylabel(ylabel)
+    legend_below(figure)
     save(figure, path)
 
 
@@ -168,12 +168,13 @@ def markdown(study, figures):
         copying, "fraction_of_ceiling", "fraction of the ceiling", figures / "ops_ceiling.svg", False, cap=CAP
     )
     return (
-        "Time per call against size (log-log; GEMM by matrix side, the others by element count):\n\n"
-        "![Operator time per call](figures/ops_time.svg)\n\n"
-        "Achieved fraction of the machine's ceiling (GEMM and dot: of the GEMM GFLOP/s ceiling; the others: "
-        f"of the memory-bandwidth ceiling; the dotted line), drawn up to {CAP:g}x, values above it at the top edge; "
-        "views and zero-copy imports, which move no data, are left out:\n\n"
-        "![Fraction of the ceiling](figures/ops_ceiling.svg)\n\n"
+        "![Operator time per call against size (log-log; GEMM by matrix side, the others by element count; band: "
+        "interquartile range)](figures/ops_time.svg)\n\n"
+        f"![Fraction of the ceiling achieved (dotted: the machine's ceiling), drawn up to {CAP:g}x](figures/"
+        "ops_ceiling.svg)\n\n"
+        "The fraction of the ceiling is of the GEMM GFLOP/s ceiling for GEMM and dot, of the memory-bandwidth "
+        "ceiling for the others; values above the cap sit at the top edge; views and zero-copy imports, which move "
+        "no data, are left out. "
         "At each operator's largest size:\n\n"
         + largest_size_table(measured)
         + causes_text(measured)

@@ -8,9 +8,10 @@ import subprocess
 
 INCLUDE = re.compile(r"\{\{<\s*include\s+(\S+)\s*>\}\}")
 
-# Pandoc sizes the columns of a pipe table whose lines are longer than --columns by its dash counts (all equal
-# here), which squeezes long names into narrow cells; with a width no table reaches, every column fits its content.
-TABLE_LINE_WIDTH = "--columns=100000"
+# Pandoc sizes the columns of a pipe table whose lines are longer than --columns by its dash counts
+# (common.column_dashes): the characters of a table line at the PDF's table size, so that a wide table spans the page
+# with each column in proportion to what it holds, and a narrow one keeps its natural widths.
+TABLE_LINE_WIDTH = "--columns=120"
 
 
 def render(document, title):

@@ -1,18 +1,20 @@
 """Input share, memory, utilisation and energy: per experiment (means over finished repeats) and over a run."""
 
+from dlbench.palette import release_styles, series_style
 from dlbench.report.common import (
     LINE_KEYS,
     cell,
     figure_grid,
-    framework_colour,
-    label,
-    legend_below,
+    figure_titles,
+    key_legend,
     markdown_table,
+    panel_heading,
     panel_rows,
     panel_title,
     panel_titles,
     save,
     share,
+    stack_rows,
     styled_lines,
     variant_labels,
 )
@@ -33,16 +35,10 @@ METHOD = (
 
 TRACE_METRICS = {
     "gpu_util_pct": "GPU utilisation %",
-    "gpu_memory_mb": "GPU memory used MiB",
+    "gpu_memory_mb": "GPU memory MiB",
     "power_w": "GPU power W",
-    "cpu_util_pct": "CPU utilisation, % of all cores",
-    "rss_mb": "host resident memory MiB",
-}
-
-MEMORY_PEAKS = {
-    "host_rss_peak_mb_mean": "host RSS",
-    "gpu_memory_peak_mb_mean": "GPU (NVML)",
-    "allocator_peak_mb_mean": "framework allocator",
+    "cpu_util_pct": "CPU % of all cores",
+    "rss_mb": "host RSS MiB",
 }
 
 GPU_COLUMNS = [
@@ -93,87 +89,72 @@ def resources_table(summary, runs):
 
 
 def telemetry_figure(summary, telemetry, path):
-    """Each experiment's first finished repeat over time, as its sampler recorded it: a row per dataset, model,
-    batch and device panel, a column per quantity measured there (the GPU's only where NVML read them)."""
+    """Small multiples: a row per quantity the sampler measured (the GPU's only where NVML read them), a column per
+    stack, each panel that stack's experiments' first finished repeats over time in its colour, its variants by
+    marker. One panel holds a few lines of one stack, not every stack's lines over one another."""
     traces = telemetry.merge(summary[["experiment_id", *LINE_KEYS]])
-    panels = [
-        (panel, [name for name in TRACE_METRICS if panel_rows(traces, panel)[name].notna().any()])
-        for panel in panel_titles(traces)
-    ]
-    columns = max(len(metrics) for _, metrics in panels)
-    figure, axes = figure_grid(len(panels) * columns, max_columns=columns, panel_size=(4.4, 2.8))
+    metrics = [name for name in TRACE_METRICS if traces[name].notna().any()]
+    stacks = sorted(set(traces["stack"]))
+    figure, axes = figure_grid(len(metrics) * len(stacks), max_columns=len(stacks), panel_height=1.3)
     axes = list(axes)
-    for row, (panel, metrics) in enumerate(panels):
-        part = panel_rows(traces, panel)
-        for column, axis in enumerate(axes[row * columns : (row + 1) * columns]):
-            if column >= len(metrics):
-                axis.set_visible(False)
-                continue
-            for name, line, style in styled_lines(part, label(part)):
-                axis.plot(
-                    line["t_s"], line[metrics[column]], linewidth=1, markevery=0.2, markersize=3, label=name, **style
-                )
-            axis.set_title(panel_title(panel), fontsize=8)
-            axis.set_xlabel("seconds since the process started", fontsize=8)
-            axis.set_ylabel(TRACE_METRICS[metrics[column]], fontsize=8)
-            axis.set_ylim(bottom=0)
-    legend_below(figure)
-    save(figure, path)
-
-
-def memory_figure(summary, path):
-    """Peak memory per experiment (means over finished repeats): host resident set, and on GPU the device memory
-    NVML saw and the framework allocator's own peak."""
-    measured = summary[summary["runs_ok"] > 0]
-    peaks = [column for column in MEMORY_PEAKS if measured[column].notna().any()]
-    panels = panel_titles(measured)
-    figure, axes = figure_grid(len(panels))
-    height = 0.8 / len(peaks)
-    for axis, panel in zip(axes, panels):
-        part = panel_rows(measured, panel).sort_values("host_rss_peak_mb_mean")
-        for index, column in enumerate(peaks):
-            positions = [y + (index - (len(peaks) - 1) / 2) * height for y in range(len(part))]
-            axis.barh(positions, part[column].fillna(0), height=height, label=MEMORY_PEAKS[column])
-        axis.set_yticks(range(len(part)), label(part))
-        axis.set_title(panel_title(panel), fontsize=10)
-        axis.set_xlabel("peak MiB")
-    legend_below(figure)
+    releases = release_styles(traces["stack"])
+    for row, metric in enumerate(metrics):
+        for column, stack in enumerate(stacks):
+            axis = axes[row * len(stacks) + column]
+            part = traces[traces["stack"] == stack].dropna(subset=[metric])
+            names = part["experiment_id"] + " " + part["machine"]
+            for _, line, style in styled_lines(part, names, releases):
+                axis.plot(line["t_s"], line[metric], linewidth=0.7, markevery=0.25, markersize=2.5, **style)
+            if part.empty:
+                axis.text(0.5, 0.5, "not measured", ha="center", va="center", fontsize=7, transform=axis.transAxes)
+                axis.set_xticks([])
+            axis.set_ylim(bottom=0, top=max(traces[metric].max(), 1) * 1.05)
+            axis.set_title(stack if row == 0 else "", fontsize=7)
+            axis.set_ylabel(TRACE_METRICS[metric] if column == 0 else "")
+            axis.set_xlabel("s since start" if row == len(metrics) - 1 else "")
+            if column:
+                axis.tick_params(labelleft=False)
+    key_legend(figure, traces)
     save(figure, path)
 
 
 def energy_figure(measured, path):
-    """GPU energy per trained image (training epochs only), per experiment where NVML reported power."""
+    """GPU energy per trained image (training epochs only), per experiment where NVML reported power: a row per
+    stack (the least energy on top), its variants by marker."""
     panels = panel_titles(measured)
-    figure, axes = figure_grid(len(panels))
+    titles = figure_titles(panels)
+    figure, axes = figure_grid(len(panels), max_columns=3, panel_height=0.6 + 0.17 * measured["stack"].nunique())
     for axis, panel in zip(axes, panels):
-        part = panel_rows(measured, panel).sort_values("gpu_energy_per_image_j_mean")
-        axis.barh(
-            label(part), part["gpu_energy_per_image_j_mean"], color=list(map(framework_colour, part["framework"]))
-        )
-        axis.set_title(panel_title(panel), fontsize=10)
+        part = panel_rows(measured, panel)
+        ys, ticks, stacks = stack_rows(part, -part["gpu_energy_per_image_j_mean"])
+        for index, row in part.iterrows():
+            style = series_style(row["stack"], row["variant"], row["data_placement"], linestyle="")
+            axis.plot(row["gpu_energy_per_image_j_mean"], ys[index], markersize=4, **style)
+        axis.set_yticks(ticks, stacks)
+        axis.set_xlim(left=0)
+        panel_heading(axis, titles[panel])
         axis.set_xlabel("joules per training image (mean of repeats)")
+    key_legend(figure, measured)
     save(figure, path)
 
 
 def resource_figures(summary, runs, telemetry, figures):
-    """The resource figures: telemetry over time and memory peaks always, energy per image where measured; then
-    whether CPU energy was measured."""
+    """The resource figures: telemetry over time always, energy per image where measured; then whether CPU energy
+    was measured. Peak memory is the table's: no figure repeats it."""
     pieces = []
     if len(telemetry):
         telemetry_figure(summary, telemetry, figures / "telemetry.svg")
         pieces.append(
-            "Over each experiment's first finished repeat, from the sampler's trace (on GPU: utilisation, "
-            "memory and power from NVML):\n\n![Telemetry over a run](figures/telemetry.svg)"
+            "![Telemetry over a run: a column per stack, its experiments' first finished repeats](figures/"
+            "telemetry.svg)\n\nOver each experiment's first finished repeat, from the sampler's trace (on GPU: "
+            "utilisation, memory and power from NVML); the table's means give each experiment's level."
         )
-    if (summary["runs_ok"] > 0).any():
-        memory_figure(summary, figures / "memory.svg")
-        pieces.append("Peak memory per experiment:\n\n![Peak memory](figures/memory.svg)")
     energy = summary[summary["gpu_energy_per_image_j_mean"].notna()]
     if len(energy):
         energy_figure(energy, figures / "energy.svg")
         pieces.append(
-            "Energy per training image, GPU board power integrated over the training epochs:\n\n"
-            "![Energy per image](figures/energy.svg)"
+            "![Energy per training image](figures/energy.svg)\n\n"
+            "Energy per training image: GPU board power integrated over the training epochs."
         )
     else:
         pieces.append("Energy is measured from the GPU's board power (NVML): no run of this report had it.")

@@ -16,30 +16,19 @@ def interval_cell(row, low, high):
     return f"{row[low]:,.0f} – {row[high]:,.0f}"
 
 
-def verdicts(comparisons):
-    """(experiment id, machine) -> its comparison's verdict against the group's baseline, in a word."""
-    short = {verdict: verdict.split(" within")[0].split(":")[0] for verdict in comparisons["verdict"].unique()}
-    named = {(row["experiment_id"], row["machine"]): short[row["verdict"]] for _, row in comparisons.iterrows()}
-    for _, row in comparisons.drop_duplicates(["baseline_experiment_id", "machine"]).iterrows():
-        named[(row["baseline_experiment_id"], row["machine"])] = "baseline"
-    return named
-
-
-def summary_table(summary, comparisons):
+def summary_table(summary):
     header = [
         "stack",
         "variant",
         "images/s (geometric mean)",
         "95% interval",
         "CV",
-        "against the baseline",
         "steady epoch s (median)",
         "first epoch s (median)",
         "inference images/s (geometric mean)",
         "accuracy (mean)",
         "runs ok",
     ]
-    verdict = verdicts(comparisons)
     sections = []
     for panel, part in summary.groupby(PANEL):
         rows = []
@@ -53,7 +42,6 @@ def summary_table(summary, comparisons):
                     throughput,
                     interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
                     cell(row, "train_images_per_s_cv", 1, percent),
-                    verdict.get((row["experiment_id"], row["machine"]), "–"),
                     cell(row, "steady_epoch_s_median", 3),
                     cell(row, "first_epoch_s_median", 3),
                     cell(row, "inference_images_per_s_gmean"),
@@ -68,7 +56,6 @@ def summary_table(summary, comparisons):
 def markdown(study, figures):
     return (
         "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); CV is "
-        "the coefficient of variation across repeats; against the baseline, the comparison's verdict (Comparisons): "
-        "equivalent or inconclusive is within noise of the group's baseline, whatever the figures' order.\n\n"
-        + summary_table(study.summary, study.comparisons)
+        "the coefficient of variation across repeats. Whether two experiments differ beyond noise is their "
+        "comparison's verdict (Comparisons), whatever the figures' order.\n\n" + summary_table(study.summary)
     )

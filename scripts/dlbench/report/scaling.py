@@ -4,6 +4,7 @@ scaling against the best at the same number of replicas."""
 import pandas as pd
 
 from dlbench.analysis.scaling import FAMILY
+from dlbench.palette import release_styles
 from dlbench.report.common import (
     figure_grid,
     label,
@@ -12,6 +13,7 @@ from dlbench.report.common import (
     method_word,
     number,
     p_text,
+    panel_heading,
     save,
     share,
     styled_lines,
@@ -38,9 +40,10 @@ def scaling_figure(curves, path):
     """Geometric-mean throughput against replicas per stack and variant, and dotted beside each its ideal: one
     replica's throughput times the replicas."""
     panels = [part for _, part in curves.groupby(PANEL, sort=True, dropna=False)]
-    figure, axes = figure_grid(len(panels))
+    figure, axes = figure_grid(len(panels), panel_height=2.0)
+    releases = release_styles(curves["stack"])
     for axis, part in zip(axes, panels):
-        for name, line, style in styled_lines(part, label(part)):
+        for name, line, style in styled_lines(part, label(part), releases):
             line = line.sort_values("replicas")
             axis.plot(line["replicas"], line["train_images_per_s_gmean"], label=name, **style)
             one = line[line["replicas"] == 1]["train_images_per_s_gmean"]
@@ -49,9 +52,9 @@ def scaling_figure(curves, path):
         counts = sorted(part["replicas"].unique())
         axis.set_xticks(counts, [str(count) for count in counts])
         axis.set_ylim(bottom=0)
-        axis.set_xlabel("replicas (dotted: ideal, one replica's throughput times the replicas)")
+        axis.set_xlabel("replicas (dotted: ideal)")
         axis.set_ylabel("training images/s")
-        axis.set_title(panel_title(part.iloc[0]), fontsize=9)
+        panel_heading(axis, panel_title(part.iloc[0]))
     legend_below(figure)
     save(figure, path)
 
@@ -121,6 +124,8 @@ def markdown(study, figures):
     curves = study.summary[study.summary["experiment_id"].isin(scaled)]
     scaling_figure(curves, figures / "scaling.svg")
     return (
+        "![Throughput against replicas; dotted, the ideal: one replica's throughput times the replicas]"
+        "(figures/scaling.svg)\n\n"
         "Each experiment on N data-parallel replicas (the stack's own mechanism: the record's `data_parallel`) "
         "against the same experiment on one, on the same machine. Speedup is the ratio of geometric-mean steady "
         "throughputs, tested as the comparisons are (paired by round, else unpaired); scaling efficiency is the "
@@ -130,5 +135,5 @@ def markdown(study, figures):
         'p Holm-adjusted within the N; "within noise" where neither a difference nor an equivalence is proven. '
         "Communication is the share of a fixed-batch step that leaving out the gradients' reduction saves, compute "
         "not hiding it (PyTorch's no_sync; a dash where a framework has no step without it).\n\n"
-        "![Throughput against replicas](figures/scaling.svg)\n\n" + scaling_tables(scaling)
+        + scaling_tables(scaling)
     )

@@ -1,66 +1,17 @@
-"""Summary: what ran, and per comparison group the conclusion the tests support, from the comparisons and versions
-tables only."""
+"""Summary: what ran and what the config left out, and where each finding is: page 1 for each group's answer,
+Comparisons for every experiment's verdict (printed there only), the version study's regressions flagged."""
 
 from dlbench.plan import WHY
-from dlbench.report.common import comparison_groups, deciding_text, group_title, ratio_text
+from dlbench.report.common import group_title, ratio_text
 
 TITLE = "Summary"
 
-CLOSING = (
-    "The conclusions above come from the comparisons table only (Comparisons): a stack is called faster or slower "
-    "than its group's baseline only where a test proves the difference, equivalent only where a test proves the ratio "
-    "within the margin, and inconclusive otherwise, with the repeats that would decide it; each names how its repeats "
-    "were compared (paired by round or unpaired), and the machine and versions are under Environments and provenance."
+WHERE_VERDICTS_ARE = (
+    "Each group's fastest, its lead over the runner-up and how sure that is are on page 1; every experiment's verdict "
+    "against its group's baseline (faster, slower, equivalent or inconclusive, with the repeats that would decide "
+    "it) is in Comparisons, from the comparisons table only, which never names a winner the tests did not prove. The "
+    "machine and versions are under Environments and provenance."
 )
-
-
-def decided_clause(members, verdict):
-    """One verdict's members, fastest first, each with its ratio and interval."""
-    listed = ", ".join(
-        f"{row['stack']} ({row['variant']}) {ratio_text(row)}"
-        for _, row in members.sort_values("ratio", ascending=False).iterrows()
-    )
-    return f"{verdict}: {listed}"
-
-
-def undecided_clause(members):
-    """The inconclusive members, fastest first, each with the repeats that would decide it."""
-    listed = [
-        f"{row['stack']} ({row['variant']}) {ratio_text(row)}, {deciding_text(row)}"
-        for _, row in members.sort_values("ratio", ascending=False).iterrows()
-    ]
-    return "inconclusive: " + "; ".join(listed)
-
-
-def methods_text(part):
-    """How a group's comparisons were tested: paired by round, unpaired, or some of each."""
-    methods = sorted(set(part["method"].dropna()))
-    return " and ".join(methods) + ", Holm within the group" if methods else "none tested"
-
-
-def conclusion(part):
-    """The sentence for one comparison group, from the comparisons table only: who is proven faster, slower or
-    equivalent, who is inconclusive (and what would decide it), who was not tested. It never names a winner the
-    tests did not prove."""
-    first = part.iloc[0]
-    clauses = []
-    equivalences = sorted(verdict for verdict in set(part["verdict"]) if verdict.startswith("equivalent"))
-    for verdict in ("faster", "slower", *equivalences):
-        members = part[part["verdict"] == verdict]
-        if len(members):
-            clauses.append(decided_clause(members, verdict))
-    undecided = part[part["verdict"] == "inconclusive"]
-    if len(undecided):
-        clauses.append(undecided_clause(undecided))
-    untested = part[part["verdict"].str.startswith("not tested")]
-    if len(untested):
-        clauses.append(
-            f"not tested (fewer than 3 ok repeats): {', '.join(untested['stack'] + ' (' + untested['variant'] + ')')}"
-        )
-    return (
-        f"- {group_title(first)}; against {first['baseline_stack']} ({first['baseline_variant']}, "
-        f"{first['baseline_rule']}; {methods_text(part)}): " + "; ".join(clauses) + "."
-    )
 
 
 def regression_lines(versions):
@@ -110,7 +61,6 @@ def markdown(study, figures):
             ),
             "",
         ]
-    lines += [conclusion(part) for _, part in comparison_groups(study.comparisons)]
     lines += regression_lines(study.versions)
-    lines += ["", CLOSING]
+    lines += ["", WHERE_VERDICTS_ARE]
     return "\n".join(lines) + "\n"

@@ -77,9 +77,11 @@ def markdown(study, figures):
         return None
     version_figure(study.versions, figures / "versions.svg")
     return (
+        "![Version ratios: newer over older release throughput, with the interval its verdict was tested at]"
+        "(figures/versions.svg)\n\n"
         "Newer release over older, per framework, backend and variant on otherwise identical experiments, "
-        "tested as the comparisons are (ratio of geometric-mean steady throughput with its interval at the level its verdict was tested at, paired "
-        "by round or else unpaired, Holm-adjusted within each experiment group; equivalence within "
-        f"{margin_text(study.versions)}); REGRESSION marks a proven slowdown:\n\n"
-        "![Version ratios](figures/versions.svg)\n\n" + versions_table(study.versions)
+        "tested as the comparisons are (ratio of geometric-mean steady throughput with its interval at the level its "
+        "verdict was tested at, paired by round or else unpaired, Holm-adjusted within each experiment group; "
+        f"equivalence within {margin_text(study.versions)}); REGRESSION marks a proven slowdown.\n\n"
+        + versions_table(study.versions)
     )
