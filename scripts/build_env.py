@@ -4,22 +4,13 @@ The env file names what a stack needs; its lock beside it (envs/<name>.lock.txt)
 transitively, each with its sha256, for one platform and Python. A venv is installed from the lock exactly (hashes
 required, no dependency resolution) in a folder named by the lock's hash: an edited lock gets a fresh venv and an
 unchanged one is reused (also across working directories that share the venv root). A lock out of date with its env
-file, or made for another platform or Python, is refused with the command that regenerates it. The installer runs in
-the env file's folder, as conda runs pip, so a local requirement names a folder from there: the driver's `-e ..`
-installs this checkout's library, editable (pyproject.toml), after the lock. Standard library only: it runs before any
-venv exists.
-
-The installer is uv (`uv pip install`, faster than pip: docs/findings.md) where it is found: beside the running
-interpreter, in this checkout's driver venv (.venv, which installs it) or on PATH; else pip, the venv's own.
-`--installer pip` (or DLBENCH_INSTALLER=pip) forces pip. uv reads none of pip's configuration, so it is given the
-package sources that pip's configuration names (index-url, extra-index-url, find-links, no-index), and compiles the
-bytecode at build time as pip does. Either way the venv is made by `python -m venv`, with pip, so both installers
-build the same venv and describe it with the same packages. Locks are made by pip.
+file, or made for another platform or Python, is refused with the command that regenerates it. pip runs in the env
+file's folder, as conda runs it, so a local requirement names a folder from there: the driver's `-e ..` installs this
+checkout's library, editable (pyproject.toml), after the lock. Standard library only: it runs before any venv exists.
 
     python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --venv-root .venvs --describe results/envs/x.json
     python3 scripts/build_env.py envs/driver.yaml --prefix .venv
     python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --prefix /tmp/t --wheels wheels/  # no package index
-    python3 scripts/build_env.py envs/tools.yaml --prefix /tmp/tools --installer pip
     python3 scripts/build_env.py --lock envs/torch-2.13-cpu.yaml  # no file named: every env file in envs/
     python3 scripts/build_env.py --existing /opt/torch/.venv/bin/python --describe results/envs/existing-x.json
 
@@ -29,7 +20,6 @@ packages with pip, or with importlib.metadata where it has no pip.
 """
 
 import argparse
-import ast
 import contextlib
 import fcntl
 import hashlib
@@ -53,19 +43,9 @@ REPO = Path(__file__).absolute().parents[1]
 HEADER_KEYS = ("command", "env-file-sha256", "platform", "python", "not-locked")
 # A GPU env file (by its name's device suffix) is locked from the package indexes alone, without pip's configuration
 # files and PIP_FIND_LINKS: a local wheel folder may hold a CPU build of the same release, whose local version
-# (`2.13.0+cpu`) pip prefers. PIP_INDEX_URL and PIP_EXTRA_INDEX_URL still apply. uv installs it from those sources alone.
+# (`2.13.0+cpu`) pip prefers. PIP_INDEX_URL and PIP_EXTRA_INDEX_URL still apply.
 GPU_ENV = re.compile(r"-(cuda|cu\d+)$")
-# How pip and uv report a file whose sha256 is not the lock's: pip in a heading, then `    name==version from ...`
-# lines; uv as "Hash mismatch for `name==version`".
-PIP_HASH_MISMATCH = "DO NOT MATCH THE HASHES"
-UV_HASH_MISMATCH = re.compile(r"Hash mismatch for `([^`]+)`")
-INSTALLERS = ("auto", "uv", "pip")
-INSTALLER_VARIABLE = "DLBENCH_INSTALLER"
-FORCE_PIP = f"--installer pip, or {INSTALLER_VARIABLE}=pip"
-DRIVER_VENV = REPO / ".venv"  # where the README builds the driver, whose lock installs uv
-# pip's configuration sections that apply to `pip install`, each overriding the ones before it (PIP_* variables last).
-PIP_SECTIONS = ("global", "install", ":env:")
-PIP_TRUE = ("1", "true", "yes", "on", "y", "t")
+HASH_MISMATCH = "DO NOT MATCH THE HASHES"
 
 
 def pip_requirements(env_file):
@@ -255,15 +235,6 @@ def index_arguments(wheels):
     return ["--no-index", "--find-links", str(Path(wheels).absolute())] if wheels else []
 
 
-def lock_environment(env_file):
-    """The environment pip resolves the env file's lock in, which decides where its files come from: a GPU env file's
-    without pip's configuration files and PIP_FIND_LINKS (GPU_ENV); None, this one, for the others."""
-    if not GPU_ENV.search(Path(env_file).stem):
-        return None
-    kept = {name: value for name, value in os.environ.items() if name != "PIP_FIND_LINKS"}
-    return dict(kept, PIP_CONFIG_FILE=os.devnull)
-
-
 def write_lock(env_file, wheels=None):
     """Resolve the env file's requirements as pip installs them here (a dry run, reported) and write its lock: every
     package with the sha256 of the file pip chose, and a header naming the env file's digest, the platform and
@@ -271,7 +242,10 @@ def write_lock(env_file, wheels=None):
     env_file = Path(env_file)
     python, target = build_interpreter(env_file)
     requirements = [line for line in pip_requirements(env_file) if not is_local(line)]
-    environment = None if wheels else lock_environment(env_file)
+    environment = None
+    if GPU_ENV.search(env_file.stem) and not wheels:
+        kept = {name: value for name, value in os.environ.items() if name != "PIP_FIND_LINKS"}
+        environment = dict(kept, PIP_CONFIG_FILE=os.devnull)
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
         resolve = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
@@ -319,112 +293,24 @@ def lock_all(paths, wheels=None):
         raise SystemExit("not locked (see above): " + ", ".join(failed))
 
 
-def find_uv():
-    """The uv executable beside the running interpreter (the driver's, whose lock installs it), in this checkout's
-    driver venv (the workflow's build job runs under python3, not the driver) or on PATH; None where there is none."""
-    for candidate in (Path(sys.executable).parent / "uv", DRIVER_VENV / "bin" / "uv"):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which("uv")
-
-
-def chosen_installer(installer=None):
-    """`installer` (None: $DLBENCH_INSTALLER, else auto) checked: auto, uv or pip."""
-    installer = installer or os.environ.get(INSTALLER_VARIABLE) or "auto"
-    if installer not in INSTALLERS:
-        raise SystemExit(f"installer {installer!r} ({INSTALLER_VARIABLE}): choose one of {', '.join(INSTALLERS)}")
-    return installer
-
-
-def chosen_uv(installer=None):
-    """The uv that installs the venv, or None for pip: uv where `installer` is uv, or auto and uv is found."""
-    installer = chosen_installer(installer)
-    uv = None if installer == "pip" else find_uv()
-    if installer == "uv" and uv is None:
-        raise SystemExit(
-            f"installer uv: no uv beside {sys.executable}, in {DRIVER_VENV / 'bin'} or on PATH; install it"
-            f" (`pip install uv`) or choose pip ({FORCE_PIP})"
-        )
-    return uv
-
-
-def pip_options(listing):
-    """{option: value} of pip's effective configuration for `pip install`, from the lines of `pip config list`
-    (`section.option='value'`), each section's value overriding the ones before it as pip applies them."""
-    found = {}
-    for line in listing.splitlines():
-        key, equals, value = line.partition("=")
-        section, _, option = key.rpartition(".")
-        if equals and section in PIP_SECTIONS:
-            found[PIP_SECTIONS.index(section), option] = ast.literal_eval(value)
-    return {option: value for (_, option), value in sorted(found.items())}
-
-
-def pip_configuration(python, environment=None):
-    """pip's effective configuration (its files and PIP_* variables) as the pip of `python` reads it in `environment`
-    (None: this one); empty where it cannot say."""
-    listed = subprocess.run(
-        [str(python), "-m", "pip", "config", "list"], check=False, capture_output=True, text=True, env=environment
+def pip_install(python, arguments, cwd, lock):
+    """pip install into a venv; a failure ends the build in one line, which names the packages whose files do not
+    match the lock's hashes where that is why (pip's own report of them stays in the log above it)."""
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--progress-bar", "off", *arguments],
+        cwd=cwd,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    return pip_options(listed.stdout) if listed.returncode == 0 else {}
-
-
-def uv_source_options(options):
-    """uv's options for the package sources that pip's configuration `options` names, since uv reads none of it: no
-    index, the index, the extra indexes and the folders or pages of links. What else it sets (a constraint, a
-    timeout) cannot change what a lock with hashes installs."""
-    sources = ["--no-index"] if str(options.get("no-index", "")).lower() in PIP_TRUE else []
-    if options.get("index-url"):
-        sources += ["--index-url", options["index-url"]]
-    extra = options.get("extra-index-url", "").split()
-    sources += [word for url in extra for word in ("--extra-index-url", url)]
-    sources += [word for link in options.get("find-links", "").split() for word in ("--find-links", link)]
-    if extra:
-        # pip takes a package's files from every index; uv by default only from the first index that has the package,
-        # which may lack the locked file. The lock's hashes still decide what installs.
-        sources += ["--index-strategy", "unsafe-best-match"]
-    return sources
-
-
-def install_command(uv, python, wheels, environment=None):
-    """The command that installs into the venv of `python`, before what it installs: uv's pip interface where `uv` is
-    given, told the folder of wheels or else the sources of pip's configuration in the lock's `environment`, and to
-    compile bytecode at build time as pip does (so the first timed run does not pay for it); else the venv's pip.
-    uv, unlike pip, takes a local build (`2.13.0+cpu`, in a folder of links) for a GPU lock's `torch==2.13.0` before
-    it looks at hashes, so it is told only the sources that lock was made from."""
-    if uv is None:
-        return [str(python), "-m", "pip", "install", "--progress-bar", "off", *index_arguments(wheels)]
-    sources = index_arguments(wheels) or uv_source_options(pip_configuration(python, environment))
-    return [uv, "pip", "install", "--python", str(python), "--compile-bytecode", *sources]
-
-
-def mismatched_packages(output):
-    """The packages (`name==version`) whose files do not match the lock's hashes, read from pip's or uv's output;
-    None where the failure is another."""
-    if PIP_HASH_MISMATCH in output:
-        return re.findall(r"^\s+(\S+==\S+) from ", output, flags=re.MULTILINE)
-    return UV_HASH_MISMATCH.findall(output) or None
-
-
-def install(command, arguments, cwd, lock):
-    """Install into a venv with `command` (pip's or uv's); a failure ends the build in one line, which names the
-    packages whose files do not match the lock's hashes where that is why (the installer's own report of them stays
-    in the log above it)."""
-    done = subprocess.run([*command, *arguments], check=False, cwd=cwd, stderr=subprocess.PIPE, text=True)
     sys.stderr.write(done.stderr)
     if done.returncode == 0:
         return
-    mismatched = mismatched_packages(done.stderr)
-    if mismatched is not None:
+    if HASH_MISMATCH in done.stderr:
+        mismatched = re.findall(r"^\s+(\S+==\S+) from ", done.stderr, flags=re.MULTILINE)
         raise SystemExit(
             f"{shown(lock)}: the file of {', '.join(mismatched) or 'a package'} does not match the lock's sha256: a"
             " changed or tampered file, or a lock made from other files; regenerate the lock only where the new file"
             " is trusted"
-        )
-    if Path(command[0]).name == "uv":  # find_uv's
-        raise SystemExit(
-            f"uv pip install failed (exit status {done.returncode}) building from {shown(lock)}: see above; pip"
-            f" instead: {FORCE_PIP}"
         )
     raise SystemExit(f"pip install failed (exit status {done.returncode}) building from {shown(lock)}: see above")
 
@@ -438,12 +324,10 @@ def locked(path):
         yield
 
 
-def build_venv(env_file, prefix, wheels=None, installer=None):
+def build_venv(env_file, prefix, wheels=None):
     """Create the venv at prefix from the env file's lock (then its local requirements), unless a complete one is
-    there; from a folder of wheels instead of any package index where `wheels` names one; with uv or pip as
-    `installer` chooses (None: $DLBENCH_INSTALLER, else auto: uv where found)."""
+    there; from a folder of wheels instead of any package index where `wheels` names one."""
     prefix = Path(prefix).absolute()
-    chosen_installer(installer)  # a misspelt choice is refused before anything is built
     python, target = build_interpreter(env_file)
     problem = lock_problem(env_file, target)
     if problem:
@@ -459,20 +343,16 @@ def build_venv(env_file, prefix, wheels=None, installer=None):
         if prefix.exists():
             print(f"removing incomplete {prefix}", flush=True)
             shutil.rmtree(prefix)
-        uv = chosen_uv(installer)  # after the removal: a rebuilt driver's own uv went with it
         print(f"creating {prefix} for {shown(env_file)} with {python} (Python {target[1]})", flush=True)
         subprocess.run([python, "-m", "venv", str(prefix)], check=True)
         folder, venv_python = Path(env_file).absolute().parent, prefix / "bin" / "python"
-        command = install_command(uv, venv_python, wheels, lock_environment(env_file))
-        print(
-            f"installing {shown(lock)}: {len(lock_pins(lock))} packages, hashes required, with {uv or 'pip'}",
-            flush=True,
-        )
-        install(command, ["--require-hashes", "--no-deps", "-r", str(lock)], folder, lock)
+        print(f"installing {shown(lock)}: {len(lock_pins(lock))} packages, hashes required", flush=True)
+        exact = ["--require-hashes", "--no-deps", *index_arguments(wheels), "-r", str(lock)]
+        pip_install(venv_python, exact, folder, lock)
         local = [line for line in pip_requirements(env_file) if is_local(line)]
         if local:
             print("installing from this checkout: " + " ".join(local), flush=True)
-            install(command, ["--no-deps", *pip_arguments(local)], folder, lock)
+            pip_install(venv_python, ["--no-deps", *index_arguments(wheels), *pip_arguments(local)], folder, lock)
         (prefix / COMPLETE_MARKER).write_text(build_key(env_file) + "\n")
         return prefix
 
@@ -530,9 +410,8 @@ def check_existing(python, module, declared_version, environment=None):
 
 
 def describe(env_file, python, deployment):
-    """What the env actually holds: interpreter, Python version, frozen packages and their hash. Listed with pip freeze
-    where the env has pip (each venv built here has it, whichever installer filled it, so uv and pip give one list),
-    else with importlib.metadata (an existing env without pip)."""
+    """What the env actually holds: interpreter, Python version, frozen packages and their hash. An existing env
+    (no env file) is listed with pip freeze where it has pip, else with importlib.metadata."""
     freeze = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True, text=True)
     found = inspect(python)
     packages = (
@@ -568,11 +447,6 @@ def main():
     )
     parser.add_argument("--describe", help="write a JSON description of the env here")
     parser.add_argument("--wheels", help="install (or lock) from this folder of wheels, with no package index")
-    parser.add_argument(
-        "--installer",
-        choices=INSTALLERS,
-        help=f"uv, pip, or auto: uv where found, else pip (the default, or ${INSTALLER_VARIABLE})",
-    )
     args = parser.parse_args()
     if args.lock is not None:
         if args.env_file:
@@ -586,7 +460,7 @@ def main():
         python, deployment = sys.executable, "conda"
     else:
         prefix = Path(args.prefix) if args.prefix else venv_prefix(args.venv_root, args.env_file)
-        python, deployment = build_venv(args.env_file, prefix, args.wheels, args.installer) / "bin" / "python", "venv"
+        python, deployment = build_venv(args.env_file, prefix, args.wheels) / "bin" / "python", "venv"
     if args.describe:
         write_json_atomic(args.describe, describe(args.env_file, python, deployment))
 

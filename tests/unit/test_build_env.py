@@ -13,24 +13,16 @@ from build_env import (
     build_interpreter,
     build_key,
     build_venv,
-    chosen_uv,
-    describe,
     env_files,
-    find_uv,
-    install_command,
     lock_header,
     lock_path,
     lock_pins,
     lock_problem,
     local_requirements,
-    mismatched_packages,
     pip_arguments,
-    pip_configuration,
-    pip_options,
     pip_requirements,
     python_pin,
     unlocked_reason,
-    uv_source_options,
     venv_prefix,
     write_lock,
 )
@@ -220,187 +212,18 @@ def a_wheel(folder, name, version, content):
     return path
 
 
-def an_installer(name, monkeypatch, tmp_path):
-    """The installer `name` for a real build, skipped where it is uv and none is found; uv with a cache of its own,
-    so that no file another build left there stands in for the test's."""
-    if name == "uv" and find_uv() is None:
-        pytest.skip("no uv beside this interpreter, in the checkout's driver venv or on PATH")
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    return name
-
-
-def a_tiny_env(folder):
-    """tiny.yaml pinning dlbench-tiny==1.0, locked from a folder holding its one wheel, made here (no network)."""
-    wheels = folder / "wheels"
+def test_a_lock_and_a_folder_of_wheels_build_an_env_with_no_index_and_a_changed_file_is_refused(tmp_path):
+    """The offline machine's case: the lock is made from the folder and the venv installed from it, no index asked;
+    a wheel whose file changed afterwards fails the build, naming the package."""
+    wheels = tmp_path / "wheels"
     a_wheel(wheels, "dlbench_tiny", "1.0", "first")
-    env_file = folder / "tiny.yaml"
+    env_file = tmp_path / "tiny.yaml"
     env_file.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - dlbench-tiny==1.0\n")
     write_lock(env_file, wheels)
-    return env_file, wheels
-
-
-@pytest.mark.parametrize("installer", ["pip", "uv"])
-def test_a_lock_and_a_folder_of_wheels_build_an_env_with_no_index_and_a_changed_file_is_refused(
-    installer, tmp_path, monkeypatch
-):
-    """The offline machine's case: the lock is made from the folder and the venv installed from it, no index asked,
-    its bytecode compiled; a wheel whose file changed afterwards fails the build, naming the package."""
-    installer = an_installer(installer, monkeypatch, tmp_path)
-    env_file, wheels = a_tiny_env(tmp_path)
     assert lock_pins(lock_path(env_file)) == {"dlbench-tiny": "1.0"} and lock_problem(env_file) is None
-    prefix = build_venv(env_file, tmp_path / "venv", wheels, installer)
-    imported = subprocess.run(
-        [prefix / "bin" / "python", "-c", "import dlbench_tiny; print(dlbench_tiny.VALUE)"],
-        capture_output=True,
-        check=False,
-    )
+    python = build_venv(env_file, tmp_path / "venv", wheels) / "bin" / "python"
+    imported = subprocess.run([python, "-c", "import dlbench_tiny; print(dlbench_tiny.VALUE)"], capture_output=True)
     assert imported.stdout.decode().strip() == "first"
-    assert list(prefix.glob("lib/python3.*/site-packages/__pycache__/dlbench_tiny.*.pyc"))
     a_wheel(wheels, "dlbench_tiny", "1.0", "tampered")
-    # uv would install the file it verified before, from its cache (files of one name are taken to be one): a cache
-    # without it makes uv read the changed file.
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "another-uv-cache"))
     with pytest.raises(SystemExit, match=r"tiny\.lock\.txt: the file of dlbench[-_]tiny==1\.0 does not match"):
-        build_venv(env_file, tmp_path / "other", wheels, installer)
-
-
-def test_uv_and_pip_build_venvs_that_are_described_alike(tmp_path, monkeypatch):
-    """A venv's packages (and their hash, which run records carry) do not tell which installer built it."""
-    an_installer("uv", monkeypatch, tmp_path)
-    env_file, wheels = a_tiny_env(tmp_path)
-    packages = {}
-    for installer in ("pip", "uv"):
-        python = build_venv(env_file, tmp_path / installer, wheels, installer) / "bin" / "python"
-        packages[installer] = describe(env_file, python, "venv")["packages"]
-    assert packages["uv"] == packages["pip"] and "dlbench_tiny==1.0" in packages["uv"]
-
-
-def test_an_env_without_pip_is_described_with_its_packages(tmp_path):
-    """An environment with no pip inside (an existing one) is listed with importlib.metadata."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp_path / "venv"], check=True)
-    info = next((tmp_path / "venv").glob("lib/python3.*/site-packages")) / "dlbench_tiny-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dlbench_tiny\nVersion: 1.0\n")
-    description = describe(None, tmp_path / "venv" / "bin" / "python", "existing")
-    assert description["packages"] == ["dlbench_tiny==1.0"]
-
-
-def an_executable(path):
-    """A stand-in executable at path (a uv that is never run)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n")
-    path.chmod(0o755)
-    return str(path)
-
-
-def test_the_installer_is_uv_where_found_else_pip_unless_pip_is_chosen(tmp_path, monkeypatch):
-    """uv beside the running interpreter, else in the checkout's driver venv, else on PATH; none: pip, and uv asked
-    for is refused with the way to pip."""
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "running" / "python"))
-    monkeypatch.setattr("build_env.DRIVER_VENV", tmp_path / "driver")
-    monkeypatch.setenv("PATH", str(tmp_path / "path"))
-    monkeypatch.delenv("DLBENCH_INSTALLER", raising=False)
-    assert chosen_uv() is None and chosen_uv("auto") is None and chosen_uv("pip") is None
-    with pytest.raises(SystemExit, match=r"installer uv: no uv .*--installer pip, or DLBENCH_INSTALLER=pip"):
-        chosen_uv("uv")
-    on_path = an_executable(tmp_path / "path" / "uv")
-    assert chosen_uv() == chosen_uv("uv") == on_path
-    in_driver = an_executable(tmp_path / "driver" / "bin" / "uv")
-    assert chosen_uv() == in_driver
-    beside = an_executable(tmp_path / "running" / "uv")
-    assert chosen_uv() == beside and chosen_uv("pip") is None
-    monkeypatch.setenv("DLBENCH_INSTALLER", "pip")
-    assert chosen_uv() is None and chosen_uv("uv") == beside
-    monkeypatch.setenv("DLBENCH_INSTALLER", "conda")
-    with pytest.raises(SystemExit, match="'conda' .*choose one of auto, uv, pip"):
-        chosen_uv()
-
-
-def test_pips_configuration_becomes_uvs_options_for_the_same_sources():
-    """uv reads no pip configuration: the sources it names are passed on, a PIP_* variable (`:env:`) overriding an
-    [install] section overriding [global], as pip reads them; several indexes searched as pip searches them."""
-    listing = (
-        ":env:.default-timeout='180'\n"
-        ":env:.find-links='/srv/wheels'\n"
-        "global.cert='/etc/ssl/certs/ca.crt'\n"
-        "global.extra-index-url='file:///mirror/a/simple\\nfile:///mirror/b/simple'\n"
-        "global.find-links='/srv/other'\n"
-        "global.index-url='https://global.example/simple'\n"
-        "install.index-url='https://install.example/simple'\n"
-    )
-    assert uv_source_options(pip_options(listing)) == [
-        *("--index-url", "https://install.example/simple"),
-        *("--extra-index-url", "file:///mirror/a/simple", "--extra-index-url", "file:///mirror/b/simple"),
-        *("--find-links", "/srv/wheels", "--index-strategy", "unsafe-best-match"),
-    ]
-    no_index = "global.no-index='true'\n:env:.find-links='/w /x'\n"
-    assert uv_source_options(pip_options(no_index)) == ["--no-index", "--find-links", "/w", "--find-links", "/x"]
-    assert uv_source_options(pip_options("")) == []
-
-
-def test_pips_configuration_is_read_as_pip_reads_its_files_and_variables(tmp_path, monkeypatch):
-    config = tmp_path / "pip.conf"
-    config.write_text(
-        "[global]\nfind-links = /from/file\nextra-index-url =\n    file:///a/simple\n    file:///b/simple\n"
-        "[install]\nindex-url = https://install.example/simple\n"
-    )
-    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
-    monkeypatch.setenv("PIP_FIND_LINKS", "/from/variable")
-    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
-        monkeypatch.delenv(name, raising=False)
-    options = pip_configuration(sys.executable)
-    assert options["find-links"] == "/from/variable" and options["index-url"] == "https://install.example/simple"
-    assert options["extra-index-url"].split() == ["file:///a/simple", "file:///b/simple"]
-    assert pip_configuration("/bin/false") == {}  # a Python without pip
-
-
-def test_uv_is_told_the_wheels_folder_alone_or_else_pips_sources_and_compiles_bytecode(tmp_path, monkeypatch):
-    monkeypatch.setattr("build_env.pip_configuration", lambda python, environment: {"find-links": "/srv/wheels"})
-    python, uv = tmp_path / "venv" / "bin" / "python", "/x/uv"
-    assert install_command(uv, python, None) == [
-        *(uv, "pip", "install", "--python", str(python), "--compile-bytecode"),
-        *("--find-links", "/srv/wheels"),
-    ]
-    wheels = tmp_path / "wheels"
-    assert install_command(uv, python, wheels)[-3:] == ["--no-index", "--find-links", str(wheels)]
-    assert install_command(None, python, None) == [str(python), "-m", "pip", "install", "--progress-bar", "off"]
-
-
-def test_a_hash_mismatch_is_read_from_pips_words_and_from_uvs():
-    pip_says = (
-        "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have updated the package"
-        " versions, please update the hashes. Otherwise, examine the package contents carefully; someone may have"
-        " tampered with them.\n    dlbench-tiny==1.0 from file:///w/dlbench_tiny-1.0-py3-none-any.whl:\n"
-        "        Expected sha256 0000\n             Got        1111\n"
-    )
-    uv_says = "error: Failed to download `dlbench-tiny==1.0`\n  cause: Hash mismatch for `dlbench-tiny==1.0`\n\n"
-    assert mismatched_packages(pip_says) == mismatched_packages(uv_says) == ["dlbench-tiny==1.0"]
-    assert mismatched_packages("error: Failed to fetch: `https://pypi.example/simple/a/`") is None
-
-
-def a_simple_index(folder, wheel):
-    """A package index in a folder (a file:// URL, as a mirror serves one), with one wheel and its sha256."""
-    page = folder / "simple" / wheel.name.split("-")[0].replace("_", "-") / "index.html"
-    page.parent.mkdir(parents=True)
-    page.write_text(f'<a href="{wheel.as_uri()}#sha256={file_sha256(wheel)}">{wheel.name}</a>\n')
-    return (folder / "simple").as_uri()
-
-
-def test_uv_builds_a_gpu_lock_from_its_index_though_a_folder_of_links_holds_a_local_build(tmp_path, monkeypatch):
-    """A GPU env's lock pins `==1.0` from the index, and PIP_FIND_LINKS names a folder holding `1.0+cpu`, which pip
-    passes over by its hash but uv would take (and fail on): uv is told the index alone, as the lock was made."""
-    an_installer("uv", monkeypatch, tmp_path)
-    index = a_simple_index(tmp_path / "index", a_wheel(tmp_path / "files", "dlbench_tiny", "1.0", "gpu build"))
-    a_wheel(tmp_path / "links", "dlbench_tiny", "1.0+cpu", "cpu build")
-    monkeypatch.setenv("PIP_INDEX_URL", index)
-    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
-    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-    env_file = tmp_path / "tiny-cuda.yaml"
-    env_file.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - dlbench-tiny==1.0\n")
-    write_lock(env_file)
-    assert lock_pins(lock_path(env_file)) == {"dlbench-tiny": "1.0"}
-    python = build_venv(env_file, tmp_path / "venv", installer="uv") / "bin" / "python"
-    imported = subprocess.run(
-        [python, "-c", "import dlbench_tiny; print(dlbench_tiny.VALUE)"], capture_output=True, check=False
-    )
-    assert imported.stdout.decode().strip() == "gpu build"
+        build_venv(env_file, tmp_path / "other", wheels)
