@@ -35,12 +35,14 @@ SCRIPT_RULES = {
 
 
 def study_config(root):
-    """The default config plus the rules it leaves out: max_batch searches, a downloaded dataset, an image folder
-    both prepared to arrays and streamed (its folders only: planning reads no image)."""
+    """The default config plus the rules it leaves out: the operator sweep (its schema default), max_batch searches,
+    a downloaded dataset, an image folder both prepared to arrays and streamed (its folders only: planning reads no
+    image)."""
     for split in ("train", "val"):
         for name in ("cat", "dog"):
             (root / "tiny" / split / name).mkdir(parents=True)
     config = yaml.safe_load((root / "config.yaml").read_text())
+    config.pop("ops")
     config |= {
         "repeats": 1,
         "race": {"enabled": False},
