@@ -13,7 +13,8 @@ against fixed rounds.
   stops. (A group-sequential boundary that uses the correlation between looks would spend less conservatively; the
   union bound needs no assumption on it.)
 - At a look each live rival is compared with the group's leader, the live experiment with the highest mean log
-  throughput among those with at least two ok rounds (one run has no spread to be tested with), paired by round (dlbench.analysis.statistics.paired_log_ratio: t on rounds - 1 degrees of freedom).
+  throughput among those with at least two ok rounds (one run has no spread to be tested with), paired by round
+  (dlbench.analysis.statistics.paired_log_ratio: t on rounds - 1 degrees of freedom).
   The leader can change between looks, so a look's alpha is shared among every pair the group could compare:
   k (k - 1) / 2 for k experiments. Each pair can be wrong one way only (its true ratio is 1, beyond the margin, or
   neither), so its difference test and its equivalence test (two one-sided tests) both run at that share.
@@ -230,11 +231,12 @@ def first_look_prior(groups, looks):
 
 def source_priors(ok, looks, source):
     """group key -> the first_look_prior of its noise source (source: key -> its source; None: one source)."""
+    source_of = source or (lambda key: None)
     by_source = {}
     for key, runs in ok.items():
-        by_source.setdefault(None if source is None else source(key), {})[key] = runs
+        by_source.setdefault(source_of(key), {})[key] = runs
     fitted = {name: first_look_prior(members, looks) for name, members in by_source.items()}
-    return {key: fitted[None if source is None else source(key)] for key in ok}
+    return {key: fitted[source_of(key)] for key in ok}
 
 
 def race_study(groups, looks, margin, pool=True, source=None):
