@@ -17,7 +17,8 @@ cost), one-replica-mechanisms (each data-parallel mechanism at one replica again
 counter against integrated power, the idle draw, a foreign GPU process under each policy, throttle reasons), max-batch
 (the largest batch that fits, found by a real out-of-memory error), workflow (a tiny study on the GPU through to its
 tables; the report renders on a machine with pandoc and typst, which do not fit in 64 MiB). `--only` runs chosen
-steps, `--budget-s` bounds the whole: every step needs about 17 minutes of an H200, two calls of a lent device.
+steps (the install always runs first), `--budget-s` bounds the whole: every step needs about 20 minutes of an H200, two
+calls of a lent device.
 
 `--cpu` runs the same steps on CPU with tiny sizes, the NVML checks against a scripted fake GPU and the workflow as a
 dry run: the test suite's proof that the command still works between lent devices.
@@ -52,7 +53,8 @@ CARRIED_WITHOUT_DEPENDENCIES = ("flax==0.12.8", "optax==0.2.8", "chex==0.1.91", 
 PREINSTALLED = ("numpy", "scipy", "jax", "jaxlib", "h5py", "ml_dtypes", "pandas", "pyarrow", "pillow", "psutil")
 # After the install: each module the steps import, its version or why it fails (printed on one line).
 IMPORTS_CHECK = """
-import importlib, sys
+import importlib, os, sys
+os.environ.setdefault("KERAS_BACKEND", "jax")  # Keras' default backend, TensorFlow, is not on the machine
 found = {}
 for name in ("snakemake", "jsonschema", "sklearn", "keras", "flax.nnx", "optax", "torch", "jax"):
     try:
@@ -315,7 +317,11 @@ def workflow_step(args, sizes):
         config.write_text(yaml.safe_dump(workflow_config(args, sizes)))
         command = [args.python, "-m", "snakemake", tables, "--configfile", config, "--cores", str(os.cpu_count())]
         command += ["--resources", "gpu=1"]
-        return [command + (["--dry-run"] if args.cpu else [])]
+        if args.cpu:
+            return [command + ["--dry-run"]]
+        # A step killed at its limit leaves Snakemake's lock behind: the next call's study would not start
+        unlock = [args.python, "-m", "snakemake", "--unlock", "--configfile", config]
+        return [unlock, command]
 
     def figures(out):
         if args.cpu:  # a dry run: the jobs it planned
@@ -328,7 +334,12 @@ def workflow_step(args, sizes):
         for folder in ("tables", "runs"):  # the report renders from these where pandoc and typst are
             shutil.copytree(harness.REPO / "results" / folder, out / "workflow" / folder, dirs_exist_ok=True)
         rows = read_rows(summary)
-        return "; ".join(f"{row['experiment_id']}: {float(row['train_images_per_s_gmean']):,.0f} img/s" for row in rows)
+        return "; ".join(
+            f"{row['experiment_id']}: {float(row['train_images_per_s_gmean']):,.0f} img/s"
+            if row["train_images_per_s_gmean"]
+            else f"{row['experiment_id']}: {row['statuses']}"
+            for row in rows
+        )
 
     return "workflow", commands, figures
 
@@ -347,11 +358,10 @@ def install_step(args):
 
 
 def steps(args):
-    """The steps in the order they run: most value per second of a lent device first. PyTorch's fp32 and AMP parity
-    rows come after its channels-last row; Keras on PyTorch's AMP row is last of its step."""
+    """The steps after the install, in the order they run: most value per second of a lent device first. PyTorch's
+    fp32 and AMP parity rows come after its channels-last row; Keras on PyTorch's AMP row is last of its step."""
     sizes = Sizes(args.cpu)
-    chosen = [] if args.cpu else [install_step(args)]
-    chosen += [
+    return [
         parity_step(args, sizes, "torch", ["fastest", "fp32", "amp"]),
         parity_step(args, sizes, "keras-jax", ["fp32", "amp"]),
         parity_step(args, sizes, "flax", ["fp32", "amp"]),
@@ -362,7 +372,6 @@ def steps(args):
         compile_step(args, sizes),
         workflow_step(args, sizes),
     ]
-    return chosen
 
 
 LIMITS_S = {  # each step's time on a GPU (three times as much on CPU, whose processes start slower)
@@ -432,6 +441,37 @@ def write_summary(out, rows):
     (out / "all.tgz.part").replace(out / "all.tgz")
 
 
+def run_step(out, args, step, started):
+    """One step's commands under its limit (cut to what the budget has left); its summary row."""
+    name, commands, figures = step
+    left = args.budget_s - (time.monotonic() - started)
+    limit = min(LIMITS_S.get(name, 120) * (1 if not args.cpu else 3), left)
+    row = {"step": name, "status": "not reached (budget spent)", "seconds": 0, "figures": "", "log": ""}
+    if limit < 10:
+        return row
+    log(out, f"step {name}: up to {limit:.0f} s")
+    step_started, log_path = time.monotonic(), out / "steps" / f"{name}.log"
+    for stale in (log_path, out / f"{name}.csv"):  # a step run again starts afresh
+        stale.unlink(missing_ok=True)
+    status = "ok"  # a step with nothing to run
+    try:
+        planned = commands(out)
+    except (RuntimeError, OSError) as error:  # e.g. an interpreter that cannot run the step's stack
+        planned, status = [], f"failed: {error}"
+    for command in planned:
+        status = run_command(command, log_path, limit - (time.monotonic() - step_started))
+        if status != "ok" and name != "install":  # a wheel that fails to install leaves the others to try
+            break
+    try:
+        found = figures(out)
+    except (OSError, KeyError, ValueError, IndexError) as error:
+        found = f"figures unreadable: {error}"
+    seconds = time.monotonic() - step_started
+    row.update(status=status, seconds=f"{seconds:.0f}", figures=found, log=str(log_path.relative_to(out)))
+    log(out, f"step {name}: {status} in {seconds:.0f} s; {found}")
+    return row
+
+
 def run(args):
     out = args.out.resolve()
     (out / "steps").mkdir(parents=True, exist_ok=True)
@@ -439,33 +479,14 @@ def run(args):
     # parity's workflow side) skips its half-minute build. Steady epochs, the figures compared, are not affected.
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(tempfile.gettempdir()) / "dlbench-acceptance-xla"))
     started, rows = time.monotonic(), []
+    log(out, f"on {harness.gpu_description() if not args.cpu else 'cpu'}, budget {args.budget_s} s")
+    if not args.cpu:  # first, whatever --only says: planning the other steps imports what the wheels bring
+        rows.append(run_step(out, args, install_step(args), started))
+        write_summary(out, rows)
     chosen = [step for step in steps(args) if not args.only or step[0] in args.only]
-    log(out, f"{len(chosen)} steps on {harness.gpu_description() if not args.cpu else 'cpu'}, budget {args.budget_s} s")
-    for name, commands, figures in chosen:
-        left = args.budget_s - (time.monotonic() - started)
-        limit = min(LIMITS_S.get(name, 120) * (1 if not args.cpu else 3), left)
-        row = {"step": name, "status": "not reached (budget spent)", "seconds": 0, "figures": "", "log": ""}
-        if limit >= 10:
-            log(out, f"step {name}: up to {limit:.0f} s")
-            step_started, log_path = time.monotonic(), out / "steps" / f"{name}.log"
-            for stale in (log_path, out / f"{name}.csv"):  # a step run again starts afresh
-                stale.unlink(missing_ok=True)
-            try:
-                planned = commands(out)
-            except (RuntimeError, OSError) as error:  # e.g. an interpreter that cannot run the step's stack
-                planned, status = [], f"failed: {error}"
-            for command in planned:
-                status = run_command(command, log_path, limit - (time.monotonic() - step_started))
-                if status != "ok" and name != "install":  # a wheel that fails to install leaves the others to try
-                    break
-            try:
-                found = figures(out)
-            except (OSError, KeyError, ValueError, IndexError) as error:
-                found = f"figures unreadable: {error}"
-            seconds = time.monotonic() - step_started
-            row.update(status=status, seconds=f"{seconds:.0f}", figures=found, log=str(log_path.relative_to(out)))
-            log(out, f"step {name}: {status} in {seconds:.0f} s; {found}")
-        rows.append(row)
+    log(out, f"{len(chosen)} steps: {', '.join(step[0] for step in chosen)}")
+    for step in chosen:
+        rows.append(run_step(out, args, step, started))
         write_summary(out, rows)
     log(out, f"done in {time.monotonic() - started:.0f} s: {out / 'summary.md'}")
 
@@ -692,7 +713,7 @@ def fetch_wheels(args):
     print(f"{folder}: {size / 2**20:.1f} MiB of wheels")
 
 
-def main():
+def parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     fetch = commands.add_parser("fetch-wheels", help="download the wheels the lent GPU machine lacks")
@@ -724,7 +745,11 @@ def main():
         measurement.add_argument("--warmup", type=int, default=1)
         measurement.add_argument("--trials", type=int, default=3)
         measurement.add_argument("--limit", type=int, default=8192)
-    args = parser.parse_args()
+    return parser
+
+
+def main():
+    args = parser().parse_args()
     if args.command == "fetch-wheels":
         fetch_wheels(args)
     elif args.command == "run":

@@ -5,6 +5,7 @@ Snakemake, no framework. Needs PyYAML only where the callers read those files.
 
 import itertools
 import json
+import sys
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
@@ -439,6 +440,13 @@ def redone_runs(config, experiments):
     )
 
 
+def driver_python():
+    """The interpreter running the workflow, as the user would type it again: the checkout's .venv/bin/python, or a
+    machine's own (an offline GPU machine's /opt/torch/.venv/bin/python)."""
+    executable = Path(sys.executable)
+    return str(executable.relative_to(Path.cwd())) if executable.is_relative_to(Path.cwd()) else str(executable)
+
+
 def end_of_invocation(config, experiments, logs_since, arguments):
     """What a workflow invocation says at its end, and whether it succeeded: the runs run again because the machine
     was busy; the failed runs by status with their logs and the command that retries them (Snakemake with the
@@ -448,9 +456,10 @@ def end_of_invocation(config, experiments, logs_since, arguments):
     if not failed:
         return lines, True
     unexpected = {run["status"] for run in failed} - set(config["expected_failures"])
-    failed_records = f".venv/bin/python scripts/plan.py failed {arguments}".strip()
+    python = driver_python()
+    failed_records = f"{python} scripts/plan.py failed {arguments}".strip()
     profile = "--profile profiles/slurm" if config["scheduler"] == "slurm" else ""
-    snakemake = " ".join(filter(None, [".venv/bin/python -m snakemake", profile, arguments]))
+    snakemake = " ".join(filter(None, [f"{python} -m snakemake", profile, arguments]))
     retry = f"Retry them with: {snakemake} --forcerun $({failed_records})"
     return [
         *lines,

@@ -66,3 +66,19 @@ def test_a_step_past_its_time_is_killed_with_its_children_and_the_summary_kept(t
     rows = [{"step": "a", "status": "timed out", "seconds": 1, "figures": "", "log": "step.log"}]
     gpu_acceptance.write_summary(tmp_path, rows)
     assert "| a | timed out | 1 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_on_a_gpu_the_wheels_install_first_whatever_only_names(tmp_path, monkeypatch):
+    """Planning the steps imports what the wheels bring (jsonschema, Snakemake): the install runs before it."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_acceptance
+
+    happened = []
+    install = ("install", lambda out: happened.append("install") or [], lambda out: "")
+    monkeypatch.setattr(gpu_acceptance, "install_step", lambda args: install)
+    monkeypatch.setattr(gpu_acceptance, "steps", lambda args: happened.append("planned") or [])
+    monkeypatch.setattr(gpu_acceptance.harness, "gpu_description", lambda: "a GPU")
+    parser = gpu_acceptance.parser()
+    args = parser.parse_args(["run", "--out", str(tmp_path), "--only", "workflow"])
+    gpu_acceptance.run(args)
+    assert happened == ["install", "planned"]

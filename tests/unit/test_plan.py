@@ -149,6 +149,7 @@ def test_an_invocation_ends_with_its_failed_runs_a_retry_command_and_fails_unles
     tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plan.sys, "executable", str(tmp_path / ".venv/bin/python"))
     table, _ = plan.experiment_table(CONFIG, STACKS, {})
     config = dict(CONFIG, scheduler="local", expected_failures=[])
     assert plan.end_of_invocation(config, table, None, "") == ([], True)  # nothing ran: no run failed
@@ -165,6 +166,9 @@ def test_an_invocation_ends_with_its_failed_runs_a_retry_command_and_fails_unles
     slurm = dict(config, scheduler="slurm", expected_failures=["oom"])
     lines, succeeded = plan.end_of_invocation(slurm, table, None, "")
     assert succeeded and "--profile profiles/slurm --forcerun" in lines[-1] and lines[-1].endswith("fail the run)")
+    monkeypatch.setattr(plan.sys, "executable", "/opt/torch/.venv/bin/python")  # a machine's own interpreter
+    lines, _ = plan.end_of_invocation(config, table, None, "")
+    assert lines[-1].startswith("Retry them with: /opt/torch/.venv/bin/python -m snakemake --forcerun")
 
 
 @pytest.fixture
