@@ -237,3 +237,71 @@ def test_raced_the_fastest_is_the_races_leader_and_the_runner_up_one_compared_wi
     row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
     assert (row["fastest_stack"], row["runner_up_stack"]) == ("torch-2.13", "jax-0.9")
     assert row["lead"] == pytest.approx(1 / 0.75) and row["confidence"] == "decisive"
+
+
+def test_a_rival_proven_equivalent_behind_a_runner_up_proven_slower_makes_a_tie_not_a_win():
+    experiments = [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 150.0), experiment("jax-0.9", 140.0)]
+    row = answer(
+        experiments,
+        [
+            compared("mxnet-1.9", "torch-2.13", 0.75, "slower"),
+            compared("jax-0.9", "torch-2.13", 0.98, "equivalent within 5 %"),
+        ],
+    )
+    assert row["lead_verdict"] == "slower" and row["confidence"] == "equivalent"
+    assert row["confidence_reason"] == (
+        "the runner-up is proven slower; jax-0.9 (eager) is proven equivalent within 5 %"
+    )
+
+
+def raced(experiments, rows, leader):
+    for row in rows:
+        row.update(race_leader=leader, race_outcome="undecided")
+    return fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
+
+
+def test_raced_a_live_rival_proven_faster_than_the_leader_is_named_and_the_others_chain_behind_it():
+    """The leader is chosen on each side's own rounds, a test pairs common rounds: a rival can be proven faster than
+    the leader. Page 1 names it, its lead is over the leader, and a rival proven slower than the leader is behind it."""
+    experiments = [
+        experiment("torch-2.13", 200.0, runs_ok=8),
+        experiment("mxnet-1.9", 190.0, runs_ok=6),
+        experiment("jax-0.9", 100.0, runs_ok=8),
+    ]
+    rows = [
+        compared("mxnet-1.9", "torch-2.13", 1.2, "faster"),
+        compared("jax-0.9", "torch-2.13", 0.5, "slower"),
+    ]
+    row = raced(experiments, rows, "torch-2.13_mlp")
+    assert (row["fastest_stack"], row["runner_up_stack"]) == ("mxnet-1.9", "torch-2.13")
+    assert row["lead"] == pytest.approx(1.2) and row["lead_low"] == pytest.approx(1.2 * 0.95)
+    assert (row["lead_verdict"], row["confidence"]) == ("slower", "decisive")
+
+
+def test_raced_a_rival_that_left_against_an_earlier_leader_counts_only_through_a_proven_chain():
+    experiments = [
+        experiment("torch-2.13", 200.0, runs_ok=8),
+        experiment("mxnet-1.9", 195.0, runs_ok=8),
+        experiment("jax-0.9", 100.0, runs_ok=3),
+    ]
+    eliminated_early = compared("jax-0.9", "mxnet-1.9", 0.5, "slower")
+    tie = [compared("mxnet-1.9", "torch-2.13", 0.98, "equivalent within 5 %"), eliminated_early]
+    row = raced(experiments, tie, "torch-2.13_mlp")  # jax is behind a tie member: out, and the answer is the tie
+    assert (
+        row["confidence"] == "equivalent"
+        and row["confidence_reason"] == "the runner-up is proven equivalent within 5 %"
+    )
+    undecided = [compared("mxnet-1.9", "torch-2.13", 0.98, "inconclusive"), eliminated_early]
+    row = raced(experiments, undecided, "torch-2.13_mlp")  # jax is behind a rival that is not out: not proven
+    assert row["confidence"] == "inconclusive" and row["confidence_reason"] == "inconclusive"
+    slower = [compared("mxnet-1.9", "torch-2.13", 0.9, "slower"), eliminated_early]
+    row = raced(experiments, slower, "torch-2.13_mlp")  # slower than a rival proven slower: slower
+    assert row["confidence"] == "decisive"
+    unproven = [
+        compared("mxnet-1.9", "torch-2.13", 0.9, "slower"),
+        compared("jax-0.9", "mxnet-1.9", 0.9, "inconclusive"),
+    ]
+    row = raced(experiments, unproven, "torch-2.13_mlp")
+    assert row["confidence_reason"] == (
+        "the runner-up is proven slower, but not jax-0.9 (eager): inconclusive against mxnet-1.9 (eager)"
+    )

@@ -21,6 +21,7 @@ from dlbench.analysis.statistics import (
     decisions,
     difference_p,
     equivalence_p,
+    freedom_after,
     holm,
     interval,
     log_interval,
@@ -222,3 +223,17 @@ def test_the_race_imports_no_scipy():
         "import sys, dlbench.analysis.race; assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=library_environment())
+
+
+def test_welchs_freedom_after_more_rounds_never_passes_what_the_smaller_side_would_give():
+    """Three runs against eight, one side noisy: each added round adds a run to both sides, so after ten rounds (five
+    against ten) Welch's freedom is the one those sides would give, not the ten per side that rounds - 1 assumes."""
+    rng = np.random.default_rng(3)
+    noisy, steady = list(np.exp(rng.normal(0, 0.2, 3))), list(np.exp(rng.normal(0, 0.01, 8)))
+    now = welch_log_ratio(noisy, steady)
+    later = welch_log_ratio([*noisy, *np.exp(rng.normal(0, 0.2, 2))], [*steady, *np.exp(rng.normal(0, 0.01, 2))])
+    assert now.rounds == 8 and now.freedom < 3
+    assert freedom_after(now, 10) == pytest.approx(now.freedom + 2) and freedom_after(now, 10) < 9
+    assert later.freedom < 9  # what ten rounds would give, as the estimate says, not rounds - 1
+    paired = paired_log_ratio([1.0, 1.1, 0.9], [1.0, 1.0, 1.0])
+    assert freedom_after(paired, 10) == 9  # exact for pairs

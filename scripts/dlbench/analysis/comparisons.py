@@ -37,6 +37,7 @@ from dlbench.analysis.pooling import pooled_across
 from dlbench.analysis.race import (
     ELIMINATED,
     RETIRED,
+    in_order,
     look_ratio,
     noise_source,
     ok_only,
@@ -230,7 +231,7 @@ def raced_comparisons(runs, summary, race, margin):
     races, priors = race_study(groups, looks, margin, race["pooled"], noise_source)
     described = summary.set_index(["experiment_id", "machine"])
     rows = []
-    for key, result in sorted(races.items()):
+    for key, result in in_order(races):
         throughputs = ok_only(groups[key])
         machine = key[GROUP.index("machine")]
         pairs = len(result.states) * (len(result.states) - 1) // 2

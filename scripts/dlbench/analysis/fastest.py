@@ -8,8 +8,10 @@ comparisons table holds.
 
 The answer is decisive only where every other tested experiment of the group is proven slower than the fastest, not
 the runner-up alone: a rival with a noisier measurement can stay unproven behind a runner-up that is proven slower,
-and naming the fastest claims it beats them all. Those claims are the comparisons' own, made in the family of every
-pair of the group, so naming the fastest holds the group's chance of a false claim at 0.05 too.
+and naming the fastest claims it beats them all. It is a tie where each rival is proven slower or equivalent and one
+is equivalent. Those claims are the comparisons' own, made in the family of every pair of the group (and, raced,
+over every look), so they hold together at 0.05: a raced rival judged against an earlier leader counts as slower
+through a chain of proven "slower" claims, and naming the fastest holds the group's chance of a false claim at 0.05.
 
 Beside it: the rounds the group ran, its race's outcome where the study raced, and for an inconclusive answer what
 would decide it: the rounds its unproven rivals need at the ratio and spread they show (the comparisons'
@@ -24,6 +26,7 @@ from dlbench.analysis.statistics import MIN_REPEATS
 from dlbench.analysis.tables import GROUP
 
 DECISIVE, EQUIVALENT, INCONCLUSIVE, UNTESTED = "decisive", "equivalent", "inconclusive", "untested"
+FASTER, SLOWER = "faster", "slower"  # the comparisons' verdicts of a rival against its baseline
 CONTENDED, ALONE, FAILED = "contended", "alone", "failed"
 COLUMNS = [
     *GROUP,
@@ -64,8 +67,17 @@ def race_leader(compared):
     return leaders.iloc[0] if len(leaders) else None
 
 
+def page_leader(compared):
+    """The experiment page 1 names first where the study raced: the race's leader at its last look, unless a live
+    rival was proven faster than it (the leader is chosen on each side's own rounds, the test pairs their common ones):
+    then the quickest of those rivals. None where the study did not race."""
+    leader = race_leader(compared)
+    beat = compared[(compared["baseline_experiment_id"] == leader) & (compared["verdict"] == FASTER)]
+    return leader if beat.empty else beat.loc[beat["ratio"].idxmax(), "experiment_id"]
+
+
 def ranked(part, leader=None):
-    """The group's measured experiments, fastest first; the race's leader first where it raced (the race compared
+    """The group's measured experiments, fastest first; `leader` first where the study raced (the race compared
     every rival with it, over the rounds it ran: a rival that left early may show a higher mean over fewer rounds),
     then those with enough ok repeats to be tested before the rest, as the comparisons' baseline is chosen."""
     measured = part[part["train_images_per_s_gmean"].notna()]
@@ -75,12 +87,51 @@ def ranked(part, leader=None):
     )
 
 
+def flipped(verdict):
+    """A pair's verdict read from the other side."""
+    return {FASTER: SLOWER, SLOWER: FASTER}.get(verdict, verdict)
+
+
+def claims(compared):
+    """{(a, b): the verdict of a against b} for every tested pair of the group's comparisons, both ways round."""
+    tested = compared[~compared["verdict"].str.startswith("not tested")]
+    found = {}
+    for rival, baseline, verdict in tested[["experiment_id", "baseline_experiment_id", "verdict"]].itertuples(False):
+        found[(rival, baseline)], found[(baseline, rival)] = verdict, flipped(verdict)
+    return found
+
+
+def against_fastest(fastest, compared, names):
+    """{rival: its standing against the fastest}. A rival compared with the fastest reads its verdict. A raced rival
+    judged against an earlier leader, or against the leader a rival was proven faster than, stands behind the fastest
+    where proven slower than an experiment that is itself proven slower than the fastest ("slower") or equivalent to
+    it ("slower than <that experiment>", out of the running beside a tie): every claim of the group holds together at
+    the family's level, so the chain does too. Any other rival reads its own verdict against its comparator. `names`:
+    {experiment: the name a reader sees}."""
+    found = claims(compared)
+    standing = {rival: verdict for (rival, other), verdict in found.items() if other == fastest}
+    behind = True
+    while behind:  # follow the chains of "slower" until no rival joins
+        behind = False
+        for (rival, other), verdict in found.items():
+            if rival != fastest and rival not in standing and verdict == SLOWER and proven(standing.get(other, "")):
+                standing[rival] = SLOWER if standing[other] == SLOWER else f"slower than {names[other]}"
+                behind = True
+    for (rival, other), verdict in found.items():
+        if rival != fastest and rival not in standing:
+            standing[rival] = f"{verdict} against {names[other]}"
+    return standing
+
+
 def runner_up_of(order, compared):
-    """The runner-up: the quickest other experiment compared with the fastest, where any is (raced, a rival that left
-    against an earlier leader was never compared with the last one), else the quickest other."""
-    others = order.iloc[1:]
-    against = compared.loc[compared["baseline_experiment_id"] == order.iloc[0]["experiment_id"], "experiment_id"]
-    judged = others[others["experiment_id"].isin(set(against))]
+    """The runner-up: the quickest other experiment compared with the fastest as their baseline, or the race's leader
+    where the fastest is a rival proven faster than it, where any is (raced, a rival that left against an earlier
+    leader was never compared with the last one), else the quickest other."""
+    others, fastest, leader = order.iloc[1:], order.iloc[0]["experiment_id"], race_leader(compared)
+    against = set(compared.loc[compared["baseline_experiment_id"] == fastest, "experiment_id"])
+    if leader != fastest and claims(compared).get((fastest, leader)) == FASTER:
+        against.add(leader)
+    judged = others[others["experiment_id"].isin(against)]
     return judged.iloc[0] if len(judged) else others.iloc[0]
 
 
@@ -89,13 +140,24 @@ def name(row):
 
 
 def lead_of(fastest, runner_up, compared):
-    """(lead, low, high, confidence, verdict) of the fastest over the runner-up: the runner-up's row of the group's
-    comparisons, inverted (its interval is at the level its verdict was tested at), where the group's baseline is the
-    fastest; else the ratio of geometric means, untested."""
-    row = compared[compared["experiment_id"] == runner_up["experiment_id"]]
-    if len(row) and row.iloc[0]["baseline_experiment_id"] == fastest["experiment_id"]:
-        row = row.iloc[0]
+    """(lead, low, high, confidence, verdict) of the fastest over the runner-up: their row of the group's comparisons,
+    inverted where the runner-up was compared with the fastest (its interval is at the level its verdict was tested
+    at), read as it is where the fastest was compared with the runner-up (a raced rival proven faster than the
+    leader); else the ratio of geometric means, untested."""
+    pair = compared[
+        (compared["experiment_id"] == runner_up["experiment_id"])
+        & (compared["baseline_experiment_id"] == fastest["experiment_id"])
+    ]
+    if len(pair):
+        row = pair.iloc[0]
         return 1 / row["ratio"], 1 / row["ratio_high"], 1 / row["ratio_low"], row["ratio_confidence"], row["verdict"]
+    pair = compared[
+        (compared["experiment_id"] == fastest["experiment_id"])
+        & (compared["baseline_experiment_id"] == runner_up["experiment_id"])
+    ]
+    if len(pair):
+        row = pair.iloc[0]
+        return row["ratio"], row["ratio_low"], row["ratio_high"], row["ratio_confidence"], flipped(row["verdict"])
     ratio = fastest["train_images_per_s_gmean"] / runner_up["train_images_per_s_gmean"]
     baseline = compared["baseline_stack"].iloc[0] if len(compared) else "another experiment"
     untested = f"{UNTESTED}: the group's baseline is {baseline} (comparison_baseline)"
@@ -103,27 +165,22 @@ def lead_of(fastest, runner_up, compared):
 
 
 def proven(verdict):
-    return verdict == "slower" or verdict.startswith("equivalent")
+    """Out of the running against the fastest: proven slower (directly or by a chain), or equivalent."""
+    return verdict.startswith(SLOWER) or verdict.startswith("equivalent")
 
 
-def unproven_rivals(fastest, runner_up, compared):
-    """The other rivals of the fastest (the runner-up aside) that its comparisons test but prove neither slower nor
-    equivalent, as "stack (variant): verdict"; experiments with too few repeats to test are named apart
-    (faster_untested)."""
-    rivals = compared[
-        (compared["baseline_experiment_id"] == fastest["experiment_id"])
-        & (compared["experiment_id"] != runner_up["experiment_id"])
-        & ~compared["verdict"].str.startswith("not tested")
-    ]
-    return [f"{name(rival)}: {rival['verdict']}" for _, rival in rivals.iterrows() if not proven(rival["verdict"])]
+def other_rivals(names, runner_up, standing):
+    """[(name, standing)] of the fastest's tested rivals other than the runner-up; experiments with too few repeats
+    to test are named apart (faster_untested)."""
+    return [(names[rival], verdict) for rival, verdict in standing.items() if rival != runner_up["experiment_id"]]
 
 
-def confidence(verdict, unmeasured, unproven=()):
-    """(flag, why): decisive (the runner-up and every other tested rival proven slower), equivalent (each proven
-    slower or within the equivalence margin, the runner-up within it), inconclusive (a rival proven neither: the
+def confidence(verdict, unmeasured, others=()):
+    """(flag, why): decisive (the runner-up and every other tested rival proven slower), equivalent (a tie: each rival
+    proven slower or within the equivalence margin, and one within it), inconclusive (a rival proven neither: the
     runner-up's verdict, else the unproven rivals), untested (the comparisons are against another baseline), alone
     (no runner-up: verdict None), or contended where an experiment of the group was never measured clean: a contender
-    may be missing."""
+    may be missing. `others`: [(name, standing)] of the other tested rivals (other_rivals)."""
     if unmeasured:
         return CONTENDED, f"{unmeasured} experiment(s) of the group never measured clean (machine busy)"
     if verdict is None:
@@ -132,11 +189,13 @@ def confidence(verdict, unmeasured, unproven=()):
         return UNTESTED, verdict
     if not proven(verdict):
         return INCONCLUSIVE, verdict
+    unproven = [f"{rival}: {standing}" for rival, standing in others if not proven(standing)]
     if unproven:
         return INCONCLUSIVE, f"the runner-up is proven {verdict}, but not " + "; ".join(unproven)
-    if verdict == "slower":
+    tied = [f"{rival} is proven {standing}" for rival, standing in others if standing.startswith("equivalent")]
+    if verdict == SLOWER and not tied:
         return DECISIVE, "the runner-up and every other tested experiment are proven slower"
-    return EQUIVALENT, f"the runner-up is proven {verdict}"
+    return EQUIVALENT, "; ".join([f"the runner-up is proven {verdict}", *tied])
 
 
 def open_rivals(fastest, compared):
@@ -151,8 +210,9 @@ def what_would_decide(part, fastest, compared):
     needs, and the minutes the added rounds of those rivals and the fastest would take; (None, None) where no
     practical number would decide one of them."""
     rivals = open_rivals(fastest, compared)
-    if rivals.empty or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
-        return None, None
+    beaten = (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == FASTER)
+    if rivals.empty or beaten.any() or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
+        return None, None  # more rounds do not decide for the fastest against a rival proven faster than it
     needed = int(rivals["repeats_to_decide"].max())
     more = max(needed - int(rivals["pairs"].min()), 0)
     racing = part[part["experiment_id"].isin([fastest["experiment_id"], *rivals["experiment_id"]])]
@@ -197,7 +257,7 @@ def to_target(part):
 def group_row(key, part, compared):
     row = dict(zip(GROUP, key), experiments=len(part))
     unmeasured = int((part["measurement_note"].fillna("") != "").sum())
-    order = ranked(part, race_leader(compared))
+    order = ranked(part, page_leader(compared))
     if order.empty:
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
@@ -214,14 +274,16 @@ def group_row(key, part, compared):
     row.update({column: fastest[column] for column in FASTEST_COSTS if column in fastest})
     quicker = order[~order["testable"] & (order["train_images_per_s_gmean"] > fastest["train_images_per_s_gmean"])]
     row["faster_untested"] = ", ".join(name(late) for _, late in quicker.iterrows()) or None
-    verdict, unproven = None, []
+    verdict, others = None, []
     if len(order) > 1:
+        names = {row["experiment_id"]: name(row) for _, row in part.iterrows()}
+        standing = against_fastest(fastest["experiment_id"], compared, names)
         runner_up = runner_up_of(order, compared)
         lead, low, high, level, verdict = lead_of(fastest, runner_up, compared)
-        unproven = unproven_rivals(fastest, runner_up, compared)
+        others = other_rivals(names, runner_up, standing)
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
-    row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, unproven)
+    row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     row.update(race_columns(part, fastest, compared, row["confidence"]))
     quickest = to_target(part)
     if quickest is not None:

@@ -239,9 +239,10 @@ def holm_levels(p_values, alpha=ALPHA, hypotheses=None):
 
 def freedom_after(log_ratio, rounds):
     """The degrees of freedom the comparison's t would have after `rounds` rounds: those it has plus one per round
-    added (a pooled comparison keeps the prior's), never fewer than rounds - 1 (exact for pairs on their own, the
-    fewest Welch's test can have with that many runs per side)."""
-    return max(rounds - 1, log_ratio.freedom + rounds - log_ratio.rounds)
+    added (exact for pairs; a pooled comparison keeps the prior's). Unpaired, a round adds a run to each side, and
+    Welch's freedom, never below the smaller side's runs - 1, grows by at least one a round: `rounds` counts the
+    larger side's runs, so rounds - 1 would overstate it where the sides differ."""
+    return max(1, log_ratio.freedom + rounds - log_ratio.rounds)
 
 
 def decides_after(log_ratio, margin, rounds, alpha, power):
