@@ -2,16 +2,21 @@
 difference the comparisons claim is false. In a copy of the workflow, envs/stacks.yaml gains a twin of each named
 stack (`<stack>-twin`: the same framework, env and adapter), and the study compares the two in every group of
 --models x --datasets. Printed per group: the race's outcome, the verdict, the rounds and the ratio with its
-interval; then the groups with a false claim ("slower" between twins) against the 5 % the tests are set to, and the
-ties proven. Run from the repository root with the stack venvs built (no other work of yours beside it: quote the
-foreign load with the figures):
+interval, the standard deviation of the twins' paired log ratio over every round (what a race's decisions rest on)
+and each twin's between-process share of its variance; then the groups with a false claim ("slower" between twins)
+against the 5 % the tests are set to, and the ties proven. `--set KEY=VALUE` (a YAML value) changes a config key, to
+measure a counter-measure's effect on the noise: `--set cpu_threads=1`. Run from the repository root with the stack
+venvs built (no other work of yours beside it: quote the foreign load with the figures):
 
     .venv/bin/python benchmarks/aa_study.py [--stacks torch-2.13 mxnet-1.9] [--models mlp lenet]
-        [--datasets digits synthetic-32x32x3] [--looks 5 8] [--max-foreign-cores CORES] [--keep DIR]
+        [--datasets digits synthetic-32x32x3] [--looks 5 8] [--max-foreign-cores CORES] [--set KEY=VALUE ...]
+        [--keep DIR]
 """
 
 import argparse
 import csv
+import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,6 +63,24 @@ def twins(row):
     return row["stack"].removesuffix("-twin") == row["baseline_stack"].removesuffix("-twin")
 
 
+def paired_sd(runs, row):
+    """The standard deviation of the twins' log throughput ratio, round by round, over every round both ran ok."""
+    rounds = {}
+    for run in runs:
+        if run["status"] == "ok" and run["experiment_id"] in (row["experiment_id"], row["baseline_experiment_id"]):
+            rounds.setdefault(run["rep"], {})[run["experiment_id"]] = math.log(float(run["train_images_per_s"]))
+    ratios = [
+        pair[row["experiment_id"]] - pair[row["baseline_experiment_id"]] for pair in rounds.values() if len(pair) == 2
+    ]
+    return (statistics.stdev(ratios) if len(ratios) > 1 else math.nan), len(ratios)
+
+
+def setting(text):
+    """KEY=VALUE, the value read as YAML: ("cpu_threads", 1)."""
+    key, _, value = text.partition("=")
+    return key, yaml.safe_load(value)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stacks", nargs="+", default=["torch-2.13", "mxnet-1.9"])
@@ -72,6 +95,7 @@ def main():
         help="measure runs beside up to this much foreign CPU load (contention.max_foreign_cpu_cores): an A/A study "
         "under load, where the twins' noise is not stationary, tests the statistics harder",
     )
+    parser.add_argument("--set", type=setting, action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(args.keep or temporary)
@@ -83,6 +107,7 @@ def main():
         config.pop("grids", None)
         if args.max_foreign_cores is not None:
             config["contention"] = {"max_foreign_cpu_cores": args.max_foreign_cores}
+        config.update(args.set)
         (root / "config.yaml").write_text(yaml.safe_dump(config))
         started = time.perf_counter()
         with open(root / "snakemake.log", "w") as log:
@@ -94,12 +119,21 @@ def main():
         if code or not (tables / "comparisons.csv").exists():
             sys.exit(f"the study failed after {wall / 60:.1f} min: see {root / 'snakemake.log'}")
         rows = [row for row in read_csv(tables / "comparisons.csv") if twins(row)]
-        print(f"A/A study: {len(rows)} groups of twins, {wall / 60:.1f} min")
+        runs, summary = read_csv(tables / "runs.csv"), read_csv(tables / "summary.csv")
+        described = {
+            row["experiment_id"]: f"{float(row['train_images_per_s_gmean']):,.0f} img/s, between-process share "
+            f"{float(row['between_process_share'] or 'nan'):.2f}"
+            for row in summary
+        }
+        print(f"A/A study: {len(rows)} groups of twins, {wall / 60:.1f} min, settings {dict(args.set)}")
         for row in rows:
+            sd, rounds = paired_sd(runs, row)
+            each = "; ".join(described[row[key]] for key in ("experiment_id", "baseline_experiment_id"))
             print(
                 f"  {row['stack']} vs {row['baseline_stack']} on {row['model']}/{row['dataset']}: "
                 f"{row['race_outcome'] or 'unraced'}, {row['verdict']} after {row['pairs']} rounds, ratio "
-                f"{float(row['ratio']):.3f} [{float(row['ratio_low']):.3f}, {float(row['ratio_high']):.3f}]"
+                f"{float(row['ratio']):.3f} [{float(row['ratio_low']):.3f}, {float(row['ratio_high']):.3f}]; "
+                f"paired SD {sd:.3f} over {rounds} rounds; twins {each}"
             )
         false = sum(row["verdict"] in ("faster", "slower") for row in rows)
         ties = sum(row["verdict"].startswith("equivalent") for row in rows)

@@ -166,6 +166,11 @@ def extra_steady_epochs(experiment, seconds, start):
     return [seconds * (1 + 0.01 * math.sin(start + k)) for k in range(4)]
 
 
+def fitted_loss(experiment, epoch):
+    """A set fitted from the first epoch: test losses of millionths, MXNet's below zero by float rounding."""
+    return -1.3e-6 if experiment["stack"].startswith("mxnet") else 2e-6 / (epoch + 1)
+
+
 def write_run(folder, experiment, speed, rep, start, contended=False):
     record = base_record(dict(experiment, rep=rep), dict(ENV, packages_sha256=experiment["stack"][0] * 64), REPO)
     framework_version = STACKS[experiment["stack"]][2]
@@ -199,7 +204,7 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
             epoch_eval_s=[0.1] * 3,
             loss_curve=[1.5, 0.9, 0.6],
             train_images_per_s=images / seconds,
-            inference_images_per_s=3600.0,
+            inference_images_per_s=3600.0 * (2 if experiment["stack"] == "torch-2.13" else 1),  # a reversal
             final_test_accuracy=0.91,
             time_to_target_s=epochs[0] if at_first_epoch else sum(epochs),
             images_per_epoch=images,
@@ -270,7 +275,7 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
                     train_s,
                     0.1,
                     1.5 / (epoch + 1),
-                    1.6 / (epoch + 1),
+                    fitted_loss(experiment, epoch) if at_first_epoch else 1.6 / (epoch + 1),
                     0.95 if at_first_epoch else 0.7 + 0.07 * epoch,
                     images,
                     images / train_s,

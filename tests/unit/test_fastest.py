@@ -305,3 +305,18 @@ def test_raced_a_rival_that_left_against_an_earlier_leader_counts_only_through_a
     assert row["confidence_reason"] == (
         "the runner-up is proven slower, but not jax-0.9 (eager): inconclusive against mxnet-1.9 (eager)"
     )
+
+
+def test_the_fastest_at_inference_is_named_beside_the_fastest_to_train_with_both_throughputs():
+    experiments = [
+        dict(experiment("keras-3-jax", 200.0), inference_images_per_s_gmean=133_000.0),
+        dict(experiment("torch-2.13", 150.0), inference_images_per_s_gmean=301_000.0),
+    ]
+    row = answer(experiments, [compared("torch-2.13", "keras-3-jax", 0.75, "slower")])
+    assert (row["fastest_stack"], row["inference_stack"]) == ("keras-3-jax", "torch-2.13")
+    assert (row["inference_images_per_s"], row["fastest_inference_images_per_s"]) == (301_000.0, 133_000.0)
+    unmeasured = answer([experiment("keras-3-jax", 200.0)], [])
+    assert pd.isna(unmeasured["inference_stack"])
+    tied = [dict(row, inference_images_per_s_gmean=133_000.0) for row in experiments]
+    row = answer(tied, [compared("torch-2.13", "keras-3-jax", 0.75, "slower")])
+    assert row["inference_stack"] == "keras-3-jax"  # a tie at inference keeps the fastest to train

@@ -2,8 +2,9 @@
 MIN_REPEATS ok repeats, where the group has any: as the comparisons' baseline is chosen), its throughput with
 interval, its lead over the runner-up with the comparisons table's verdict and interval (at the level that verdict was
 tested at, so the two agree), its cost per million images where the config sets a price, faster experiments with too
-few repeats to test, the first to reach the target accuracy in every repeat where that is another experiment, and how far the answer
-can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
+few repeats to test, the first to reach the target accuracy in every repeat where that is another experiment, the
+fastest at inference (geometric means, untested: inference is measured once a run and not raced), and how far the
+answer can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
 comparisons table holds.
 
 The answer is decisive only where every other tested experiment of the group is proven slower than the fastest, not
@@ -56,6 +57,10 @@ COLUMNS = [
     "rounds_to_decide",
     "minutes_to_decide",
     "resolvable_lead",
+    "inference_stack",
+    "inference_variant",
+    "inference_images_per_s",
+    "fastest_inference_images_per_s",
 ]
 # The fastest's cost per million images with its interval, where the summary has costs (a price is set).
 FASTEST_COSTS = [column for column in COST_COLUMNS if column.startswith("cost_per_million_images")]
@@ -254,6 +259,16 @@ def to_target(part):
     return None if reached.empty else reached.loc[reached["time_to_target_s_mean"].idxmin()]
 
 
+def fastest_at_inference(part, fastest):
+    """The experiment with the highest geometric-mean inference throughput (a forward pass over the test set, measured
+    in every run and never raced or tested), the fastest to train where it ties; None where no run measured one."""
+    if "inference_images_per_s_gmean" not in part or part["inference_images_per_s_gmean"].isna().all():
+        return None
+    best = part.loc[part["inference_images_per_s_gmean"].idxmax()]
+    ties = best["inference_images_per_s_gmean"] <= fastest.get("inference_images_per_s_gmean", float("nan"))
+    return fastest if ties else best
+
+
 def group_row(key, part, compared):
     row = dict(zip(GROUP, key), experiments=len(part))
     unmeasured = int((part["measurement_note"].fillna("") != "").sum())
@@ -285,6 +300,11 @@ def group_row(key, part, compared):
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     row.update(race_columns(part, fastest, compared, row["confidence"]))
+    serving = fastest_at_inference(part, fastest)
+    if serving is not None:
+        row.update(inference_stack=serving["stack"], inference_variant=serving["variant"])
+        row.update(inference_images_per_s=serving["inference_images_per_s_gmean"])
+        row["fastest_inference_images_per_s"] = fastest.get("inference_images_per_s_gmean")
     quickest = to_target(part)
     if quickest is not None:
         row.update(to_target_stack=quickest["stack"], to_target_variant=quickest["variant"])

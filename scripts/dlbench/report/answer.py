@@ -229,6 +229,30 @@ def reversal_sentence(fastest):
     )
 
 
+def inference_sentence(fastest):
+    """The groups whose fastest at inference is another experiment than the fastest to train, each with both
+    throughputs (untested: inference is measured once a run, not raced)."""
+    other = fastest[
+        fastest["inference_stack"].notna()
+        & (
+            (fastest["inference_stack"] != fastest["fastest_stack"])
+            | (fastest["inference_variant"] != fastest["fastest_variant"])
+        )
+    ]
+    if other.empty:
+        return ""
+    lines = [
+        f"- {group_title(row)}: {row['inference_stack']} ({row['inference_variant']}) "
+        f"{number(row['inference_images_per_s'])} images/s; the fastest to train, {row['fastest_stack']} "
+        f"({row['fastest_variant']}), {number(row['fastest_inference_images_per_s'])}"
+        for _, row in other.iterrows()
+    ]
+    return (
+        "\nAt inference (a forward pass over the test set, measured once a run and not tested: geometric means) the "
+        f"fastest is another experiment in {len(other)} of {len(fastest)} groups:\n\n" + "\n".join(lines) + "\n"
+    )
+
+
 def untested_sentence(fastest):
     """The groups where an experiment with too few ok repeats to be tested ran faster than the answer."""
     quicker = fastest[fastest["faster_untested"].notna()]
@@ -293,7 +317,10 @@ def confidence_cell(row):
     if pd.isna(row["rounds_to_decide"]):
         return f"undecided{rounds}{resolves}; no practical number of rounds would decide it"
     cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
-    return f"undecided{rounds}{resolves}; {row['rounds_to_decide']} rounds would decide it{cost}"
+    needed = row["rounds_to_decide"]
+    raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])
+    how = f" (a race whose last look is {needed}: `race.looks`)" if raced else ""  # past the race's planned looks
+    return f"undecided{rounds}{resolves}; {needed} rounds would decide it{cost}{how}"
 
 
 def bottom_line(fastest):
@@ -363,6 +390,7 @@ def markdown(study, figures):
         + quality_box(study.summary)
         + untested_sentence(study.fastest)
         + reversal_sentence(study.fastest)
+        + inference_sentence(study.fastest)
         + "\n"
         + CONTENTS
     )
