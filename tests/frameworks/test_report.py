@@ -194,6 +194,12 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert serving and {row["inference_stack"] for row in serving} == {"torch-2.13"}
     assert f"the fastest is another experiment in {len(serving)} of 10 groups" in answer
     assert "torch-2.13 (eager) 7,200 images/s; the fastest to train, keras-3-jax" in answer
+    heavy = [row for row in fastest.values() if row["input_heavy"]]  # the streamed group's slow feeds
+    assert (
+        heavy
+        and f"of a steady epoch (the mean over repeats; Input share, memory, utilisation and energy) in {len(heavy)} of 10"
+        in answer
+    )
 
 
 def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):

@@ -320,3 +320,14 @@ def test_the_fastest_at_inference_is_named_beside_the_fastest_to_train_with_both
     tied = [dict(row, inference_images_per_s_gmean=133_000.0) for row in experiments]
     row = answer(tied, [compared("torch-2.13", "keras-3-jax", 0.75, "slower")])
     assert row["inference_stack"] == "keras-3-jax"  # a tie at inference keeps the fastest to train
+
+
+def test_the_experiments_that_spend_a_tenth_of_an_epoch_on_input_are_named_largest_share_first():
+    experiments = [
+        dict(experiment("keras-3-tensorflow", 100.0), input_share_mean=0.26),
+        dict(experiment("torch-2.13", 200.0), input_share_mean=0.02),
+        dict(experiment("tensorflow-2.21", 120.0), input_share_mean=0.43),
+    ]
+    row = answer(experiments, [])
+    assert row["input_heavy"] == "tensorflow-2.21 (eager) 43%; keras-3-tensorflow (eager) 26%"
+    assert pd.isna(answer([dict(experiment("torch-2.13", 200.0), input_share_mean=0.02)], [])["input_heavy"])

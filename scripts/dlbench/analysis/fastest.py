@@ -3,8 +3,8 @@ MIN_REPEATS ok repeats, where the group has any: as the comparisons' baseline is
 interval, its lead over the runner-up with the comparisons table's verdict and interval (at the level that verdict was
 tested at, so the two agree), its cost per million images where the config sets a price, faster experiments with too
 few repeats to test, the first to reach the target accuracy in every repeat where that is another experiment, the
-fastest at inference (geometric means, untested: inference is measured once a run and not raced), and how far the
-answer can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
+fastest at inference (geometric means, untested: inference is measured once a run and not raced), the experiments
+that spend a tenth or more of a steady epoch on input, and how far the answer can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
 comparisons table holds.
 
 The answer is decisive only where every other tested experiment of the group is proven slower than the fastest, not
@@ -24,6 +24,7 @@ import pandas as pd
 
 from dlbench.analysis.cost import COST_COLUMNS
 from dlbench.analysis.statistics import MIN_REPEATS
+from dlbench.analysis.summary import PARTLY_INPUT_BOUND
 from dlbench.analysis.tables import GROUP
 
 DECISIVE, EQUIVALENT, INCONCLUSIVE, UNTESTED = "decisive", "equivalent", "inconclusive", "untested"
@@ -61,6 +62,7 @@ COLUMNS = [
     "inference_variant",
     "inference_images_per_s",
     "fastest_inference_images_per_s",
+    "input_heavy",
 ]
 # The fastest's cost per million images with its interval, where the summary has costs (a price is set).
 FASTEST_COSTS = [column for column in COST_COLUMNS if column.startswith("cost_per_million_images")]
@@ -269,6 +271,16 @@ def fastest_at_inference(part, fastest):
     return fastest if ties else best
 
 
+def input_heavy(part):
+    """The group's experiments whose input work, not hidden by compute, took PARTLY_INPUT_BOUND or more of a steady
+    epoch (mean over repeats), the largest share first, as "stack (variant) 31%"; None where none did: part of why
+    they lost, or of what the fastest could still gain."""
+    if "input_share_mean" not in part:
+        return None
+    heavy = part[part["input_share_mean"] >= PARTLY_INPUT_BOUND].sort_values("input_share_mean", ascending=False)
+    return "; ".join(f"{name(row)} {row['input_share_mean']:.0%}" for _, row in heavy.iterrows()) or None
+
+
 def group_row(key, part, compared):
     row = dict(zip(GROUP, key), experiments=len(part))
     unmeasured = int((part["measurement_note"].fillna("") != "").sum())
@@ -300,6 +312,7 @@ def group_row(key, part, compared):
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     row.update(race_columns(part, fastest, compared, row["confidence"]))
+    row["input_heavy"] = input_heavy(part)
     serving = fastest_at_inference(part, fastest)
     if serving is not None:
         row.update(inference_stack=serving["stack"], inference_variant=serving["variant"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
+from dlbench.report import resources
 from dlbench.report.common import group_title, markdown_table, number, percent, variant_label
 
 TITLE = "The answer: fastest per group"
@@ -253,6 +254,19 @@ def inference_sentence(fastest):
     )
 
 
+def input_sentence(fastest):
+    """The groups with an experiment whose input work took a tenth or more of a steady epoch."""
+    heavy = fastest[fastest["input_heavy"].notna()]
+    if heavy.empty:
+        return ""
+    lines = [f"- {group_title(row)}: {row['input_heavy']}" for _, row in heavy.iterrows()]
+    return (
+        "\nInput work that compute did not hide took a tenth or more of a steady epoch (the mean over repeats; "
+        f"{resources.TITLE}) in {len(heavy)} of {len(fastest)} groups, a cost of the stack's input feed, not of its "
+        "model's arithmetic:\n\n" + "\n".join(lines) + "\n"
+    )
+
+
 def untested_sentence(fastest):
     """The groups where an experiment with too few ok repeats to be tested ran faster than the answer."""
     quicker = fastest[fastest["faster_untested"].notna()]
@@ -391,6 +405,7 @@ def markdown(study, figures):
         + untested_sentence(study.fastest)
         + reversal_sentence(study.fastest)
         + inference_sentence(study.fastest)
+        + input_sentence(study.fastest)
         + "\n"
         + CONTENTS
     )
