@@ -223,11 +223,12 @@ def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
         if row["device"] == "gpu" and row["time_to_target_s_mean"]:
             cost = GPU_PRICE["gpu"] * int(row["replicas"]) * float(row["time_to_target_s_mean"]) / 3600
             assert float(row["cost_to_target"]) == pytest.approx(cost)
+            low = GPU_PRICE["gpu"] * int(row["replicas"]) * float(row["time_to_target_s_ci95_low"]) / 3600
+            assert float(row["cost_to_target_ci95_low"]) == pytest.approx(low)
     resources = section_markdown(report, "Input share, memory, utilisation and energy")
-    assert (
-        "| J/image (mean) | MFU (mean) | cost per million images (geometric mean) | cost to target (mean) |"
-        in resources
-    )
+    titles = "| cost per million images (geometric mean [95%]) | cost to target (mean [95%]) |"
+    assert f"| J/image (mean) | MFU (mean) {titles}" in resources
+    assert re.search(r"\| \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\] \|\n", resources)  # cost to target, last
 
 
 def test_page_one_says_how_noisy_the_measurements_were(report):

@@ -187,7 +187,11 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
 def priced_summary(prices):
     """Two CPU experiments and one on two GPUs, with energy per image beside which the costs go."""
     rows = [
-        experiment("torch-2.13", 200.0, to_target=36.0, low=160.0, high=250.0),
+        dict(
+            experiment("torch-2.13", 200.0, to_target=36.0, low=160.0, high=250.0),
+            time_to_target_s_ci95_low=30.0,
+            time_to_target_s_ci95_high=42.0,
+        ),
         experiment("mxnet-1.9", 100.0, to_target=72.0),
         dict(experiment("jax-0.9", 400.0, to_target=18.0), device="gpu", replicas=2),
     ]
@@ -207,6 +211,7 @@ def test_a_price_costs_a_million_images_with_the_throughputs_interval_inverted_a
         pytest.approx(6.25),
     )
     assert torch["cost_to_target"] == pytest.approx(0.036)
+    assert (torch["cost_to_target_ci95_low"], torch["cost_to_target_ci95_high"]) == (0.03, 0.042)  # the time's
     assert gpu["price_per_hour"] == pytest.approx(14.4)  # two GPUs
     assert gpu["cost_per_million_images"] == pytest.approx(10.0)
     row = fastest_table(summary[summary["device"] == "cpu"], pd.DataFrame(columns=COMPARISON_COLUMNS)).iloc[0]

@@ -1,8 +1,8 @@
 """What a result costs where the config sets a price per device-hour (`price_per_hour`, per device kind): per
 experiment, the cost of a million training images at its steady throughput, with the interval of that throughput
 (cost is price over throughput, so the throughput's upper bound gives the cost's lower one), and the cost of training
-to the target accuracy (price times the mean time to target over the repeats that reached it; the summary has no
-interval for time to target, so neither has this cost). A GPU experiment on N replicas holds N devices; a CPU
+to the target accuracy (price times the mean time to target over the repeats that reached it, with that mean's
+interval). A GPU experiment on N replicas holds N devices; a CPU
 experiment holds the machine once. Without any price set no cost column is added, so the tables carry none.
 """
 
@@ -14,6 +14,8 @@ COST_COLUMNS = [
     "cost_per_million_images_ci95_low",
     "cost_per_million_images_ci95_high",
     "cost_to_target",
+    "cost_to_target_ci95_low",
+    "cost_to_target_ci95_high",
 ]
 
 
@@ -38,6 +40,8 @@ def with_costs(summary, prices):
             "cost_per_million_images_ci95_low": per_image / summary["train_images_per_s_ci95_high"],
             "cost_per_million_images_ci95_high": per_image / summary["train_images_per_s_ci95_low"],
             "cost_to_target": price / 3600 * summary["time_to_target_s_mean"],
+            "cost_to_target_ci95_low": price / 3600 * summary["time_to_target_s_ci95_low"],
+            "cost_to_target_ci95_high": price / 3600 * summary["time_to_target_s_ci95_high"],
         },
         index=summary.index,
     )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dlbench.analysis.noise import noise_columns
-from dlbench.analysis.statistics import MIN_REPEATS, log_interval
+from dlbench.analysis.statistics import MIN_REPEATS, log_interval, mean_interval
 from dlbench.analysis.tables import IDENTITY
 
 STATISTICS = {
@@ -120,7 +120,10 @@ def summarise(group):
     row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])
     row.update(noise_columns(ok))
     row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
-    row["time_to_target_s_mean"] = ok["time_to_target_s"].astype(float).mean()  # of the repeats that reached it
+    reached = ok["time_to_target_s"].dropna().astype(float)  # the repeats that reached it
+    row["time_to_target_s_mean"], row["time_to_target_s_ci95_low"], row["time_to_target_s_ci95_high"] = mean_interval(
+        reached
+    )
     row["time_to_target_runs"] = int(ok["time_to_target_s"].notna().sum())
     return pd.Series(row)
 

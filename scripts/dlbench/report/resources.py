@@ -1,5 +1,7 @@
 """Input share, memory, utilisation and energy: per experiment (means over finished repeats) and over a run."""
 
+import pandas as pd
+
 from dlbench.palette import release_styles, series_style
 from dlbench.report.common import (
     LINE_KEYS,
@@ -8,6 +10,7 @@ from dlbench.report.common import (
     figure_titles,
     key_legend,
     markdown_table,
+    number,
     panel_heading,
     panel_rows,
     panel_title,
@@ -52,9 +55,17 @@ GPU_COLUMNS = [
 ]
 # Beside energy per image, where the config prices the device-hour (the summary's costs, dlbench.analysis.cost).
 COSTS = [
-    ("cost_per_million_images", 3, "cost per million images (geometric mean)"),
-    ("cost_to_target", 3, "cost to target (mean)"),
+    ("cost_per_million_images", 3, "cost per million images (geometric mean [95%])"),
+    ("cost_to_target", 3, "cost to target (mean [95%])"),
 ]
+
+
+def cost_cell(row, column, digits):
+    """A cost with its interval where the summary has one (at least 3 repeats)."""
+    figure, low = cell(row, column, digits), row[f"{column}_ci95_low"]
+    if row["runs_ok"] == 0 or pd.isna(low):
+        return figure
+    return f"{figure} [{number(low, digits)}, {number(row[f'{column}_ci95_high'], digits)}]"
 
 
 def resources_table(summary, runs):
@@ -77,7 +88,7 @@ def resources_table(summary, runs):
                 cell(row, "input_share_mean", 1, share),
                 *(cell(row, column, digits) for column, digits in columns),
                 *(cell(row, column, digits) for column, digits, _ in measured),
-                *(cell(row, column, digits) for column, digits, _ in priced),
+                *(cost_cell(row, column, digits) for column, digits, _ in priced),
             ]
             for _, row in part.iterrows()
         ]
