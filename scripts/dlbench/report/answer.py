@@ -213,14 +213,17 @@ def target_cell(row):
     return f"{row['to_target_stack']} ({row['to_target_variant']}) {row['to_target_s']:,.2f} s; the fastest {fastest}"
 
 
-def reversal_sentence(fastest):
-    reversed_groups = fastest[
-        fastest["to_target_stack"].notna()
-        & (
-            (fastest["to_target_stack"] != fastest["fastest_stack"])
-            | (fastest["to_target_variant"] != fastest["fastest_variant"])
-        )
+def another_than_fastest(fastest, prefix):
+    """The groups where the experiment named by the `prefix`_stack and `prefix`_variant columns is not the fastest."""
+    named = fastest[f"{prefix}_stack"]
+    return fastest[
+        named.notna()
+        & ((named != fastest["fastest_stack"]) | (fastest[f"{prefix}_variant"] != fastest["fastest_variant"]))
     ]
+
+
+def reversal_sentence(fastest):
+    reversed_groups = another_than_fastest(fastest, "to_target")
     if reversed_groups.empty:
         return ""
     return (
@@ -233,13 +236,7 @@ def reversal_sentence(fastest):
 def inference_sentence(fastest):
     """The groups whose fastest at inference is another experiment than the fastest to train, each with both
     throughputs (untested: inference is measured once a run, not raced)."""
-    other = fastest[
-        fastest["inference_stack"].notna()
-        & (
-            (fastest["inference_stack"] != fastest["fastest_stack"])
-            | (fastest["inference_variant"] != fastest["fastest_variant"])
-        )
-    ]
+    other = another_than_fastest(fastest, "inference")
     if other.empty:
         return ""
     lines = [
