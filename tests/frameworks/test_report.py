@@ -644,6 +644,6 @@ def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_rea
     raced, unraced, decided = result.stdout.splitlines()
     assert raced == (
         "undecided after 8 rounds (resolves leads of 1.29x); 36 rounds would decide it, about 3 min "
-        "(a race whose last look is 36: `race.looks`)"
+        "(past the rounds run: the last of `race.looks`, or the race's budget)"
     )
     assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"

@@ -308,7 +308,7 @@ def test_raced_a_rival_that_left_against_an_earlier_leader_counts_only_through_a
     ]
     row = raced(experiments, unproven, "torch-2.13_mlp")
     assert row["confidence_reason"] == (
-        "the runner-up is proven slower, but not jax-0.9 (eager): inconclusive against mxnet-1.9 (eager)"
+        "the runner-up is proven slower, but not jax-0.9 (eager): compared only with mxnet-1.9 (eager): inconclusive"
     )
 
 
@@ -336,3 +336,34 @@ def test_the_experiments_that_spend_a_tenth_of_an_epoch_on_input_are_named_large
     row = answer(experiments, [])
     assert row["input_heavy"] == "tensorflow-2.21 (eager) 43%; keras-3-tensorflow (eager) 26%"
     assert pd.isna(answer([dict(experiment("torch-2.13", 200.0), input_share_mean=0.02)], [])["input_heavy"])
+
+
+def test_a_rival_never_proven_against_the_fastest_is_not_out_whatever_its_ids_sort_as():
+    """r beat the leader l and is named; x was judged only against l (inconclusive), and a retired against x at an
+    earlier look. Read from x's side, a's row says "equivalent": x must not count as out, nor the group as a tie."""
+    experiments = [
+        experiment("r-1.0", 210.0, runs_ok=6),
+        experiment("l-1.0", 200.0, runs_ok=8),
+        experiment("x-1.0", 195.0, runs_ok=8),
+        experiment("a-1.0", 190.0, runs_ok=3),
+    ]
+    rows = [
+        compared("a-1.0", "x-1.0", 0.98, "equivalent within 5 %"),  # retired when x led
+        compared("r-1.0", "l-1.0", 1.2, "faster"),
+        dict(compared("x-1.0", "l-1.0", 0.97, "inconclusive"), repeats_to_decide=12, pairs=8),
+    ]
+    row = raced(experiments, rows, "l-1.0_mlp")
+    assert (row["fastest_stack"], row["runner_up_stack"]) == ("r-1.0", "l-1.0")
+    assert (
+        row["confidence"] == "inconclusive"
+        and "x-1.0 (eager): compared only with l-1.0 (eager)" in row["confidence_reason"]
+    )
+    assert row["rounds_to_decide"] == 12  # x's rounds against the leader r beat: the rounds that would decide it
+
+
+def test_unraced_a_named_baseline_that_is_the_runner_up_leaves_the_lead_untested():
+    row = answer(
+        [experiment("torch-2.13", 200.0), experiment("tensorflow-2.21", 50.0)],
+        [compared("torch-2.13", "tensorflow-2.21", 4.0, "faster")],
+    )
+    assert row["confidence"] == "untested"

@@ -23,6 +23,7 @@ from dlbench.analysis.statistics import (
     equivalence_p,
     freedom_after,
     holm,
+    mean_interval,
     interval,
     log_interval,
     paired_log_ratio,
@@ -237,3 +238,8 @@ def test_welchs_freedom_after_more_rounds_never_passes_what_the_smaller_side_wou
     assert later.freedom < 9  # what ten rounds would give, as the estimate says, not rounds - 1
     paired = paired_log_ratio([1.0, 1.1, 0.9], [1.0, 1.0, 1.0])
     assert freedom_after(paired, 10) == 9  # exact for pairs
+
+
+def test_the_interval_of_a_mean_time_never_reaches_below_zero():
+    mean, low, high = mean_interval([10.0, 12.0, 30.0])  # t(2) = 4.30 on lumpy times: the bound would be -10 s
+    assert mean == pytest.approx(52 / 3) and low == 0.0 and high > 2 * mean

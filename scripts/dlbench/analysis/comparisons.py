@@ -20,7 +20,7 @@ came out proven faster on the rounds it shares with the leader, else "inconclusi
 interval at that level, so it agrees with the verdict; `p_holm` and `p_equivalence_holm` are the p's scaled to the
 race's 0.05 (p times 0.05 over the look's level), so that below 0.05 reads as decided there too; `race_state`,
 `race_outcome` and `race_leader` say where the rival and its group stand, and which experiment led at the group's last
-look (page 1 names it the fastest).
+look (page 1 names it the fastest, unless a live rival was proven faster than it).
 
 A version pair is the same comparison between two releases of one framework (same backend and variant), newer over
 older, Holm-adjusted within the versions of one experiment group (consecutive releases: pairs fixed in advance, so

@@ -113,8 +113,8 @@ def against_fastest(fastest, compared, names):
     judged against an earlier leader, or against the leader a rival was proven faster than, stands behind the fastest
     where proven slower than an experiment that is itself proven slower than the fastest ("slower") or equivalent to
     it ("slower than <that experiment>", out of the running beside a tie): every claim of the group holds together at
-    the family's level, so the chain does too. Any other rival reads its own verdict against its comparator. `names`:
-    {experiment: the name a reader sees}."""
+    the family's level, so the chain does too. Any other rival is not proven against the fastest: it reads "compared
+    only with <its comparator>: <its own verdict>". `names`: {experiment: the name a reader sees}."""
     found = claims(compared)
     standing = {rival: verdict for (rival, other), verdict in found.items() if other == fastest}
     behind = True
@@ -122,22 +122,30 @@ def against_fastest(fastest, compared, names):
         behind = False
         for (rival, other), verdict in found.items():
             if rival != fastest and rival not in standing and verdict == SLOWER and proven(standing.get(other, "")):
-                standing[rival] = SLOWER if standing[other] == SLOWER else f"slower than {names[other]}"
+                standing[rival] = SLOWER if standing[other] == SLOWER else f"slower than {names.get(other, other)}"
                 behind = True
-    for (rival, other), verdict in found.items():
-        if rival != fastest and rival not in standing:
-            standing[rival] = f"{verdict} against {names[other]}"
+    own = compared[~compared["verdict"].str.startswith("not tested")]
+    for rival, other, verdict in own[["experiment_id", "baseline_experiment_id", "verdict"]].itertuples(False):
+        if rival != fastest and rival not in standing:  # its own verdict, never the flipped one of a rival's row
+            standing[rival] = f"compared only with {names.get(other, other)}: {verdict}"
     return standing
+
+
+def judges(fastest, compared):
+    """The experiments the fastest's rivals were judged against: the fastest, and the race's leader where the fastest
+    is a live rival proven faster than it."""
+    leader = race_leader(compared)
+    beat = leader is not None and leader != fastest and claims(compared).get((fastest, leader)) == FASTER
+    return {fastest, leader} if beat else {fastest}
 
 
 def runner_up_of(order, compared):
     """The runner-up: the quickest other experiment compared with the fastest as their baseline, or the race's leader
     where the fastest is a rival proven faster than it, where any is (raced, a rival that left against an earlier
     leader was never compared with the last one), else the quickest other."""
-    others, fastest, leader = order.iloc[1:], order.iloc[0]["experiment_id"], race_leader(compared)
-    against = set(compared.loc[compared["baseline_experiment_id"] == fastest, "experiment_id"])
-    if leader != fastest and claims(compared).get((fastest, leader)) == FASTER:
-        against.add(leader)
+    others, fastest = order.iloc[1:], order.iloc[0]["experiment_id"]
+    against = set(compared.loc[compared["baseline_experiment_id"].isin(judges(fastest, compared)), "experiment_id"])
+    against |= judges(fastest, compared) - {fastest}
     judged = others[others["experiment_id"].isin(against)]
     return judged.iloc[0] if len(judged) else others.iloc[0]
 
@@ -162,7 +170,7 @@ def lead_of(fastest, runner_up, compared):
         (compared["experiment_id"] == fastest["experiment_id"])
         & (compared["baseline_experiment_id"] == runner_up["experiment_id"])
     ]
-    if len(pair):
+    if len(pair) and race_leader(compared) is not None:  # unraced, a named comparison_baseline stays untested
         row = pair.iloc[0]
         return row["ratio"], row["ratio_low"], row["ratio_high"], row["ratio_confidence"], flipped(row["verdict"])
     ratio = fastest["train_images_per_s_gmean"] / runner_up["train_images_per_s_gmean"]
@@ -179,7 +187,9 @@ def proven(verdict):
 def other_rivals(names, runner_up, standing):
     """[(name, standing)] of the fastest's tested rivals other than the runner-up; experiments with too few repeats
     to test are named apart (faster_untested)."""
-    return [(names[rival], verdict) for rival, verdict in standing.items() if rival != runner_up["experiment_id"]]
+    return [
+        (names.get(rival, rival), verdict) for rival, verdict in standing.items() if rival != runner_up["experiment_id"]
+    ]
 
 
 def confidence(verdict, unmeasured, others=()):
@@ -206,10 +216,9 @@ def confidence(verdict, unmeasured, others=()):
 
 
 def open_rivals(fastest, compared):
-    """The comparisons of the fastest's rivals that stayed inconclusive."""
-    return compared[
-        (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == INCONCLUSIVE)
-    ]
+    """The comparisons of the fastest's rivals that stayed inconclusive, against the fastest or the leader it beat."""
+    judged = compared["baseline_experiment_id"].isin(judges(fastest["experiment_id"], compared))
+    return compared[judged & (compared["verdict"] == INCONCLUSIVE)]
 
 
 def what_would_decide(part, fastest, compared):

@@ -85,16 +85,17 @@ def log_interval(values):
 
 
 def mean_interval(values):
-    """(mean, low, high) of values: Student's t on the values themselves, for a quantity added up and priced as it is
-    (a time to target, its cost), whose mean, not geometric mean, is reported (no interval, NaN, below MIN_REPEATS
-    values)."""
+    """(mean, low, high) of non-negative values: Student's t on the values themselves, for a quantity added up and
+    priced as it is (a time to target, its cost), whose mean, not geometric mean, is reported; the low bound floored
+    at 0, which only a time's lumpy repeats would cross and which keeps the coverage (no interval, NaN, below
+    MIN_REPEATS values)."""
     values = np.asarray(values, dtype=float)
     if len(values) == 0:
         return np.nan, np.nan, np.nan
     if len(values) < MIN_REPEATS:
         return values.mean(), np.nan, np.nan
     half = t_critical(ALPHA / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return values.mean(), values.mean() - half, values.mean() + half
+    return values.mean(), max(0.0, values.mean() - half), values.mean() + half
 
 
 def paired_log_ratio(values, reference):

@@ -330,7 +330,7 @@ def confidence_cell(row):
     cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
     needed = row["rounds_to_decide"]
     raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])
-    how = f" (a race whose last look is {needed}: `race.looks`)" if raced else ""  # past the race's planned looks
+    how = " (past the rounds run: the last of `race.looks`, or the race's budget)" if raced else ""
     return f"undecided{rounds}{resolves}; {needed} rounds would decide it{cost}{how}"
 
 

@@ -62,7 +62,7 @@ COSTS = [
 
 def cost_cell(row, column, digits):
     """A cost with its interval where the summary has one (at least 3 repeats)."""
-    figure, low = cell(row, column, digits), row[f"{column}_ci95_low"]
+    figure, low = cell(row, column, digits), row.get(f"{column}_ci95_low")  # absent from an older summary
     if row["runs_ok"] == 0 or pd.isna(low):
         return figure
     return f"{figure} [{number(low, digits)}, {number(row[f'{column}_ci95_high'], digits)}]"
