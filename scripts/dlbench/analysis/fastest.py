@@ -4,8 +4,8 @@ interval, its lead over the runner-up with the comparisons table's verdict and i
 tested at, so the two agree), its cost per million images where the config sets a price, faster experiments with too
 few repeats to test, the first to reach the target accuracy in every repeat where that is another experiment, the
 fastest at inference (geometric means, untested: inference is measured once a run and not raced), the experiments
-that spend a tenth or more of a steady epoch on input, and how far the answer can be trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the
-comparisons table holds.
+that spend a tenth or more of a steady epoch on input, and how far the answer can be trusted. Read from the summary
+and comparisons tables (pandas), so the verdict on page 1 is the one the comparisons table holds.
 
 The answer is decisive only where every other tested experiment of the group is proven slower than the fastest, not
 the runner-up alone: a rival with a noisier measurement can stay unproven behind a runner-up that is proven slower,
@@ -99,11 +99,16 @@ def flipped(verdict):
     return {FASTER: SLOWER, SLOWER: FASTER}.get(verdict, verdict)
 
 
+def tested_pairs(compared):
+    """(rival, baseline, verdict) of each comparison that was tested."""
+    tested = compared[~compared["verdict"].str.startswith("not tested")]
+    return tested[["experiment_id", "baseline_experiment_id", "verdict"]].itertuples(False)
+
+
 def claims(compared):
     """{(a, b): the verdict of a against b} for every tested pair of the group's comparisons, both ways round."""
-    tested = compared[~compared["verdict"].str.startswith("not tested")]
     found = {}
-    for rival, baseline, verdict in tested[["experiment_id", "baseline_experiment_id", "verdict"]].itertuples(False):
+    for rival, baseline, verdict in tested_pairs(compared):
         found[(rival, baseline)], found[(baseline, rival)] = verdict, flipped(verdict)
     return found
 
@@ -124,8 +129,7 @@ def against_fastest(fastest, compared, names):
             if rival != fastest and rival not in standing and verdict == SLOWER and proven(standing.get(other, "")):
                 standing[rival] = SLOWER if standing[other] == SLOWER else f"slower than {names.get(other, other)}"
                 behind = True
-    own = compared[~compared["verdict"].str.startswith("not tested")]
-    for rival, other, verdict in own[["experiment_id", "baseline_experiment_id", "verdict"]].itertuples(False):
+    for rival, other, verdict in tested_pairs(compared):
         if rival != fastest and rival not in standing:  # its own verdict, never the flipped one of a rival's row
             standing[rival] = f"compared only with {names.get(other, other)}: {verdict}"
     return standing
@@ -144,8 +148,8 @@ def runner_up_of(order, compared):
     where the fastest is a rival proven faster than it, where any is (raced, a rival that left against an earlier
     leader was never compared with the last one), else the quickest other."""
     others, fastest = order.iloc[1:], order.iloc[0]["experiment_id"]
-    against = set(compared.loc[compared["baseline_experiment_id"].isin(judges(fastest, compared)), "experiment_id"])
-    against |= judges(fastest, compared) - {fastest}
+    judging = judges(fastest, compared)
+    against = set(compared.loc[compared["baseline_experiment_id"].isin(judging), "experiment_id"]) | judging - {fastest}
     judged = others[others["experiment_id"].isin(against)]
     return judged.iloc[0] if len(judged) else others.iloc[0]
 
