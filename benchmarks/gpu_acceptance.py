@@ -376,7 +376,7 @@ def steps(args):
 
 LIMITS_S = {  # each step's time on a GPU (three times as much on CPU, whose processes start slower)
     "install": 60,
-    "parity-torch-2.11": 60,  # channels-last AMP first: fp32 and AMP were measured on an H200 before
+    "parity-torch-2.11": 150,  # about 40 s a row on an H200: channels-last AMP, then fp32 and AMP
     "parity-keras-3-jax": 170,
     "parity-flax-0.12": 170,
     "parity-keras-3-torch": 240,  # on an H200 its fp32 row alone took most of 120 s (Keras fit feeds from the host)
