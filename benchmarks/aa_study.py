@@ -75,6 +75,11 @@ def paired_sd(runs, row):
     return (statistics.stdev(ratios) if len(ratios) > 1 else math.nan), len(ratios)
 
 
+def shown(value, spec):
+    """A figure of the tables formatted, or a dash where it is empty (a twin with no ok run has no throughput)."""
+    return format(float(value), spec) if value else "–"
+
+
 def setting(text):
     """KEY=VALUE, the value read as YAML: ("cpu_threads", 1)."""
     key, _, value = text.partition("=")
@@ -121,8 +126,8 @@ def main():
         rows = [row for row in read_csv(tables / "comparisons.csv") if twins(row)]
         runs, summary = read_csv(tables / "runs.csv"), read_csv(tables / "summary.csv")
         described = {
-            row["experiment_id"]: f"{float(row['train_images_per_s_gmean']):,.0f} img/s, between-process share "
-            f"{float(row['between_process_share'] or 'nan'):.2f}"
+            row["experiment_id"]: f"{shown(row['train_images_per_s_gmean'], ',.0f')} img/s, between-process share "
+            f"{shown(row['between_process_share'], '.2f')}"
             for row in summary
         }
         print(f"A/A study: {len(rows)} groups of twins, {wall / 60:.1f} min, settings {dict(args.set)}")
@@ -132,7 +137,7 @@ def main():
             print(
                 f"  {row['stack']} vs {row['baseline_stack']} on {row['model']}/{row['dataset']}: "
                 f"{row['race_outcome'] or 'unraced'}, {row['verdict']} after {row['pairs']} rounds, ratio "
-                f"{float(row['ratio']):.3f} [{float(row['ratio_low']):.3f}, {float(row['ratio_high']):.3f}]; "
+                f"{shown(row['ratio'], '.3f')} [{shown(row['ratio_low'], '.3f')}, {shown(row['ratio_high'], '.3f')}]; "
                 f"paired SD {sd:.3f} over {rounds} rounds; twins {each}"
             )
         false = sum(row["verdict"] in ("faster", "slower") for row in rows)

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from dlbench.analysis.pooling import fit_prior, pooled
 from dlbench.analysis.race import ELIMINATED, RETIRED, first_look_prior, planned_looks, race, rounds_spent
-from dlbench.analysis.statistics import SLOWER, compared, decisions, equivalence_bound
+from dlbench.analysis.statistics import SLOWER, compared, decisions, equivalence_bound, is_equivalence
 
 DRIFT = 0.05  # a round's shared drift (log scale): pairing removes it, so it only matters unpaired
 
@@ -77,10 +77,10 @@ def fixed_design(comparison, centres, runs_spent, margin, prior=None):
     verdicts = [outcome["verdict"] for outcome in decisions(log_ratios, margin)]
     false_claim = any(  # no "faster": the baseline is the fastest observed
         (verdict == SLOWER and wrongly_slower(centres, name, fastest))
-        or (verdict.startswith("equivalent") and wrongly_equivalent(centres, name, fastest, margin))
+        or (is_equivalence(verdict) and wrongly_equivalent(centres, name, fastest, margin))
         for name, verdict in zip(others, verdicts)
     )
-    decided = all(verdict == SLOWER or verdict.startswith("equivalent") for verdict in verdicts)
+    decided = all(verdict == SLOWER or is_equivalence(verdict) for verdict in verdicts)
     return decided, false_claim, runs_spent
 
 

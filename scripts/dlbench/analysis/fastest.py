@@ -20,10 +20,12 @@ would decide it: the rounds its unproven rivals need at the ratio and spread the
 the study's rounds resolve at that spread (`resolvable_lead`).
 """
 
+from typing import NamedTuple
+
 import pandas as pd
 
 from dlbench.analysis.cost import COST_COLUMNS
-from dlbench.analysis.statistics import MIN_REPEATS
+from dlbench.analysis.statistics import MIN_REPEATS, is_equivalence
 from dlbench.analysis.summary import PARTLY_INPUT_BOUND
 from dlbench.analysis.tables import GROUP
 
@@ -113,25 +115,42 @@ def claims(compared):
     return found
 
 
+class Standing(NamedTuple):
+    """A rival's standing against the fastest: the words a reader sees, whether it is out of the running (proven
+    slower, directly or by a chain, or equivalent) and whether it ties (proven equivalent)."""
+
+    text: str
+    out: bool
+    tied: bool = False
+
+
 def against_fastest(fastest, compared, names):
     """{rival: its standing against the fastest}. A rival compared with the fastest reads its verdict. A raced rival
     judged against an earlier leader, or against the leader a rival was proven faster than, stands behind the fastest
     where proven slower than an experiment that is itself proven slower than the fastest ("slower") or equivalent to
     it ("slower than <that experiment>", out of the running beside a tie): every claim of the group holds together at
     the family's level, so the chain does too. Any other rival is not proven against the fastest: it reads "compared
-    only with <its comparator>: <its own verdict>". `names`: {experiment: the name a reader sees}."""
+    only with <its comparator>: <its own verdict>". `names`: {experiment: the name a reader sees}; returns
+    {rival: Standing}."""
     found = claims(compared)
-    standing = {rival: verdict for (rival, other), verdict in found.items() if other == fastest}
+    standing = {
+        rival: Standing(verdict, proven(verdict), is_equivalence(verdict))
+        for (rival, other), verdict in found.items()
+        if other == fastest
+    }
     behind = True
     while behind:  # follow the chains of "slower" until no rival joins
         behind = False
         for (rival, other), verdict in found.items():
-            if rival != fastest and rival not in standing and verdict == SLOWER and proven(standing.get(other, "")):
-                standing[rival] = SLOWER if standing[other] == SLOWER else f"slower than {names.get(other, other)}"
+            if rival == fastest or rival in standing or verdict != SLOWER or other not in standing:
+                continue
+            if standing[other].out:
+                directly = standing[other].text == SLOWER
+                standing[rival] = Standing(SLOWER if directly else f"slower than {names.get(other, other)}", True)
                 behind = True
     for rival, other, verdict in tested_pairs(compared):
         if rival != fastest and rival not in standing:  # its own verdict, never the flipped one of a rival's row
-            standing[rival] = f"compared only with {names.get(other, other)}: {verdict}"
+            standing[rival] = Standing(f"compared only with {names.get(other, other)}: {verdict}", False)
     return standing
 
 
@@ -184,16 +203,15 @@ def lead_of(fastest, runner_up, compared):
 
 
 def proven(verdict):
-    """Out of the running against the fastest: proven slower (directly or by a chain), or equivalent."""
-    return verdict.startswith(SLOWER) or verdict.startswith("equivalent")
+    """Whether a comparison's verdict of a rival against the fastest puts it out of the running: slower or
+    equivalent."""
+    return verdict == SLOWER or is_equivalence(verdict)
 
 
 def other_rivals(names, runner_up, standing):
-    """[(name, standing)] of the fastest's tested rivals other than the runner-up; experiments with too few repeats
+    """[(name, Standing)] of the fastest's tested rivals other than the runner-up; experiments with too few repeats
     to test are named apart (faster_untested)."""
-    return [
-        (names.get(rival, rival), verdict) for rival, verdict in standing.items() if rival != runner_up["experiment_id"]
-    ]
+    return [(names.get(rival, rival), held) for rival, held in standing.items() if rival != runner_up["experiment_id"]]
 
 
 def confidence(verdict, unmeasured, others=()):
@@ -201,7 +219,7 @@ def confidence(verdict, unmeasured, others=()):
     proven slower or within the equivalence margin, and one within it), inconclusive (a rival proven neither: the
     runner-up's verdict, else the unproven rivals), untested (the comparisons are against another baseline), alone
     (no runner-up: verdict None), or contended where an experiment of the group was never measured clean: a contender
-    may be missing. `others`: [(name, standing)] of the other tested rivals (other_rivals)."""
+    may be missing. `others`: [(name, Standing)] of the other tested rivals (other_rivals)."""
     if unmeasured:
         return CONTENDED, f"{unmeasured} experiment(s) of the group never measured clean (machine busy)"
     if verdict is None:
@@ -210,10 +228,10 @@ def confidence(verdict, unmeasured, others=()):
         return UNTESTED, verdict
     if not proven(verdict):
         return INCONCLUSIVE, verdict
-    unproven = [f"{rival}: {standing}" for rival, standing in others if not proven(standing)]
+    unproven = [f"{rival}: {held.text}" for rival, held in others if not held.out]
     if unproven:
         return INCONCLUSIVE, f"the runner-up is proven {verdict}, but not " + "; ".join(unproven)
-    tied = [f"{rival} is proven {standing}" for rival, standing in others if standing.startswith("equivalent")]
+    tied = [f"{rival} is proven {held.text}" for rival, held in others if held.tied]
     if verdict == SLOWER and not tied:
         return DECISIVE, "the runner-up and every other tested experiment are proven slower"
     return EQUIVALENT, "; ".join([f"the runner-up is proven {verdict}", *tied])

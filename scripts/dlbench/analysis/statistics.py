@@ -172,7 +172,7 @@ def verdict_interval(log_ratio, called, difference_level, equivalence_level):
     else the hull of both (contains 1, reaches past the margin)."""
     if called in (FASTER, SLOWER):
         (low, high), level = difference_interval(log_ratio, difference_level), difference_level
-    elif called.startswith("equivalent"):
+    elif is_equivalence(called):
         (low, high), level = equivalence_interval(log_ratio, equivalence_level), equivalence_level
     else:
         (low_d, high_d), (low_e, high_e) = (
@@ -296,9 +296,17 @@ def repeats_to_decide(log_ratio, margin, alpha=ALPHA, power=POWER, most=MOST_REP
     return low
 
 
+EQUIVALENT = "equivalent within"
+
+
 def equivalent(margin):
     """The verdict of a proven equivalence, naming its margin."""
-    return f"equivalent within {margin * 100:g} %"
+    return f"{EQUIVALENT} {margin * 100:g} %"
+
+
+def is_equivalence(verdict):
+    """Whether a verdict is a proven equivalence, whatever its margin."""
+    return verdict.startswith(EQUIVALENT)
 
 
 def verdict(log_ratio, p_holm, p_equivalence_holm, margin):

@@ -11,7 +11,14 @@ import pandas as pd
 
 from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
 from dlbench.report import resources
-from dlbench.report.common import group_title, markdown_table, number, percent, variant_label
+from dlbench.report.common import (
+    bracketed,
+    group_titles,
+    markdown_table,
+    number,
+    percent,
+    variant_label,
+)
 
 TITLE = "The answer: fastest per group"
 
@@ -41,7 +48,8 @@ LEGEND = (
 )
 COST_LEGEND = (
     " Cost per million images: the fastest's, at the config's `price_per_hour` for its device (per device on GPU, "
-    "times its replicas), over its steady throughput; the interval is its throughput's, inverted."
+    "times its replicas), over its steady throughput; the interval is its throughput's, inverted; unpriced where the "
+    "config sets no price for its device."
 )
 
 
@@ -198,9 +206,7 @@ def lead_cell(row):
 
 
 def throughput_cell(row):
-    if pd.isna(row["images_per_s"]) or pd.isna(row["images_per_s_ci95_low"]):
-        return number(row["images_per_s"])
-    return f"{number(row['images_per_s'])} [{number(row['images_per_s_ci95_low'])}, {number(row['images_per_s_ci95_high'])}]"
+    return bracketed(row["images_per_s"], row["images_per_s_ci95_low"], row["images_per_s_ci95_high"], ",.0f")
 
 
 def target_cell(row):
@@ -239,11 +245,12 @@ def inference_sentence(fastest):
     other = another_than_fastest(fastest, "inference")
     if other.empty:
         return ""
+    titles = group_titles(fastest)[1]
     lines = [
-        f"- {group_title(row)}: {row['inference_stack']} ({row['inference_variant']}) "
+        f"- {titles[index]}: {row['inference_stack']} ({row['inference_variant']}) "
         f"{number(row['inference_images_per_s'])} images/s; the fastest to train, {row['fastest_stack']} "
         f"({row['fastest_variant']}), {number(row['fastest_inference_images_per_s'])}"
-        for _, row in other.iterrows()
+        for index, row in other.iterrows()
     ]
     return (
         "\nAt inference (a forward pass over the test set, measured once a run and not tested: geometric means) the "
@@ -256,7 +263,8 @@ def input_sentence(fastest):
     heavy = fastest[fastest["input_heavy"].notna()]
     if heavy.empty:
         return ""
-    lines = [f"- {group_title(row)}: {row['input_heavy']}" for _, row in heavy.iterrows()]
+    titles = group_titles(fastest)[1]
+    lines = [f"- {titles[index]}: {row['input_heavy']}" for index, row in heavy.iterrows()]
     return (
         "\nInput work that compute did not hide took a tenth or more of a steady epoch (the mean over repeats; "
         f"{resources.TITLE}) in {len(heavy)} of {len(fastest)} groups, a cost of the stack's input feed, not of its "
@@ -267,7 +275,8 @@ def input_sentence(fastest):
 def untested_sentence(fastest):
     """The groups where an experiment with too few ok repeats to be tested ran faster than the answer."""
     quicker = fastest[fastest["faster_untested"].notna()]
-    lines = [f"- {group_title(row)}: {row['faster_untested']}" for _, row in quicker.iterrows()]
+    titles = group_titles(fastest)[1]
+    lines = [f"- {titles[index]}: {row['faster_untested']}" for index, row in quicker.iterrows()]
     if not lines:
         return ""
     return "\nFaster, but with fewer than 3 ok repeats (not tested, so not the answer):\n\n" + "\n".join(lines) + "\n"
@@ -275,14 +284,10 @@ def untested_sentence(fastest):
 
 def cost_cell(row):
     """The fastest's cost per million images with its interval (from its throughput's)."""
-    if pd.isna(row["cost_per_million_images"]):
-        return "–" if pd.isna(row["images_per_s"]) else "no price for its device"
-    interval = (
-        ""
-        if pd.isna(row["cost_per_million_images_ci95_low"])
-        else f" [{row['cost_per_million_images_ci95_low']:,.3g}, {row['cost_per_million_images_ci95_high']:,.3g}]"
-    )
-    return f"{row['cost_per_million_images']:,.3g}{interval}"
+    if pd.isna(row["cost_per_million_images"]) and pd.notna(row["images_per_s"]):
+        return "unpriced"
+    column = "cost_per_million_images"
+    return bracketed(row[column], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"], ",.3g")
 
 
 def priced(fastest):
@@ -355,11 +360,13 @@ def target_heading(runs):
 
 
 def answer_table(fastest, runs):
+    """The groups' answers, a row each: the parts of a group's title every group shares said once above the table."""
     if fastest.empty:
         return "No experiment finished with a measured throughput, so no group has an answer (see Failed runs).\n"
+    shared, titles = group_titles(fastest)
     rows = [
         [
-            group_title(row),
+            titles[index],
             fastest_cell(row),
             throughput_cell(row),
             lead_cell(row),
@@ -367,7 +374,7 @@ def answer_table(fastest, runs):
             target_cell(row),
             *([cost_cell(row)] if priced(fastest) else []),
         ]
-        for _, row in fastest.iterrows()
+        for index, row in fastest.iterrows()
     ]
     header = [
         "group",
@@ -378,10 +385,13 @@ def answer_table(fastest, runs):
         target_heading(runs),
         *(["cost per million images [95%]"] if priced(fastest) else []),
     ]
-    return markdown_table(header, rows)
+    every = f"Every group: {shared}.\n\n" if shared else ""
+    return every + markdown_table(header, rows)
 
 
 def markdown(study, figures):
+    """Page 1: each group's answer first, then where and how it was measured, what the columns mean, the
+    measurements' quality and what else a reader should know before acting on it."""
     lines = [
         machine_line(study.runs),
         versions_line(study.summary, study.runs),
@@ -389,12 +399,12 @@ def markdown(study, figures):
         reproduce_line(study.runs, study.origin),
     ]
     return (
-        "\n\n".join(lines)
-        + "\n\n"
-        + answer_table(study.fastest, study.runs)
+        answer_table(study.fastest, study.runs)
         + "\n"
         + bottom_line(study.fastest)
         + "\n"
+        + "\n\n".join(lines)
+        + "\n\n"
         + LEGEND
         + (COST_LEGEND if priced(study.fastest) else "")
         + "\n\n"

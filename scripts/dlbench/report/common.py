@@ -7,6 +7,7 @@ import textwrap
 
 import matplotlib
 
+from dlbench.analysis.statistics import is_equivalence
 from dlbench.analysis.tables import GROUP, PANEL
 from dlbench.palette import series_style, stack_colour, variant_marker
 
@@ -197,15 +198,42 @@ def save(figure, path):
     plt.close(figure)
 
 
+def group_parts(row):
+    """An experiment group's title in parts: the workload, the batch, where it ran, the optimiser, the epochs, the
+    data's placement (none on the device) and the machine."""
+    scaling = "" if row["replicas"] == 1 else f" ({row['scaling']})"
+    return [
+        f"{row['model']} on {row['dataset']}",
+        f"batch {row['batch_size']}",
+        on_devices(row["device"], row["replicas"]) + scaling,
+        f"{row['optimizer']} lr {row['learning_rate']:g}",
+        f"{row['epochs']} epochs",
+        "" if row["data_placement"] == "device" else f"{row['data_placement']} data",
+        f"on {row['machine']}",
+    ]
+
+
+def joined(parts):
+    return ", ".join(part for part in parts if part)
+
+
 def group_title(row):
     """An experiment group: what its members share (comparisons are made within one)."""
-    placement = "" if row["data_placement"] == "device" else f", {row['data_placement']} data"
-    scaling = "" if row["replicas"] == 1 else f" ({row['scaling']})"
-    on = on_devices(row["device"], row["replicas"]) + scaling
-    return (
-        f"{row['model']} on {row['dataset']}, batch {row['batch_size']}, {on}, {row['optimizer']} "
-        f"lr {row['learning_rate']:g}, {row['epochs']} epochs{placement}, on {row['machine']}"
-    )
+    return joined(group_parts(row))
+
+
+def group_titles(groups):
+    """(what every group shares, {index: what sets each apart}): a table of groups names the shared parts once
+    instead of in every row; a single group keeps its whole title."""
+    parts = {index: group_parts(row) for index, row in groups.iterrows()}
+    if len(parts) < 2:
+        return "", {index: joined(each) for index, each in parts.items()}
+    same = [len(set(column)) == 1 for column in zip(*parts.values())]
+    first = next(iter(parts.values()))
+    shared = joined(part for part, alike in zip(first, same) if alike)
+    return shared, {
+        index: joined(part for part, alike in zip(each, same) if not alike) for index, each in parts.items()
+    }
 
 
 def comparison_groups(comparisons):
@@ -219,7 +247,7 @@ def verdict_colour(verdict):
     """Blue for a proven difference, green for a proven equivalence, grey for inconclusive or not tested."""
     if verdict in ("faster", "slower"):
         return DECIDED
-    return EQUIVALENT if verdict.startswith("equivalent") else UNDECIDED
+    return EQUIVALENT if is_equivalence(verdict) else UNDECIDED
 
 
 def ratio_axis(axis, part, labels, title, xlabel):
@@ -289,6 +317,21 @@ def ratio_figure(groups, labeller, titler, xlabel, empty, path):
 
 def number(value, digits=0):
     return "–" if pd.isna(value) else f"{value:,.{digits}f}"
+
+
+def ok_runs(runs, row):
+    """The finished repeats of the row's experiment on the row's machine: the runs table's rows behind a statistic,
+    drawn as a figure's points."""
+    mine = runs[(runs["experiment_id"] == row["experiment_id"]) & (runs["machine"] == row["machine"])]
+    return mine[mine["status"] == "ok"]
+
+
+def bracketed(value, low, high, spec):
+    """A figure and, where it has one, its 95% interval: "1,234 [1,100, 1,300]"; a dash for a missing figure."""
+    if pd.isna(value):
+        return "–"
+    interval = "" if pd.isna(low) else f" [{low:{spec}}, {high:{spec}}]"
+    return f"{value:{spec}}{interval}"
 
 
 def percent(value, digits=0):

@@ -3,12 +3,14 @@ compilation, warm-up) and the training time to the target accuracy - and where t
 
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.markers import TICKDOWN, TICKUP
 
 from dlbench.analysis.fastest import ranked, reached_target
 from dlbench.palette import series_style
 from dlbench.report.common import (
     figure_grid,
     figure_titles,
+    ok_runs,
     key_legend,
     log_ticks,
     panel_heading,
@@ -31,19 +33,18 @@ MEASURES = {
     "first_epoch_s_mean": ("first epoch, hollow", "none"),
     "time_to_target_s_mean": ("time to target, filled", "full"),
 }
-REPEATED = ["first_epoch_s", "time_to_target_s"]  # the runs' own values behind each mean, drawn as ticks
-
-
-def repeats_of(runs, row):
-    """The experiment's ok runs on the row's machine."""
-    return runs[(runs["experiment_id"] == row["experiment_id"]) & (runs["machine"] == row["machine"])].query(
-        "status == 'ok'"
-    )
+# the runs' own values behind each mean, drawn as ticks: a repeat's first epoch hangs below its row, its time to
+# target stands above it, so the two measures' repeats read apart where they interleave
+REPEATED = {
+    "first_epoch_s": ("a repeat's first epoch (tick below)", TICKDOWN),
+    "time_to_target_s": ("a repeat's time to target (tick above)", TICKUP),
+}
 
 
 def end_to_end_figure(measured, runs, path):
     """Per panel, each stack and variant's first epoch (hollow) and time to target (filled), joined by a line, with
-    each repeat's own as a tick, in its series' style: a row per stack in the order of steady throughput, fastest on
+    each repeat's own as a tick (below the row for a first epoch, above it for a time to target), in its series'
+    style: a row per stack in the order of steady throughput, fastest on
     top; a log axis where a panel spans more than 10x."""
     panels = panel_titles(measured)
     titles = figure_titles(panels)
@@ -57,9 +58,13 @@ def end_to_end_figure(measured, runs, path):
             axis.plot(list(row[list(MEASURES)]), [ys[index]] * 2, color=style["color"], linewidth=0.8)
             for column, (_, fill) in MEASURES.items():
                 axis.plot(row[column], ys[index], **dict(style, fillstyle=fill, linestyle=""), markersize=4)
-            repeats = pd.concat([repeats_of(runs, row)[column] for column in REPEATED]).dropna()
-            axis.plot(repeats, [ys[index]] * len(repeats), color=style["color"], marker="|", linestyle="", alpha=0.6)
-            drawn += [repeats, row[list(MEASURES)]]
+            for column, (_, marker) in REPEATED.items():
+                repeats = ok_runs(runs, row)[column].dropna()
+                axis.plot(
+                    repeats, [ys[index]] * len(repeats), color=style["color"], marker=marker, markersize=5, linestyle=""
+                )
+                drawn.append(repeats)
+            drawn.append(row[list(MEASURES)])
         axis.set_yticks(ticks, stacks)
         if spans_a_decade(pd.concat(drawn)):
             axis.set_xscale("log")
@@ -70,7 +75,10 @@ def end_to_end_figure(measured, runs, path):
         Line2D([], [], color="#555555", marker="o", fillstyle=fill, linestyle="", label=name)
         for name, fill in MEASURES.values()
     ]
-    measures.append(Line2D([], [], color="#555555", marker="|", linestyle="", alpha=0.6, label="a repeat"))
+    measures += [
+        Line2D([], [], color="#555555", marker=marker, markersize=4, linestyle="", label=name)
+        for name, marker in REPEATED.values()
+    ]
     key_legend(figure, measured, measures)
     save(figure, path)
 
@@ -123,5 +131,6 @@ def markdown(study, figures):
         "Steady throughput leaves out the first epoch, which carries tracing, compilation and warm-up; a user who "
         "trains for minutes pays it. Per stack and variant, the first epoch's "
         "training time and the training time to the target accuracy, first epoch included, each the mean over "
-        "repeats (time to target: over the repeats that reached it), each repeat's own a tick.\n\n" + ranking + "\n"
+        "repeats (time to target: over the repeats that reached it); each repeat's own is a tick, below the row for "
+        "its first epoch and above it for its time to target.\n\n" + ranking + "\n"
     )

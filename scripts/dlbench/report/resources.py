@@ -1,16 +1,14 @@
 """Input share, memory, utilisation and energy: per experiment (means over finished repeats) and over a run."""
 
-import pandas as pd
-
 from dlbench.palette import release_styles, series_style
 from dlbench.report.common import (
     LINE_KEYS,
+    bracketed,
     cell,
     figure_grid,
     figure_titles,
     key_legend,
     markdown_table,
-    number,
     panel_heading,
     panel_rows,
     panel_title,
@@ -62,10 +60,10 @@ COSTS = [
 
 def cost_cell(row, column, digits):
     """A cost with its interval where the summary has one (at least 3 repeats)."""
-    figure, low = cell(row, column, digits), row.get(f"{column}_ci95_low")  # absent from an older summary
-    if row["runs_ok"] == 0 or pd.isna(low):
-        return figure
-    return f"{figure} [{number(low, digits)}, {number(row[f'{column}_ci95_high'], digits)}]"
+    if row["runs_ok"] == 0:
+        return cell(row, column, digits)
+    low, high = row.get(f"{column}_ci95_low"), row.get(f"{column}_ci95_high")  # absent from an older summary
+    return bracketed(row[column], low, high, f",.{digits}f")
 
 
 def resources_table(summary, runs):

@@ -6,11 +6,13 @@ import pandas as pd
 from dlbench.analysis.scaling import FAMILY
 from dlbench.palette import release_styles
 from dlbench.report.common import (
+    bracketed,
     figure_grid,
     label,
     legend_below,
     markdown_table,
     method_word,
+    ok_runs,
     number,
     p_text,
     panel_heading,
@@ -36,9 +38,9 @@ def panel_title(row):
     )
 
 
-def scaling_figure(curves, path):
-    """Geometric-mean throughput against replicas per stack and variant, and dotted beside each its ideal: one
-    replica's throughput times the replicas."""
+def scaling_figure(curves, runs, path):
+    """Geometric-mean throughput against replicas per stack and variant, each repeat a small dot, and dotted beside
+    each line its ideal: one replica's throughput times the replicas."""
     panels = [part for _, part in curves.groupby(PANEL, sort=True, dropna=False)]
     figure, axes = figure_grid(len(panels), panel_height=2.0)
     releases = release_styles(curves["stack"])
@@ -46,6 +48,9 @@ def scaling_figure(curves, path):
         for name, line, style in styled_lines(part, label(part), releases):
             line = line.sort_values("replicas")
             axis.plot(line["replicas"], line["train_images_per_s_gmean"], label=name, **style)
+            repeats = pd.concat([ok_runs(runs, row) for _, row in line.iterrows()])
+            beside = repeats["replicas"] + 0.06  # just right of the mean's marker, which would hide them
+            axis.scatter(beside, repeats["train_images_per_s"], s=5, color=style["color"], linewidths=0)
             one = line[line["replicas"] == 1]["train_images_per_s_gmean"]
             if len(one):
                 axis.plot(line["replicas"], one.iloc[0] * line["replicas"], color=style["color"], linestyle=":")
@@ -60,12 +65,7 @@ def scaling_figure(curves, path):
 
 
 def efficiency_text(row):
-    interval = (
-        ""
-        if pd.isna(row["efficiency_ci95_low"])
-        else f" [{row['efficiency_ci95_low']:.2f}, {row['efficiency_ci95_high']:.2f}]"
-    )
-    return f"{row['efficiency']:.2f}{interval}"
+    return bracketed(row["efficiency"], row["efficiency_ci95_low"], row["efficiency_ci95_high"], ".2f")
 
 
 def against_best_text(row):
@@ -122,9 +122,10 @@ def markdown(study, figures):
         return None
     scaled = set(scaling["experiment_id"]) | set(scaling["base_experiment_id"])
     curves = study.summary[study.summary["experiment_id"].isin(scaled)]
-    scaling_figure(curves, figures / "scaling.svg")
+    scaling_figure(curves, study.runs, figures / "scaling.svg")
     return (
-        "![Throughput against replicas; dotted, the ideal: one replica's throughput times the replicas]"
+        "![Throughput against replicas, each repeat a dot; dotted, the ideal: one replica's throughput times the "
+        "replicas]"
         "(figures/scaling.svg)\n\n"
         "Each experiment on N data-parallel replicas (the stack's own mechanism: the record's `data_parallel`) "
         "against the same experiment on one, on the same machine. Speedup is the ratio of geometric-mean steady "

@@ -8,6 +8,7 @@ from dlbench.report.common import (
     STATUS_LABEL,
     figure_grid,
     figure_titles,
+    ok_runs,
     key_legend,
     log_ticks,
     panel_heading,
@@ -20,12 +21,6 @@ from dlbench.report.common import (
 )
 
 TITLE = "Training throughput"
-
-
-def repeats_of(runs, row):
-    """The steady throughput of each finished repeat of one experiment (the runs table's, not a statistic)."""
-    mine = runs[(runs["experiment_id"] == row["experiment_id"]) & (runs["machine"] == row["machine"])]
-    return mine.loc[mine["status"] == "ok", "train_images_per_s"].dropna()
 
 
 def throughput_point(axis, row, y, repeats):
@@ -51,7 +46,7 @@ def throughput_figure(measured, runs, path):
         ys, ticks, stacks = stack_rows(part, part["train_images_per_s_gmean"])
         for index, row in part.iterrows():
             if pd.notna(row["train_images_per_s_gmean"]):
-                throughput_point(axis, row, ys[index], repeats_of(runs, row))
+                throughput_point(axis, row, ys[index], ok_runs(runs, row)["train_images_per_s"].dropna())
             else:
                 where = axis.get_yaxis_transform()  # x in axes coordinates: at the panel's left edge
                 status = STATUS_LABEL.get(row["statuses"].split(",")[0], "failed")
