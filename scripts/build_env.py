@@ -6,7 +6,8 @@ required, no dependency resolution) in a folder named by the lock's hash: an edi
 unchanged one is reused (also across working directories that share the venv root). A lock out of date with its env
 file, or made for another platform or Python, is refused with the command that regenerates it. pip runs in the env
 file's folder, as conda runs it, so a local requirement names a folder from there: the driver's `-e ..` installs this
-checkout's library, editable (pyproject.toml), after the lock. Standard library only: it runs before any venv exists.
+checkout's library, editable (pyproject.toml), after the lock, built by the setuptools the lock pins. Standard library
+only: it runs before any venv exists.
 
     python3 scripts/build_env.py envs/torch-2.13-cpu.yaml --venv-root .venvs --describe results/envs/x.json
     python3 scripts/build_env.py envs/driver.yaml --prefix .venv
@@ -352,7 +353,9 @@ def build_venv(env_file, prefix, wheels=None):
         local = [line for line in pip_requirements(env_file) if is_local(line)]
         if local:
             print("installing from this checkout: " + " ".join(local), flush=True)
-            pip_install(venv_python, ["--no-deps", *index_arguments(wheels), *pip_arguments(local)], folder, lock)
+            # built by the lock's setuptools, not by one an isolated build would fetch: nothing resolved at build time
+            isolation = ["--no-deps", "--no-build-isolation", *index_arguments(wheels)]
+            pip_install(venv_python, [*isolation, *pip_arguments(local)], folder, lock)
         (prefix / COMPLETE_MARKER).write_text(build_key(env_file) + "\n")
         return prefix
 

@@ -147,7 +147,8 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     """Against each group's fastest (the comparisons' default baseline): the CPU groups decisive, the GPU ResNet-20
     group equivalent with torch-2.13 first to target accuracy (keras-3-jax compiles), the noisy streamed group
     inconclusive, the group whose every run ran out of memory failed. All ten groups' answers fit on page 1, the parts
-    of their titles every group shares said once above the table; the machine, versions and command below it."""
+    of their titles every group shares said once above the table; what else changes a reader's choice follows the
+    table, then the machine, versions and command, the measurements' quality and the legend."""
     table = read_csv(report / "tables/fastest.csv")
     fastest = {(row["model"], row["batch_size"], row["device"], row["replicas"]): row for row in table}
     resnet20 = fastest[("resnet20", "128", "gpu", "1")]
@@ -173,12 +174,16 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     last = next(index for index, text in enumerate(pages) if "Confidence:" in text)
     page = " ".join(pages[: last + 1])
     assert "Every group: adam lr 0.001, 3 epochs." in pages[0] and pages[0].count("adam lr") == 1
-    assert pages[0].index("Bottom line:") < pages[0].index("Machine:")
-    assert page.index("answer:") < page.index("Machine:") < page.index("Versions:") < page.index("Reproduce:")
+    assert "Bottom line:" in pages[0]  # then what else changes a choice, then where and how it was measured
+    assert page.index("Bottom line:") < page.index("At inference") < page.index("Machine:") < page.index("Versions:")
+    assert page.index("Versions:") < page.index("Reproduce:") < page.index("Measurement quality.")
     assert "keras 3.15.0 on jax 0.10.2, NumPy" in page and "torch 2.13.0, NumPy" in page
     assert "--configfile config/fixture.yaml" in page and "(config sha256 ffffffffffff)" in page
     command = "`snakemake --cores all --resources gpu=1 --configfile config/fixture.yaml`"  # the PDF breaks its lines
-    assert command in section_markdown(report, "The answer: fastest per group")
+    answer = section_markdown(report, "The answer: fastest per group")
+    assert command in answer
+    # the commit, the config's digest and each env's lock digest: what reproduces a cell (docs/stacks.md)
+    assert re.search(r"at commit [0-9a-f]{40} \(config sha256 f{12}\), with the env locks fixture c{12}:", answer)
     assert "Contents" not in page.split("Confidence:")[0]  # the table of contents follows the answer
     for row in fastest.values():
         if row["confidence"] != "failed":
@@ -281,6 +286,7 @@ def test_the_workload_describes_each_dataset_and_when_the_target_was_reached(rep
 def test_the_report_says_what_the_config_left_out_and_why_cpu_energy_is_missing(report):
     summary = section_markdown(report, "Summary")
     assert "- stack keras-3-jax or keras-3-tensorflow, variant eager: a debugging mode." in summary
+    assert "246 runs of 82 experiments over 6 stacks" in summary and "; 210 ok, 36 oom (Failed runs)." in summary
     resources = section_markdown(report, "Input share, memory, utilisation and energy")
     assert "CPU package energy (RAPL, read through /sys/class/powercap) was not measured in" in resources
 
@@ -646,7 +652,6 @@ def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_rea
     )
     raced, unraced, decided = result.stdout.splitlines()
     assert raced == (
-        "undecided after 8 rounds (resolves leads of 1.29x); 36 rounds would decide it, about 3 min "
-        "(past the rounds run: the last of `race.looks`, or the race's budget)"
+        "undecided after 8 rounds (resolves 1.29x); 36 rounds would decide it, about 3 min, past `race.looks`"
     )
     assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"

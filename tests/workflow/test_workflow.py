@@ -2,6 +2,7 @@
 (PyTorch's gloo processes, MXNet's CPU contexts), a report; then what a rerun plans after no
 change, a changed batch size, a changed lock, an env file changed after its lock and a re-fetched dataset. (Faults and recovery: test_recovery.py.)"""
 
+import hashlib
 import json
 import os
 import re
@@ -189,6 +190,9 @@ def test_every_record_follows_the_schema(workdir):
     ok = [record for record in records if record["status"] == "ok"]
     assert len(ok) == len(records) == EXPERIMENTS * 2
     assert all(record["train_images_per_s"] > 0 and record["provenance"]["packages_sha256"] for record in ok)
+    for record in ok:  # each run names the lock its venv was installed from exactly
+        lock = (workdir / record["provenance"]["env_file"]).with_suffix(".lock.txt")
+        assert record["provenance"]["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest(), lock
     assert all(record["gpu_memory_peak_mb"] is None and record["gpu_fields_reason"] for record in records)
     host = [record for record in ok if record["data_placement"] == "host"]
     assert {record["stack"] for record in host} == {"mxnet-1.9", "tensorflow-2.21", "keras-3-jax"}

@@ -41,8 +41,11 @@ LEGEND = (
     "the methodology), and the race's own words map onto these: a race *decided* (only its leader left) reads "
     "*decided* where every rival left proven slower (against the last leader, or against an earlier one itself "
     "proven slower) and *tie* where one left proven within the margin; a race *undecided* at its last look or "
-    "budget reads *undecided*, and a live rival proven faster than the race's leader is named the fastest. Rounds: the rounds the group ran; an inconclusive answer says how many rounds would decide it "
-    "at the ratio and spread its rivals show, and the minutes of training those rounds would take. To target "
+    "budget reads *undecided*, and a live rival proven faster than the race's leader is named the fastest. Rounds: "
+    'the rounds the group ran; an undecided answer gives the smallest lead those rounds resolve ("resolves 1.15x"), '
+    "how many rounds would decide it at the ratio and spread its rivals show, and the minutes of training those "
+    'rounds would take; "past `race.looks`": more rounds than the race\'s last look (or its budget) allows, so '
+    "raising it decides the group. To target "
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest."
 )
@@ -329,13 +332,13 @@ def confidence_cell(row):
         return f"tie{rounds}: {row['confidence_reason']}"
     if row["confidence"] != "inconclusive":
         return row["confidence"]
-    resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves leads of {row['resolvable_lead']:.2f}x)"
+    resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves {row['resolvable_lead']:.2f}x)"
     if pd.isna(row["rounds_to_decide"]):
         return f"undecided{rounds}{resolves}; no practical number of rounds would decide it"
     cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
     needed = row["rounds_to_decide"]
     raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])
-    how = " (past the rounds run: the last of `race.looks`, or the race's budget)" if raced else ""
+    how = ", past `race.looks`" if raced else ""
     return f"undecided{rounds}{resolves}; {needed} rounds would decide it{cost}{how}"
 
 
@@ -390,8 +393,9 @@ def answer_table(fastest, runs):
 
 
 def markdown(study, figures):
-    """Page 1: each group's answer first, then where and how it was measured, what the columns mean, the
-    measurements' quality and what else a reader should know before acting on it."""
+    """Page 1: each group's answer first, with what else changes a reader's choice (faster but untested, first to
+    the target, fastest at inference, input-heavy), then where and how it was measured, the measurements' quality
+    and what the columns mean."""
     lines = [
         machine_line(study.runs),
         versions_line(study.summary, study.runs),
@@ -403,16 +407,17 @@ def markdown(study, figures):
         + "\n"
         + bottom_line(study.fastest)
         + "\n"
-        + "\n\n".join(lines)
-        + "\n\n"
-        + LEGEND
-        + (COST_LEGEND if priced(study.fastest) else "")
-        + "\n\n"
-        + quality_box(study.summary)
         + untested_sentence(study.fastest)
         + reversal_sentence(study.fastest)
         + inference_sentence(study.fastest)
         + input_sentence(study.fastest)
         + "\n"
+        + "\n\n".join(lines)
+        + "\n\n"
+        + quality_box(study.summary)
+        + "\n"
+        + LEGEND
+        + (COST_LEGEND if priced(study.fastest) else "")
+        + "\n\n"
         + CONTENTS
     )

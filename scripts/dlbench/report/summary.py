@@ -42,13 +42,24 @@ def exclusions_text(origin):
     return ["", "Left out by the config (`exclude`), so in no table or figure:", "", *map(exclusion_line, entries)]
 
 
+def status_counts(statuses):
+    """How the runs ended, ok first: "99 ok, 1 contended (Contended runs)"; a failure names its section."""
+    counts = statuses.value_counts()
+    others = [
+        f"{counts[status]} {status} ({'Contended runs' if status == 'contended' else 'Failed runs'})"
+        for status in sorted(counts.index)
+        if status != "ok"
+    ]
+    return ", ".join([f"{counts.get('ok', 0)} ok", *others])
+
+
 def markdown(study, figures):
     runs, summary = study.runs, study.summary
     lines = [
         (
             f"{len(runs)} runs of {len(summary)} experiments over {summary['stack'].nunique()} stacks "
             f"({', '.join(sorted(summary['stack'].unique()))}); "
-            f"{int((runs['status'] != 'ok').sum())} runs did not finish with status ok."
+            f"{status_counts(runs['status'])}."
         ),
     ]
     lines += [*exclusions_text(study.origin), ""]
