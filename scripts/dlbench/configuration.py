@@ -253,6 +253,7 @@ def refusals(config, stacks, registry, machine):
         race_schedule,
         existing_env_files,
         existing_envs_under_conda,
+        wheels_folder,
         dataset_memory,
         gpu_on_this_machine,
         replica_counts,
@@ -400,6 +401,18 @@ def existing_envs_under_conda(config, stacks, registry, machine):
         yield (
             "config error in `existing_envs`: existing environments run as they are, not under --sdm conda; "
             "drop --sdm conda or the `existing_envs` entries"
+        )
+
+
+def wheels_folder(config, stacks, registry, machine):
+    """A folder of wheels to build the venvs from must exist; under --sdm conda no venv is built from it."""
+    wheels = config.get("wheels")
+    if wheels and machine.conda:
+        yield "config error in `wheels`: conda builds the envs under --sdm conda; drop --sdm conda or `wheels`"
+    elif wheels and not Path(wheels).is_dir():
+        yield (
+            f"config error in `wheels`: {wheels} is not a folder; download the wheels the locks name into it "
+            '(docs/stacks.md, "Without a package index") or set `wheels: null` to install from the package index'
         )
 
 

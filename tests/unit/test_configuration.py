@@ -255,6 +255,24 @@ def test_existing_environments_are_refused_only_where_software_is_deployed_with_
     ]
 
 
+def test_a_wheels_folder_that_is_not_there_is_refused_before_any_build(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    stacks = configuration.load_stacks()
+
+    def refused(wheels, machine=MACHINE):
+        (tmp_path / "study.yaml").write_text(yaml.safe_dump({"wheels": wheels}))
+        config = configuration.load([tmp_path / "study.yaml"], None, WORKFLOW_CONFIG)
+        return configuration.refusals(config, stacks, configuration.load_registry(config), machine)
+
+    assert refused(None) == [] and refused(str(tmp_path)) == []
+    (problem,) = refused(str(tmp_path / "wheels"))
+    assert problem.startswith(f"config error in `wheels`: {tmp_path / 'wheels'} is not a folder; download the wheels")
+    conda = configuration.Machine(gpus=0, memory_bytes=24 * 2**30, conda=True)
+    assert refused(str(tmp_path), conda) == [
+        "config error in `wheels`: conda builds the envs under --sdm conda; drop --sdm conda or `wheels`"
+    ]
+
+
 def test_a_race_budget_too_small_for_the_first_rounds_is_refused_naming_the_key():
     config = {"repeats": 3, "race": {"enabled": True, "budget_runs": 20}}
     with pytest.raises(configuration.ConfigError, match=r"`race.budget_runs`: 20 runs cannot pay for the first 3 "):

@@ -287,3 +287,16 @@ def test_the_versions_study_plans_each_framework_at_two_releases():
     planned = result.stdout + result.stderr
     for stack in study["stacks"]:
         assert f"results/runs/{stack}_digits_lenet_cpu_b64" in planned, stack
+
+
+def test_a_wheels_folder_builds_every_venv_from_it_with_no_index(tmp_path):
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "-p", "--forcerun", "build_env", "--cores", "1"]
+        + ["--config", "stacks=[torch-2.13]", f"wheels={tmp_path}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    builds = [line for line in result.stdout.splitlines() if "scripts/build_env.py envs/" in line]
+    assert builds and all(f"--wheels {tmp_path}" in line for line in builds), builds

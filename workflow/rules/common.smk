@@ -269,7 +269,8 @@ def env_build_arguments(wildcards):
     """The builder's words for where the env goes, each quoted in the command."""
     if USE_CONDA:
         return ["--current"]
-    return ["--venv-root", config["venv_root"]]
+    offline = ["--wheels", config["wheels"]] if config["wheels"] else []
+    return ["--venv-root", config["venv_root"], *offline]
 
 
 def code_manifest(script, adapter=None, backend=None, streamed=False):

@@ -256,7 +256,8 @@ def inference_sentence(fastest):
         for index, row in other.iterrows()
     ]
     return (
-        "\nAt inference (a forward pass over the test set, measured once a run and not tested: geometric means) the "
+        "\nAt inference (a pass over the test set as the stack runs it, its fixed cost per pass included; one "
+        "figure a run, not tested: geometric means) the "
         f"fastest is another experiment in {len(other)} of {len(fastest)} groups:\n\n" + "\n".join(lines) + "\n"
     )
 
