@@ -195,6 +195,11 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert "of 10 groups, a winner proven in 6, a tie proven in 2, undecided in 1, no contest in 1" in rows
     assert "2 gpu replicas (weak)" in page and "4 gpu replicas (weak)" in page
     assert "torch-2.13 (eager) 0.37 s;" in page
+    # beside the streamed group's lead, what sets its fastest apart: keras-3-jax spent 30% of an epoch on input
+    assert fastest[("resnet50", "128", "gpu", "1")]["differs"] == "input share 1% vs 30%"
+    assert "over keras-3-jax (eager); input share 1% vs 30% |" in section_markdown(
+        report, "The answer: fastest per group"
+    )
     answer = section_markdown(report, "The answer: fastest per group")
     assert "In 2 of 10 groups the fastest in steady state" in answer
     # torch-2.13 serves twice as fast in the fixture: named where another experiment trains fastest

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 from dlbench.analysis.cost import COST_COLUMNS, with_costs
-from dlbench.analysis.fastest import fastest_table
+from dlbench.analysis.fastest import differences, fastest_table
 from dlbench.analysis.tables import GROUP
 
 GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device", 1, "weak"]))
@@ -367,3 +367,18 @@ def test_unraced_a_named_baseline_that_is_the_runner_up_leaves_the_lead_untested
         [compared("torch-2.13", "tensorflow-2.21", 4.0, "faster")],
     )
     assert row["confidence"] == "untested"
+
+
+def test_what_sets_the_fastest_apart_names_only_gaps_past_their_thresholds():
+    """Beside the lead: the measures the runs took whose gap between the fastest and the runner-up reaches its
+    threshold, the fastest's figure first; a GPU figure a CPU run lacks, or a small gap, is not named."""
+    fastest = pd.Series(
+        {"cpu_utilisation_mean_mean": 96.0, "gpu_utilisation_mean_mean": None, "input_share_mean": 0.03}
+    )
+    runner_up = pd.Series(
+        {"cpu_utilisation_mean_mean": 62.0, "gpu_utilisation_mean_mean": None, "input_share_mean": 0.26}
+    )
+    assert differences(fastest, runner_up) == "CPU busy 96% vs 62%; input share 3% vs 26%"
+    close = runner_up.copy()
+    close["cpu_utilisation_mean_mean"], close["input_share_mean"] = 90.0, 0.1
+    assert differences(fastest, close) is None

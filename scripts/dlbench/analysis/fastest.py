@@ -48,6 +48,7 @@ COLUMNS = [
     "lead_high",
     "lead_confidence",
     "lead_verdict",
+    "differs",
     "confidence",
     "confidence_reason",
     "faster_untested",
@@ -65,6 +66,14 @@ COLUMNS = [
     "inference_images_per_s",
     "fastest_inference_images_per_s",
     "input_heavy",
+]
+# What the runs measured beside throughput, read for what sets the fastest apart from the runner-up: (summary column,
+# its words, how a figure prints, the smallest gap worth naming). Busy is the share of the machine's CPUs (or of the
+# GPU) the run kept working: on a 2-core machine one thread against two shows as about 50% against 100%.
+DIFFERENCES = [
+    ("cpu_utilisation_mean_mean", "CPU busy", "{:.0f}%", 15),
+    ("gpu_utilisation_mean_mean", "GPU busy", "{:.0f}%", 15),
+    ("input_share_mean", "input share", "{:.0%}", 0.1),
 ]
 # The fastest's cost per million images with its interval, where the summary has costs (a price is set).
 FASTEST_COSTS = [column for column in COST_COLUMNS if column.startswith("cost_per_million_images")]
@@ -312,6 +321,18 @@ def input_heavy(part):
     return "; ".join(f"{name(row)} {row['input_share_mean']:.0%}" for _, row in heavy.iterrows()) or None
 
 
+def differences(fastest, runner_up):
+    """What the runs measured beside throughput that sets the fastest apart from the runner-up, the fastest's figure
+    first: each measure of DIFFERENCES whose gap reaches its threshold ("CPU busy 96% vs 62%; input share 3% vs 26%");
+    None where none does. Untested: where to look for why it won, not a proven cause."""
+    found = []
+    for column, words, shown, gap in DIFFERENCES:
+        ours, theirs = fastest.get(column), runner_up.get(column)
+        if pd.notna(ours) and pd.notna(theirs) and abs(ours - theirs) >= gap:
+            found.append(f"{words} {shown.format(ours)} vs {shown.format(theirs)}")
+    return "; ".join(found) or None
+
+
 def group_row(key, part, compared):
     row = dict(zip(GROUP, key), experiments=len(part))
     unmeasured = int((part["measurement_note"].fillna("") != "").sum())
@@ -341,6 +362,7 @@ def group_row(key, part, compared):
         others = other_rivals(names, runner_up, standing)
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
+        row["differs"] = differences(fastest, runner_up)
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     row.update(race_columns(part, fastest, compared, row["confidence"]))
     row["input_heavy"] = input_heavy(part)

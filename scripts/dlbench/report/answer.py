@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.analysis.fastest import DIFFERENCES
 from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
 from dlbench.report import resources
 from dlbench.report.common import (
@@ -47,7 +48,11 @@ LEGEND = (
     'rounds would take; "past `race.looks`": more rounds than the race\'s last look (or its budget) allows, so '
     "raising it decides the group. To target "
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
-    "first in every repeat, where that is not the fastest."
+    "first in every repeat, where that is not the fastest. What differs: beside the lead, what the runs measured "
+    "that sets the fastest apart from the runner-up, the fastest's figure first ("
+    + "; ".join(f"{words} {shown.format(gap)} apart or more" for _, words, shown, gap in DIFFERENCES)
+    + "; busy is the share of the machine's CPUs, or of the GPU, the run kept working): where to look for why it "
+    "won, not a proven cause."
 )
 COST_LEGEND = (
     " Cost per million images: the fastest's, at the config's `price_per_hour` for its device (per device on GPU, "
@@ -205,7 +210,8 @@ def lead_cell(row):
     if pd.isna(row["runner_up_stack"]):
         return "no runner-up"
     interval = "" if pd.isna(row["lead_low"]) else f" [{row['lead_low']:.2f}, {row['lead_high']:.2f}]"
-    return f"{row['lead']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']})"
+    differs = "" if pd.isna(row["differs"]) else f"; {row['differs']}"
+    return f"{row['lead']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']}){differs}"
 
 
 def throughput_cell(row):
@@ -384,7 +390,7 @@ def answer_table(fastest, runs):
         "group",
         "fastest",
         "images/s, geometric mean [95%]",
-        "lead [interval]",
+        "lead [interval] over the runner-up; what differs",
         "confidence",
         target_heading(runs),
         *(["cost per million images [95%]"] if priced(fastest) else []),
