@@ -215,6 +215,7 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
             cpu_utilisation_mean=93.0,
             parameters=101_770,
             flops_per_image=203_530,
+            train_flops_per_s=3 * 203_530 * images / seconds,  # forward and backward (dlbench.peaks)
             engaged={
                 "graph": experiment["variant"] == "graph",
                 "tf32": True,

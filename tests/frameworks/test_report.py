@@ -241,6 +241,11 @@ def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
     resources = section_markdown(report, "Input share, memory, utilisation and energy")
     titles = "| cost per million images (geometric mean [95%]) | cost to target (mean [95%]) |"
     assert f"| J/image (mean) | MFU (mean) {titles}" in resources
+    # the model's arithmetic per second of training, on every device, in GFLOP/s
+    assert "| CPU % (mean) | training GFLOP/s (mean) |" in resources
+    summary = read_csv(report / "tables/summary.csv")
+    gflops = next(float(row["train_flops_per_s_mean"]) / 1e9 for row in summary if row["train_flops_per_s_mean"])
+    assert f"| {gflops:,.2f} |" in resources
     assert re.search(r"\| \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\] \|\n", resources)  # cost to target, last
 
 

@@ -9,6 +9,7 @@ from dlbench.report.common import (
     figure_titles,
     key_legend,
     markdown_table,
+    number,
     panel_heading,
     panel_rows,
     panel_title,
@@ -29,8 +30,9 @@ METHOD = (
     "share is a lower bound). It is measured over pairs of a real and a fixed-batch epoch timed next to each other; "
     "each record also holds the interval over the pairs, and a share whose interval includes zero is noise, not "
     "input work. "
-    "MFU (GPU) is the achieved training FLOP/s (3 x forward FLOPs x images/s) over the GPU's datasheet peak at the "
-    "precision that ran. Memory and utilisation are sampled by a thread in each training process (see the run "
+    "Training GFLOP/s is the model's arithmetic per second of steady training (3 x forward FLOPs x images/s), on any "
+    "device; the Operators section sets the highest of it beside the machine's measured GEMM ceiling, where the "
+    "config runs operators. MFU (GPU) is that rate over the GPU's datasheet peak at the precision that ran. Memory and utilisation are sampled by a thread in each training process (see the run "
     "record's fields in docs/run-record.md); GPU utilisation and energy cover the training epochs only."
 )
 
@@ -69,8 +71,16 @@ def cost_cell(row, column, digits):
 def resources_table(summary, runs):
     """Input share, memory, utilisation and energy per experiment (means over ok repeats), a table per dataset,
     model, batch and device; GPU columns only where measured, costs only where priced."""
-    header = ["stack", "variant", "input share (mean)", "RSS peak MiB (mean)", "CPU % (mean)"]
-    columns = [("host_rss_peak_mb_mean", 0), ("cpu_utilisation_mean_mean", 0)]
+    header = [
+        "stack",
+        "variant",
+        "input share (mean)",
+        "RSS peak MiB (mean)",
+        "CPU % (mean)",
+        "training GFLOP/s (mean)",
+    ]
+    columns = [("host_rss_peak_mb_mean", 0, number), ("cpu_utilisation_mean_mean", 0, number)]
+    columns.append(("train_flops_per_s_mean", 2, lambda flops, digits: number(flops / 1e9, digits)))
     sections = []
     for panel in panel_titles(summary):
         part = panel_rows(summary, panel)
@@ -84,7 +94,7 @@ def resources_table(summary, runs):
                 row["stack"],
                 row["variant_label"],
                 cell(row, "input_share_mean", 1, share),
-                *(cell(row, column, digits) for column, digits in columns),
+                *(cell(row, column, digits, formatter) for column, digits, formatter in columns),
                 *(cell(row, column, digits) for column, digits, _ in measured),
                 *(cost_cell(row, column, digits) for column, digits, _ in priced),
             ]
