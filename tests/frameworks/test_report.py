@@ -231,7 +231,7 @@ def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
         low = hourly / 3600 * 1e6 / float(row["images_per_s_ci95_high"])
         assert float(row["cost_per_million_images_ci95_low"]) == pytest.approx(low)
         assert f"{cost:,.3g} [{low:,.3g}, " in answer
-    assert "unpriced" in answer
+    assert "| unpriced |" in answer
     for row in read_csv(report / "tables/summary.csv"):
         if row["device"] == "gpu" and row["time_to_target_s_mean"]:
             cost = GPU_PRICE["gpu"] * int(row["replicas"]) * float(row["time_to_target_s_mean"]) / 3600
@@ -641,6 +641,19 @@ def test_a_thin_study_still_renders_and_says_what_is_missing(kind, says, tmp_pat
     assert (root / "report.pdf").stat().st_size > 10_000
 
 
+def in_tools_venv(env_python, script):
+    """The lines a script prints, run by the tools venv's Python with the library importable (the report's code needs
+    matplotlib, which the driver venv lacks)."""
+    result = subprocess.run(
+        [str(env_python("tools")), "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "scripts")),
+    )
+    return result.stdout.splitlines()
+
+
 CONFIDENCE_CELLS = """
 import pandas as pd
 from dlbench.report.answer import confidence_cell
@@ -653,15 +666,38 @@ for change in ({}, dict(race_outcome=None, rounds=3, rounds_to_decide=6), dict(c
 
 
 def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_reaches_it(env_python):
-    result = subprocess.run(
-        [str(env_python("tools")), "-c", CONFIDENCE_CELLS],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO / "scripts")),
-    )
-    raced, unraced, decided = result.stdout.splitlines()
+    raced, unraced, decided = in_tools_venv(env_python, CONFIDENCE_CELLS)
     assert raced == (
         "undecided after 8 rounds (resolves 1.29x); 36 rounds would decide it, about 3 min, past `race.looks`"
     )
     assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"
+
+
+GROUP_TITLES = """
+import json
+import pandas as pd
+from dlbench.report.common import group_titles
+
+group = dict(model="mlp", dataset="digits", batch_size=64, device="cpu", replicas=1, scaling="weak",
+             optimizer="adam", learning_rate=0.001, epochs=3, data_placement="device", machine="cpu-model")
+cases = [
+    [dict(group, batch_size=32)],
+    [dict(group, data_placement="device"), dict(group, data_placement="host")],
+    [dict(group, batch_size=32), dict(group, batch_size=64)],
+]
+for rows in cases:
+    shared, titles = group_titles(pd.DataFrame(rows))
+    print(json.dumps([shared, list(titles.values())]))
+"""
+
+
+def test_a_table_of_groups_names_what_they_share_once_and_never_leaves_a_group_unnamed(env_python):
+    """One group keeps its whole title (the device placement unsaid); two groups that differ only in placement name it
+    for each (a device group's cell is never empty); two that differ in batch share the rest, device data unsaid."""
+    alone, placements, batches = map(json.loads, in_tools_venv(env_python, GROUP_TITLES))
+    assert alone == ["", ["mlp on digits, batch 32, cpu, adam lr 0.001, 3 epochs, on cpu-model"]]
+    assert placements == [
+        "mlp on digits, batch 64, cpu, adam lr 0.001, 3 epochs, on cpu-model",
+        ["device data", "host data"],
+    ]
+    assert batches == ["mlp on digits, cpu, adam lr 0.001, 3 epochs, on cpu-model", ["batch 32", "batch 64"]]

@@ -328,7 +328,7 @@ def differences(fastest, runner_up):
     found = []
     for column, words, shown, gap in DIFFERENCES:
         ours, theirs = fastest.get(column), runner_up.get(column)
-        if pd.notna(ours) and pd.notna(theirs) and abs(ours - theirs) >= gap:
+        if pd.notna(ours) and pd.notna(theirs) and round(abs(ours - theirs), 9) >= gap:  # 0.13 - 0.03 is 0.1
             found.append(f"{words} {shown.format(ours)} vs {shown.format(theirs)}")
     return "; ".join(found) or None
 

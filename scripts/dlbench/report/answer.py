@@ -50,7 +50,9 @@ LEGEND = (
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest. What differs: beside the lead, what the runs measured "
     "that sets the fastest apart from the runner-up, the fastest's figure first ("
-    + "; ".join(f"{words} {shown.format(gap)} apart or more" for _, words, shown, gap in DIFFERENCES)
+    + "; ".join(
+        f"{words} {shown.format(gap).removesuffix('%')} points apart or more" for _, words, shown, gap in DIFFERENCES
+    )
     + "; busy is the share of the machine's CPUs, or of the GPU, the run kept working): where to look for why it "
     "won, not a proven cause."
 )

@@ -200,7 +200,7 @@ def save(figure, path):
 
 def group_parts(row):
     """An experiment group's title in parts: the workload, the batch, where it ran, the optimiser, the epochs, the
-    data's placement (none on the device) and the machine."""
+    data's placement and the machine."""
     scaling = "" if row["replicas"] == 1 else f" ({row['scaling']})"
     return [
         f"{row['model']} on {row['dataset']}",
@@ -208,9 +208,12 @@ def group_parts(row):
         on_devices(row["device"], row["replicas"]) + scaling,
         f"{row['optimizer']} lr {row['learning_rate']:g}",
         f"{row['epochs']} epochs",
-        "" if row["data_placement"] == "device" else f"{row['data_placement']} data",
+        f"{row['data_placement']} data",
         f"on {row['machine']}",
     ]
+
+
+DEVICE_DATA = "device data"  # the default placement, named only where it sets a group apart from another
 
 
 def joined(parts):
@@ -219,7 +222,7 @@ def joined(parts):
 
 def group_title(row):
     """An experiment group: what its members share (comparisons are made within one)."""
-    return joined(group_parts(row))
+    return joined(part for part in group_parts(row) if part != DEVICE_DATA)
 
 
 def group_titles(groups):
@@ -227,10 +230,10 @@ def group_titles(groups):
     instead of in every row; a single group keeps its whole title."""
     parts = {index: group_parts(row) for index, row in groups.iterrows()}
     if len(parts) < 2:
-        return "", {index: joined(each) for index, each in parts.items()}
+        return "", {index: group_title(row) for index, row in groups.iterrows()}
     same = [len(set(column)) == 1 for column in zip(*parts.values())]
     first = next(iter(parts.values()))
-    shared = joined(part for part, alike in zip(first, same) if alike)
+    shared = joined(part for part, alike in zip(first, same) if alike and part != DEVICE_DATA)
     return shared, {
         index: joined(part for part, alike in zip(each, same) if not alike) for index, each in parts.items()
     }
@@ -330,7 +333,7 @@ def bracketed(value, low, high, spec):
     """A figure and, where it has one, its 95% interval: "1,234 [1,100, 1,300]"; a dash for a missing figure."""
     if pd.isna(value):
         return "–"
-    interval = "" if pd.isna(low) else f" [{low:{spec}}, {high:{spec}}]"
+    interval = "" if pd.isna(low) or pd.isna(high) else f" [{low:{spec}}, {high:{spec}}]"
     return f"{value:{spec}}{interval}"
 
 

@@ -32,8 +32,9 @@ METHOD = (
     "input work. "
     "Training GFLOP/s is the model's arithmetic per second of steady training (3 x forward FLOPs x images/s), on any "
     "device; the Operators section sets the highest of it beside the machine's measured GEMM ceiling, where the "
-    "config runs operators. MFU (GPU) is that rate over the GPU's datasheet peak at the precision that ran. Memory and utilisation are sampled by a thread in each training process (see the run "
-    "record's fields in docs/run-record.md); GPU utilisation and energy cover the training epochs only."
+    "config runs operators. MFU (GPU) is that rate over the GPU's datasheet peak at the precision that ran. Memory "
+    "and utilisation are sampled by a thread in each training process (see the run record's fields in "
+    "docs/run-record.md); GPU utilisation and energy cover the training epochs only."
 )
 
 TRACE_METRICS = {
