@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import yaml
+from dlbench.analysis.statistics import is_equivalence
 from planning import copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +142,7 @@ def main():
                 f"paired SD {sd:.3f} over {rounds} rounds; twins {each}"
             )
         false = sum(row["verdict"] in ("faster", "slower") for row in rows)
-        ties = sum(row["verdict"].startswith("equivalent") for row in rows)
+        ties = sum(is_equivalence(row["verdict"]) for row in rows)
         print(f"false claims: {false} of {len(rows)} groups (the tests hold them to 5 %); ties proven: {ties}")
 
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import yaml
+from dlbench.analysis.statistics import is_equivalence
 from planning import copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def scenario_figures(root, wall_s, window):
         for row in summary
         if row["train_images_per_s_ci95_low"]
     ]
-    decided = [row for row in comparisons if row["verdict"] in DECISIVE or row["verdict"].startswith("equivalent")]
+    decided = [row for row in comparisons if row["verdict"] in DECISIVE or is_equivalence(row["verdict"])]
     contended = [row for row in tries if row["status"] == "contended"]
     figures = {
         "wall_s": wall_s,

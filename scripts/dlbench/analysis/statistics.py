@@ -296,17 +296,17 @@ def repeats_to_decide(log_ratio, margin, alpha=ALPHA, power=POWER, most=MOST_REP
     return low
 
 
-EQUIVALENT = "equivalent within"
+EQUIVALENCE_VERDICT = "equivalent within"  # then the margin: equivalent()
 
 
 def equivalent(margin):
     """The verdict of a proven equivalence, naming its margin."""
-    return f"{EQUIVALENT} {margin * 100:g} %"
+    return f"{EQUIVALENCE_VERDICT} {margin * 100:g} %"
 
 
 def is_equivalence(verdict):
     """Whether a verdict is a proven equivalence, whatever its margin."""
-    return verdict.startswith(EQUIVALENT)
+    return verdict.startswith(EQUIVALENCE_VERDICT)
 
 
 def verdict(log_ratio, p_holm, p_equivalence_holm, margin):

@@ -250,13 +250,12 @@ def reversal_sentence(fastest):
     )
 
 
-def inference_sentence(fastest):
+def inference_sentence(fastest, titles):
     """The groups whose fastest at inference is another experiment than the fastest to train, each with both
-    throughputs (untested: inference is measured once a run, not raced)."""
+    throughputs (untested: inference is measured once a run, not raced); `titles`: group_titles' names of the rows."""
     other = another_than_fastest(fastest, "inference")
     if other.empty:
         return ""
-    titles = group_titles(fastest)[1]
     lines = [
         f"- {titles[index]}: {row['inference_stack']} ({row['inference_variant']}) "
         f"{number(row['inference_images_per_s'])} images/s; the fastest to train, {row['fastest_stack']} "
@@ -270,12 +269,11 @@ def inference_sentence(fastest):
     )
 
 
-def input_sentence(fastest):
+def input_sentence(fastest, titles):
     """The groups with an experiment whose input work took a tenth or more of a steady epoch."""
     heavy = fastest[fastest["input_heavy"].notna()]
     if heavy.empty:
         return ""
-    titles = group_titles(fastest)[1]
     lines = [f"- {titles[index]}: {row['input_heavy']}" for index, row in heavy.iterrows()]
     return (
         "\nInput work that compute did not hide took a tenth or more of a steady epoch (the mean over repeats; "
@@ -284,10 +282,9 @@ def input_sentence(fastest):
     )
 
 
-def untested_sentence(fastest):
+def untested_sentence(fastest, titles):
     """The groups where an experiment with too few ok repeats to be tested ran faster than the answer."""
     quicker = fastest[fastest["faster_untested"].notna()]
-    titles = group_titles(fastest)[1]
     lines = [f"- {titles[index]}: {row['faster_untested']}" for index, row in quicker.iterrows()]
     if not lines:
         return ""
@@ -296,9 +293,9 @@ def untested_sentence(fastest):
 
 def cost_cell(row):
     """The fastest's cost per million images with its interval (from its throughput's)."""
-    if pd.isna(row["cost_per_million_images"]) and pd.notna(row["images_per_s"]):
-        return "unpriced"
     column = "cost_per_million_images"
+    if pd.isna(row[column]) and pd.notna(row["images_per_s"]):
+        return "unpriced"
     return bracketed(row[column], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"], ",.3g")
 
 
@@ -371,11 +368,11 @@ def target_heading(runs):
     return f"to target accuracy ({', '.join(f'{target:g}' for target in targets)})" if targets else "to target accuracy"
 
 
-def answer_table(fastest, runs):
-    """The groups' answers, a row each: the parts of a group's title every group shares said once above the table."""
+def answer_table(fastest, runs, shared, titles):
+    """The groups' answers, a row each: the parts of the groups' titles they all share (`shared`) said once above
+    the table, each row named by what sets it apart (`titles`: group_titles)."""
     if fastest.empty:
         return "No experiment finished with a measured throughput, so no group has an answer (see Failed runs).\n"
-    shared, titles = group_titles(fastest)
     rows = [
         [
             titles[index],
@@ -411,15 +408,16 @@ def markdown(study, figures):
         math_mode_line(study.runs),
         reproduce_line(study.runs, study.origin),
     ]
+    shared, titles = group_titles(study.fastest)
     return (
-        answer_table(study.fastest, study.runs)
+        answer_table(study.fastest, study.runs, shared, titles)
         + "\n"
         + bottom_line(study.fastest)
         + "\n"
-        + untested_sentence(study.fastest)
+        + untested_sentence(study.fastest, titles)
         + reversal_sentence(study.fastest)
-        + inference_sentence(study.fastest)
-        + input_sentence(study.fastest)
+        + inference_sentence(study.fastest, titles)
+        + input_sentence(study.fastest, titles)
         + "\n"
         + "\n\n".join(lines)
         + "\n\n"

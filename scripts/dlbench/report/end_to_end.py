@@ -10,9 +10,9 @@ from dlbench.palette import series_style
 from dlbench.report.common import (
     figure_grid,
     figure_titles,
-    ok_runs,
     key_legend,
     log_ticks,
+    ok_runs,
     panel_heading,
     panel_rows,
     panel_title,
@@ -58,8 +58,9 @@ def end_to_end_figure(measured, runs, path):
             axis.plot(list(row[list(MEASURES)]), [ys[index]] * 2, color=style["color"], linewidth=0.8)
             for column, (_, fill) in MEASURES.items():
                 axis.plot(row[column], ys[index], **dict(style, fillstyle=fill, linestyle=""), markersize=4)
+            finished = ok_runs(runs, row)
             for column, (_, marker) in REPEATED.items():
-                repeats = ok_runs(runs, row)[column].dropna()
+                repeats = finished[column].dropna()
                 axis.plot(
                     repeats, [ys[index]] * len(repeats), color=style["color"], marker=marker, markersize=5, linestyle=""
                 )

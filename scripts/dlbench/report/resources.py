@@ -80,8 +80,11 @@ def resources_table(summary, runs):
         "CPU % (mean)",
         "training GFLOP/s (mean)",
     ]
-    columns = [("host_rss_peak_mb_mean", 0, number), ("cpu_utilisation_mean_mean", 0, number)]
-    columns.append(("train_flops_per_s_mean", 2, lambda flops, digits: number(flops / 1e9, digits)))
+    columns = [
+        ("host_rss_peak_mb_mean", 0, number),
+        ("cpu_utilisation_mean_mean", 0, number),
+        ("train_flops_per_s_mean", 2, lambda flops, digits: number(flops / 1e9, digits)),
+    ]
     sections = []
     for panel in panel_titles(summary):
         part = panel_rows(summary, panel)
