@@ -33,8 +33,11 @@ def megabytes(folder):
 
 
 def timed(command, environment):
+    """The command's seconds; its output is kept quiet unless it fails, when it is printed and the build stops."""
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    result = subprocess.run(command, env=environment, capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(f"{' '.join(map(str, command))} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
     return time.perf_counter() - started
 
 

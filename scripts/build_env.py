@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 from dlbench.cli import run_main
@@ -83,6 +84,23 @@ def local_requirements(env_file):
     folder = Path(env_file).absolute().parent
     words = pip_arguments(pip_requirements(env_file))
     return [str((folder / word).resolve()) for word in words if word.startswith((".", "/"))]
+
+
+def build_requirements(folder):
+    """The normalized names of what a local folder's build needs (pyproject.toml's `build-system.requires`; pip's
+    default, setuptools, where it names none)."""
+    pyproject = Path(folder) / "pyproject.toml"
+    if not pyproject.is_file():
+        return ["setuptools"] if Path(folder).is_dir() else []
+    requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires", ["setuptools"])
+    return [normalized(re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]) for requirement in requires]
+
+
+def unlocked_build_requirements(env_file, locked):
+    """What the env file's local requirements need to build and its lock (`locked`, lock_pins) lacks: they are built
+    without isolation (build_venv), by what the lock installed, so that nothing is fetched at build time."""
+    needed = {name for folder in local_requirements(env_file) for name in build_requirements(folder)}
+    return sorted(needed - set(locked))
 
 
 def normalized(name):
@@ -174,6 +192,12 @@ def lock_problem(env_file, target=None):
                 f"{shown(lock)} is out of date: {shown(env_file)} pins {name}=={version}, it has {locked[name]};"
                 f" {refresh}"
             )
+    unbuildable = unlocked_build_requirements(env_file, locked)
+    if unbuildable:
+        return (
+            f"{shown(env_file)} installs from this checkout without build isolation, and {shown(lock)} lacks what"
+            f" that build needs: {', '.join(unbuildable)}; pin it in the env file and {refresh}"
+        )
     if header.get("env-file-sha256") != file_sha256(env_file):
         return f"{shown(lock)} is out of date: {shown(env_file)} changed since it was locked; {refresh}"
     made_for = (header.get("platform"), header.get("python"))

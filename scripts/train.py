@@ -269,7 +269,7 @@ def open_stream(run, dataset_dir, record):
     items, each with its crop box and flip."""
     adapter, experiment = run.adapter, run.experiment
     meta = run.phase("data_loading", data.read_meta, dataset_dir)
-    workers = experiment["stream"]["workers"] or len(os.sched_getaffinity(0))
+    workers = experiment["stream"]["workers"] or parallel.schedulable_cpus()
     staged = run.stream(meta, workers)
     sizes = data.stream_files(meta, "train")[2]
     record["stream"] = {

@@ -65,7 +65,7 @@ class Machine:
 
     def __init__(self, gpus=None, memory_bytes=None, conda=False, cores=None, gpu_resource=None):
         self._gpus, self.memory_bytes, self.conda = gpus, memory_bytes, conda
-        self.cores = cores or len(os.sched_getaffinity(0))
+        self.cores = cores or parallel.schedulable_cpus()
         self.gpu_resource = gpu_resource  # Snakemake's `gpu` resource (--resources gpu=N); None: not limited
 
     @property

@@ -7,10 +7,9 @@ decode), so that a truncated or non-JPEG file is named and left out before train
 """
 
 import multiprocessing
-import os
 from pathlib import Path
 
-from . import data
+from . import data, parallel
 
 SPLITS = ("train", "val")
 JPEG_SUFFIXES = (".jpeg", ".jpg")
@@ -80,7 +79,7 @@ def index(root, resolution, max_per_class=None, workers=None, log=print):
         ]
         for split in SPLITS
     }
-    with multiprocessing.Pool(workers or len(os.sched_getaffinity(0))) as pool:
+    with multiprocessing.Pool(workers or parallel.schedulable_cpus()) as pool:
         problems = {
             split: pool.map(decode_problem, [path for path, _ in files[split]], chunksize=64) for split in SPLITS
         }

@@ -1,6 +1,7 @@
 """How every figure of the report tells its series apart, defined once: a colour per stack family (a framework with its
-backend, whatever its release), a line style per release within a family, a marker per variant, a marker fill per
-data placement. The same stack has the same colour in the training and the operator figures."""
+backend, whatever its release), a line style per release within a family (per workload where a panel holds one stack),
+a marker per variant, a marker fill per data placement. The same stack has the same colour in the training and the
+operator figures."""
 
 import re
 import zlib
@@ -19,7 +20,7 @@ FAMILY_COLOURS = {
     "paddle": "#937860",
 }
 OTHER_COLOUR = "#7F7F7F"  # a stack of no known family: grey, never another family's colour
-RELEASE_STYLES = ["-", "--", ":", "-."]
+LINE_STYLES = ["-", "--", ":", "-."]
 # The variant's mode (dlbench.variants.MODES) picks the marker; a variant with suffixes (-amp, -nhwc) one of the rest.
 MODE_MARKERS = {"eager": "o", "graph": "s", "xla": "^", "compile": "D"}
 OTHER_MARKERS = ["v", "P", "X", "*", "<", ">", "h"]
@@ -47,10 +48,15 @@ def release_styles(stacks):
     for stack in sorted(set(stacks)):
         releases.setdefault(family(stack), []).append(stack)
     return {
-        stack: RELEASE_STYLES[index % len(RELEASE_STYLES)]
+        stack: LINE_STYLES[index % len(LINE_STYLES)]
         for members in releases.values()
         for index, stack in enumerate(members)
     }
+
+
+def workload_styles(workloads):
+    """{workload: line style}, in the order given, for a figure whose panel holds one stack's several workloads."""
+    return {workload: LINE_STYLES[index % len(LINE_STYLES)] for index, workload in enumerate(workloads)}
 
 
 def series_style(stack, variant, placement, linestyle="-"):

@@ -142,6 +142,12 @@ def process_share(order, batch_size):
     return order[[at for batch in batches for at in replica_slice(batch, process_rank(), count)]], batch_size // count
 
 
+def schedulable_cpus():
+    """The CPUs this process may run on (its affinity, which Slurm and taskset narrow), the count that TensorFlow's
+    and XLA's default thread pools take one thread per."""
+    return len(os.sched_getaffinity(0))
+
+
 def threads_per_process(threads, processes, cores=None):
     """A process's CPU threads when `processes` of a run share a node (torchrun's): the pinned `threads`, or
     with each framework's own default (None) the `cores` the job holds, split over them, so that N replicas use the
@@ -149,7 +155,7 @@ def threads_per_process(threads, processes, cores=None):
     oversubscription, which measured 5 times slower than one process on a 2-core machine. One process: unchanged."""
     if processes == 1:
         return threads
-    held = threads if threads is not None else (cores or len(os.sched_getaffinity(0)))
+    held = threads if threads is not None else (cores or schedulable_cpus())
     return max(1, held // processes)
 
 

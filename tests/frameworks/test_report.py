@@ -435,8 +435,8 @@ def body_words(words, height):
 
 def test_no_heading_ends_a_page_and_no_caption_starts_one(report, pdf_pages):
     """A heading stays with what it heads (a figure, a table, a paragraph) and a caption with its figure: no page's
-    last words are a heading, no page opens with a caption at its top edge (where its figure would have been on
-    the page before); and no page is empty but for a few lines."""
+    last words are a heading or a paragraph that leads in to what follows it (ending in a colon), no page opens with
+    a caption at its top edge (where its figure would have been on the page before)."""
     headings = [
         line.split(" ", 1)[1].split() for line in document_markdown(report).splitlines() if line[:3] in ("## ", "###")
     ]
@@ -444,6 +444,7 @@ def test_no_heading_ends_a_page_and_no_caption_starts_one(report, pdf_pages):
         text = [word[4] for word in body_words(words, height)]
         ends = [" ".join(heading) for heading in headings if text[-len(heading) :] == heading]
         assert not ends, f"page {number} ends with the heading {ends}"
+        assert not text[-1].endswith(":"), f"page {number} ends with a lead-in: {' '.join(text[-12:])}"
         first = body_words(words, height)[0]
         assert not (first[4] == "Figure" and first[1] < MARGIN + 12), f"page {number} opens with a caption"
 
@@ -701,3 +702,20 @@ def test_a_table_of_groups_names_what_they_share_once_and_never_leaves_a_group_u
         ["device data", "host data"],
     ]
     assert batches == ["mlp on digits, cpu, adam lr 0.001, 3 epochs, on cpu-model", ["batch 32", "batch 64"]]
+
+
+THREAD_TEXTS = """
+from dlbench.report.answer import thread_text
+
+print(thread_text(dict(intra_op_threads=0, inter_op_threads=0, schedulable_cpus=2)))
+print(thread_text(dict(xla_threads=0, schedulable_cpus=4)))
+print(thread_text(dict(intra_op_threads=2, inter_op_threads=1)))
+"""
+
+
+def test_a_framework_default_of_one_thread_per_cpu_is_printed_as_its_count(env_python):
+    """TensorFlow reports its default thread pools as 0 and XLA's cannot be read: the report prints the count they
+    take, one per schedulable CPU, rather than "its own choice"."""
+    tensorflow, xla, pinned = in_tools_venv(env_python, THREAD_TEXTS)
+    assert tensorflow == "2 intra-op (its default, one per CPU), 2 inter-op (its default, one per CPU)"
+    assert xla == "4 XLA (its default, one per CPU)" and pinned == "2 intra-op, 1 inter-op"

@@ -227,3 +227,22 @@ def test_a_lock_and_a_folder_of_wheels_build_an_env_with_no_index_and_a_changed_
     a_wheel(wheels, "dlbench_tiny", "1.0", "tampered")
     with pytest.raises(SystemExit, match=r"tiny\.lock\.txt: the file of dlbench[-_]tiny==1\.0 does not match"):
         build_venv(env_file, tmp_path / "other", wheels)
+
+
+def test_a_local_requirement_whose_build_needs_what_the_lock_lacks_is_refused(tmp_path):
+    """A checkout installed from the env file (`-e ./library`) is built without isolation by what the lock installed:
+    a lock without its build backend is refused naming it, before pip would fetch one or fail."""
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64", "wheel"]\n')
+    env_file = tmp_path / "stack.yaml"
+    env_file.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - a==1.0\n      - -e ./library\n")
+    target = build_interpreter(env_file)[1]
+    header = f"# env-file-sha256: {file_sha256(env_file)}\n# platform: {target[0]}\n# python: {target[1]}\n"
+    pin = "{}\\\n    --hash=sha256:" + "0" * 64 + "\n"
+    lock_path(env_file).write_text(header + pin.format("a==1.0 ") + pin.format("Setuptools==84.2.1 "))
+    assert "stack.lock.txt lacks what that build needs: wheel; pin it in the env file" in lock_problem(env_file)
+    lock_path(env_file).write_text(
+        header + pin.format("a==1.0 ") + pin.format("setuptools==84.2.1 ") + pin.format("wheel==0.46 ")
+    )
+    assert lock_problem(env_file, target) is None

@@ -2,7 +2,7 @@
 run's tables beside its record, which Snakemake does not track, are checked for by the aggregation."""
 
 import numpy as np
-from dlbench.analysis.records import missing_run_tables
+from dlbench.analysis.records import TRACE_MIN_BIN_S, missing_run_tables, trace_rows
 from conftest import read_csv
 from dlbench.io import write_json_atomic
 from dlbench.record import write_epochs_csv
@@ -72,3 +72,15 @@ def test_a_run_table_deleted_beside_its_record_is_named_with_the_command_that_ru
         f"error: 1 run(s) lack their epochs.csv or telemetry.csv beside the record, first {tmp_path}/runs/exp/rep2; "
         f"run them again: .venv/bin/python -m snakemake --forcerun {records[1]}"
     )
+
+
+def test_a_short_runs_trace_is_binned_into_means_of_at_least_half_a_second(tmp_path):
+    """At 10 Hz a CPU percentage flickers between its levels sample by sample: a 3-second run is drawn from
+    6 means of 5 samples each, not from 400 bins of single samples."""
+    samples = 30
+    rows = [f"{index / 10},train,,,,{100 if index % 2 else 0},500" for index in range(samples)]
+    header = "t_s,phase,gpu_util_pct,gpu_memory_mb,power_w,cpu_util_pct,rss_mb\n"
+    (tmp_path / "telemetry.csv").write_text(header + "\n".join(rows) + "\n")
+    binned = trace_rows(tmp_path / "record.json", {"rep": 1, "experiment_id": "exp"}, "machine")
+    assert len(binned) == samples / 10 / TRACE_MIN_BIN_S
+    assert binned["cpu_util_pct"].between(40, 60).all() and (binned["rep"] == 1).all()

@@ -236,9 +236,9 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     run(finished, "--unlock")
     run(finished)
     after = records(finished)
-    assert {path: data for path, data in after.items() if path in before} == before  # nothing finished was lost
-    for data in after.values():
-        json.loads(data)  # every record is whole
+    assert {path: text for path, text in after.items() if path in before} == before  # nothing finished was lost
+    for text in after.values():
+        json.loads(text)  # every record is whole
     assert len(after) == len(before) + 4 and all(
         json.loads(after[p])["status"] == "ok" for p in after if p not in before
     )

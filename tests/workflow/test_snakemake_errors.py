@@ -50,8 +50,8 @@ def test_snakemake_in_an_unwritable_output_folder(tmp_path, hook):
     if hook:
         assert "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().splitlines()[-1] == (
-            f"error: cannot write tables/runs.csv: Permission denied (read-only folder: chmod u+w tables, "
-            f"or chattr -i tables if it is immutable)"
+            "error: cannot write tables/runs.csv: Permission denied (read-only folder: chmod u+w tables, "
+            "or chattr -i tables if it is immutable)"
         )
     else:
         assert "Traceback" in result.stderr and "remove_existing_output" in result.stderr

@@ -8,7 +8,7 @@ contract.JaxBackend.
 import jax
 import jax.numpy as jnp
 
-from .. import mathmode
+from .. import mathmode, parallel
 
 FRAMEWORK = "jax"
 
@@ -36,9 +36,9 @@ def _jax_device(device):
 
 
 def apply_threads(threads):
-    """XLA's CPU threads cannot be pinned at run time: its default, one per core, recorded as such (also Keras on JAX
-    and Flax: shared, contract.JaxBackend)."""
-    return {"xla_threads": "XLA default (one per core)"}
+    """XLA's CPU threads cannot be pinned at run time: its default, recorded as 0 (one thread per schedulable CPU,
+    whose count is recorded beside it) (also Keras on JAX and Flax: shared, contract.JaxBackend)."""
+    return {"xla_threads": 0, "schedulable_cpus": parallel.schedulable_cpus()}
 
 
 def apply_math_mode(math_mode):

@@ -89,14 +89,16 @@ def replica_max(value):
 
 
 def apply_threads(threads):
-    """Pinned: intra-op N, inter-op 1. Otherwise TensorFlow's own choice, which it reports as 0 (one thread per
-    core); read back (also Keras on TensorFlow: shared, contract.KerasBackend)."""
+    """Pinned: intra-op N, inter-op 1. Otherwise TensorFlow's own choice, which it reports as 0: one thread per
+    schedulable CPU, whose count is recorded beside it; read back (also Keras on TensorFlow: shared,
+    contract.KerasBackend)."""
     if threads is not None:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
     return {
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        "schedulable_cpus": parallel.schedulable_cpus(),
     }
 
 

@@ -171,16 +171,19 @@ def epoch_rows(record_path, record, machine):
 
 
 TRACE_POINTS = 400  # per run: enough for a figure, small enough for hours-long GPU runs at 10 Hz
+# The narrowest bin: 5 samples at the sampler's 10 Hz, so that a utilisation reads as a level, not as the 0-100 %
+# flicker of single samples on a run of a few seconds.
+TRACE_MIN_BIN_S = 0.5
 TRACE_VALUES = ["gpu_util_pct", "gpu_memory_mb", "power_w", "cpu_util_pct", "rss_mb"]
 
 
 def trace_rows(record_path, record, machine):
-    """The run's telemetry trace averaged over at most TRACE_POINTS equal time bins (each bin keeps the phase it
-    starts in)."""
+    """The run's telemetry trace averaged over at most TRACE_POINTS equal time bins, each at least TRACE_MIN_BIN_S
+    wide (each bin keeps the phase it starts in)."""
     trace = pd.read_csv(Path(record_path).with_name("telemetry.csv"))
     if trace.empty:
         return trace
-    width = max(trace["t_s"].max() / TRACE_POINTS, 1e-9)
+    width = max(trace["t_s"].max() / TRACE_POINTS, TRACE_MIN_BIN_S)
     bins = (trace["t_s"] // width).astype(int)
     binned = trace.groupby(bins).agg(
         t_s=("t_s", "first"), phase=("phase", "first"), **{name: (name, "mean") for name in TRACE_VALUES}

@@ -15,9 +15,12 @@ from dlbench.report import resources
 from dlbench.report.common import (
     bracketed,
     group_titles,
+    groups_text,
+    lead_in,
     markdown_table,
     number,
     percent,
+    ratio_text,
     variant_label,
 )
 
@@ -124,17 +127,24 @@ THREAD_COUNTS = {
 }
 
 
-def thread_count_text(value, name):
-    """One count as read back: "2 intra-op"; 0 is the framework's own choice; a text says what the framework does."""
+def thread_count_text(value, name, cpus):
+    """One count as read back: "2 intra-op"; 0 is the framework's default of one thread per schedulable CPU, whose
+    count `cpus` the run recorded where the framework follows that rule (TensorFlow, XLA). A text is printed as it is:
+    records written before that count was kept describe XLA's default in words."""
     if isinstance(value, str):
         return value
-    return f"{'its own choice of' if value == 0 else value} {name}"
+    if value != 0:
+        return f"{value} {name}"
+    return f"its own choice of {name}" if cpus is None else f"{cpus} {name} (its default, one per CPU)"
 
 
 def thread_text(engaged):
     """The thread counts one run's framework read back ("2 intra-op, 1 inter-op")."""
+    cpus = engaged.get("schedulable_cpus")
     counts = [
-        thread_count_text(engaged[key], name) for key, name in THREAD_COUNTS.items() if engaged.get(key) is not None
+        thread_count_text(engaged[key], name, cpus)
+        for key, name in THREAD_COUNTS.items()
+        if engaged.get(key) is not None
     ]
     return ", ".join(counts) or "not read back"
 
@@ -211,9 +221,8 @@ def fastest_cell(row):
 def lead_cell(row):
     if pd.isna(row["runner_up_stack"]):
         return "no runner-up"
-    interval = "" if pd.isna(row["lead_low"]) else f" [{row['lead_low']:.2f}, {row['lead_high']:.2f}]"
     differs = "" if pd.isna(row["differs"]) else f"; {row['differs']}"
-    return f"{row['lead']:.2f}x{interval} over {row['runner_up_stack']} ({row['runner_up_variant']}){differs}"
+    return f"{ratio_text(row, 'lead')} over {row['runner_up_stack']} ({row['runner_up_variant']}){differs}"
 
 
 def throughput_cell(row):
@@ -244,9 +253,9 @@ def reversal_sentence(fastest):
     if reversed_groups.empty:
         return ""
     return (
-        f"\nIn {len(reversed_groups)} of {len(fastest)} groups the fastest in steady state is not the first to reach "
-        "the target accuracy: time to target also counts the first epoch (compilation, warm-up) and the epochs the "
-        "target takes, which steady throughput leaves out (End to end).\n"
+        f"\nIn {len(reversed_groups)} of {groups_text(len(fastest))} the fastest in steady state is not the first to "
+        "reach the target accuracy: time to target also counts the first epoch (compilation, warm-up) and the epochs "
+        "the target takes, which steady throughput leaves out (End to end).\n"
     )
 
 
@@ -263,9 +272,14 @@ def inference_sentence(fastest, titles):
         for index, row in other.iterrows()
     ]
     return (
-        "\nAt inference (a pass over the test set as the stack runs it, its fixed cost per pass included; one "
-        "figure a run, not tested: geometric means) the "
-        f"fastest is another experiment in {len(other)} of {len(fastest)} groups:\n\n" + "\n".join(lines) + "\n"
+        "\n"
+        + lead_in(
+            "At inference (a pass over the test set as the stack runs it, its fixed cost per pass included; one "
+            "figure a run, not tested: geometric means) the fastest is another experiment in "
+            f"{len(other)} of {groups_text(len(fastest))}:"
+        )
+        + "\n".join(lines)
+        + "\n"
     )
 
 
@@ -276,9 +290,14 @@ def input_sentence(fastest, titles):
         return ""
     lines = [f"- {titles[index]}: {row['input_heavy']}" for index, row in heavy.iterrows()]
     return (
-        "\nInput work that compute did not hide took a tenth or more of a steady epoch (the mean over repeats; "
-        f"{resources.TITLE}) in {len(heavy)} of {len(fastest)} groups, a cost of the stack's input feed, not of its "
-        "model's arithmetic:\n\n" + "\n".join(lines) + "\n"
+        "\n"
+        + lead_in(
+            "Input work that compute did not hide took a tenth or more of a steady epoch (the mean over repeats; "
+            f"{resources.TITLE}) in {len(heavy)} of {groups_text(len(fastest))}, a cost of the stack's input feed, not "
+            "of its model's arithmetic:"
+        )
+        + "\n".join(lines)
+        + "\n"
     )
 
 
@@ -288,7 +307,12 @@ def untested_sentence(fastest, titles):
     lines = [f"- {titles[index]}: {row['faster_untested']}" for index, row in quicker.iterrows()]
     if not lines:
         return ""
-    return "\nFaster, but with fewer than 3 ok repeats (not tested, so not the answer):\n\n" + "\n".join(lines) + "\n"
+    return (
+        "\n"
+        + lead_in("Faster, but with fewer than 3 ok repeats (not tested, so not the answer):")
+        + "\n".join(lines)
+        + "\n"
+    )
 
 
 def cost_cell(row):
@@ -359,7 +383,7 @@ def bottom_line(fastest):
     parts = [f"a winner proven in {decided}", f"a tie proven in {ties}", f"undecided in {undecided}"]
     if rest:
         parts.append(f"no contest in {rest} (alone, failed, contended or untested)")
-    return f"**Bottom line**: of {len(fastest)} groups, " + ", ".join(parts) + ".\n"
+    return f"**Bottom line**: of {groups_text(len(fastest))}, " + ", ".join(parts) + ".\n"
 
 
 def target_heading(runs):

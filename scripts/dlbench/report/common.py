@@ -386,6 +386,13 @@ def column_dashes(header, columns):
     return [needed + round((longest - needed) * spare / wanted) for needed, longest in zip(least, most)]
 
 
+def lead_in(text):
+    """A paragraph that introduces the table or figure after it, kept on that one's page in the PDF (a sticky typst
+    block, as headings are: report.qmd) rather than left at the foot of the page before it; the HTML shows the
+    paragraph alone."""
+    return f"```{{=typst}}\n#block(sticky: true)[\n```\n\n{text}\n\n```{{=typst}}\n]\n```\n\n"
+
+
 def markdown_table(header, rows):
     """A pipe table; columns of figures right-aligned, so that digits line up; each column as wide as its content
     needs, within the page (column_dashes)."""
@@ -399,10 +406,17 @@ def markdown_table(header, rows):
     return "\n".join(lines) + "\n"
 
 
-def ratio_text(row):
-    """The ratio and its interval at the level its verdict was tested at: "1.15x [1.02, 1.30]"."""
-    interval = "" if pd.isna(row["ratio_low"]) else f" [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
-    return f"{row['ratio']:.2f}x{interval}"
+def ratio_text(row, column="ratio"):
+    """The ratio in `column` and its interval (`column`_low, `column`_high) at the level its verdict was tested at:
+    "1.15x [1.02, 1.30]"."""
+    low, high = row[f"{column}_low"], row[f"{column}_high"]
+    interval = "" if pd.isna(low) else f" [{low:.2f}, {high:.2f}]"
+    return f"{row[column]:.2f}x{interval}"
+
+
+def groups_text(count):
+    """A count of comparison groups with its noun in number: "1 group", "4 groups"."""
+    return f"{count} group" if count == 1 else f"{count} groups"
 
 
 def confidence_text(value):

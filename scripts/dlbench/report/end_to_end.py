@@ -11,6 +11,7 @@ from dlbench.report.common import (
     figure_grid,
     figure_titles,
     key_legend,
+    lead_in,
     log_ticks,
     ok_runs,
     panel_heading,
@@ -121,7 +122,7 @@ def markdown(study, figures):
     end_to_end_figure(measured, study.runs, figures / "end_to_end.svg")
     lines = rank_sentences(measured)
     ranking = (
-        "Where these rank the stacks differently from steady throughput:\n\n" + "\n".join(lines)
+        lead_in("Where these rank the stacks differently from steady throughput:") + "\n".join(lines)
         if lines
         else "In every panel the fastest in steady state also has the quickest first epoch and reaches the target "
         "accuracy first."

@@ -3,7 +3,7 @@ size."""
 
 import json
 
-from dlbench.report.common import markdown_table
+from dlbench.report.common import lead_in, markdown_table
 
 TITLE = "What ran"
 
@@ -72,9 +72,12 @@ def model_table(runs):
 
 def markdown(study, figures):
     return (
-        "Read back from each framework after training, not assumed from the requested variant "
-        '(see docs/methodology.md, "Variants"):\n\n'
+        lead_in(
+            "Read back from each framework after training, not assumed from the requested variant "
+            '(see docs/methodology.md, "Variants"):'
+        )
         + engagement_table(study.runs)
-        + "\nParameters and forward FLOPs per image (a multiply-add counted as 2), from the neutral spec:\n\n"
+        + "\n"
+        + lead_in("Parameters and forward FLOPs per image (a multiply-add counted as 2), from the neutral spec:")
         + model_table(study.runs)
     )

@@ -7,6 +7,7 @@ from dlbench.analysis.operators import CACHE, GEMM, IMPORT, UNEXPLAINED, VIEW
 from dlbench.palette import stack_colour
 from dlbench.report.common import (
     figure_grid,
+    lead_in,
     legend_below,
     log_ticks,
     markdown_table,
@@ -86,7 +87,7 @@ def causes_text(measured):
     lines = [f"- *{name}* ({count} row{'s' * (count > 1)}): {CAUSES[name]}." for name, count in counts.items() if count]
     if not lines:
         return ""
-    return "\nAbove 100 % of the ceiling, by cause (over every size measured):\n\n" + "\n".join(lines) + "\n"
+    return "\n" + lead_in("Above 100 % of the ceiling, by cause (over every size measured):") + "\n".join(lines) + "\n"
 
 
 def training_text(study, measured):
@@ -155,7 +156,9 @@ def failures_text(ops):
     if failed.empty:
         return ""
     rows = [[row["stack"], row["operator"], row["size"], str(row["error"])[:200]] for _, row in failed.iterrows()]
-    return "\nFailed operator measurements:\n\n" + markdown_table(["stack", "operator", "size", "error"], rows)
+    return (
+        "\n" + lead_in("Failed operator measurements:") + markdown_table(["stack", "operator", "size", "error"], rows)
+    )
 
 
 def markdown(study, figures):
@@ -172,14 +175,16 @@ def markdown(study, figures):
         "interquartile range)](figures/ops_time.svg)\n\n"
         f"![Fraction of the ceiling achieved (dotted: the machine's ceiling), drawn up to {CAP:g}x](figures/"
         "ops_ceiling.svg)\n\n"
-        "The fraction of the ceiling is of the GEMM GFLOP/s ceiling for GEMM and dot, of the memory-bandwidth "
-        "ceiling for the others; values above the cap sit at the top edge; views and zero-copy imports, which move "
-        "no data, are left out. "
-        "At each operator's largest size:\n\n"
+        + lead_in(
+            "The fraction of the ceiling is of the GEMM GFLOP/s ceiling for GEMM and dot, of the memory-bandwidth "
+            "ceiling for the others; values above the cap sit at the top edge; views and zero-copy imports, which "
+            "move no data, are left out. At each operator's largest size:"
+        )
         + largest_size_table(measured)
         + causes_text(measured)
         + training_text(study, measured)
-        + "\nCeilings, measured in each job:\n\n"
+        + "\n"
+        + lead_in("Ceilings, measured in each job:")
         + ceiling_table(measured)
         + failures_text(study.ops)
     )

@@ -1,6 +1,10 @@
 """Input share, memory, utilisation and energy: per experiment (means over finished repeats) and over a run."""
 
-from dlbench.palette import release_styles, series_style
+from matplotlib.lines import Line2D
+
+from dlbench.analysis.records import TRACE_MIN_BIN_S
+from dlbench.analysis.tables import PANEL
+from dlbench.palette import series_style, workload_styles
 from dlbench.report.common import (
     LINE_KEYS,
     bracketed,
@@ -8,6 +12,7 @@ from dlbench.report.common import (
     figure_grid,
     figure_titles,
     key_legend,
+    lead_in,
     markdown_table,
     number,
     panel_heading,
@@ -17,7 +22,6 @@ from dlbench.report.common import (
     save,
     share,
     stack_rows,
-    styled_lines,
     variant_labels,
 )
 
@@ -113,21 +117,25 @@ def resources_table(summary, runs):
 
 def telemetry_figure(summary, telemetry, path):
     """Small multiples: a row per quantity the sampler measured (the GPU's only where NVML read them), a column per
-    stack, each panel that stack's experiments' first finished repeats over time in its colour, its variants by
-    marker. One panel holds a few lines of one stack, not every stack's lines over one another."""
+    stack, each panel that stack's experiments' first finished repeats over time in its colour, its workloads
+    (dataset, model, batch) by line style, its variants by marker. One panel holds a few lines of one stack, not every
+    stack's lines over one another."""
     traces = telemetry.merge(summary[["experiment_id", *LINE_KEYS]])
     metrics = [name for name in TRACE_METRICS if traces[name].notna().any()]
     stacks = sorted(set(traces["stack"]))
+    workloads = panel_titles(traces)
+    styles = workload_styles(workloads)
     figure, axes = figure_grid(len(metrics) * len(stacks), max_columns=len(stacks), panel_height=1.3)
     axes = list(axes)
-    releases = release_styles(traces["stack"])
     for row, metric in enumerate(metrics):
         for column, stack in enumerate(stacks):
             axis = axes[row * len(stacks) + column]
             part = traces[traces["stack"] == stack].dropna(subset=[metric])
-            names = part["experiment_id"] + " " + part["machine"]
-            for _, line, style in styled_lines(part, names, releases):
-                axis.plot(line["t_s"], line[metric], linewidth=0.7, markevery=0.25, markersize=2.5, **style)
+            for _, line in part.groupby(part["experiment_id"] + " " + part["machine"], sort=True):
+                first = line.iloc[0]
+                workload = tuple(first[key] for key in PANEL)
+                style = series_style(first["stack"], first["variant"], first["data_placement"], styles[workload])
+                axis.plot(line["t_s"], line[metric], linewidth=0.8, markevery=0.25, markersize=2.5, **style)
             if part.empty:
                 axis.text(0.5, 0.5, "not measured", ha="center", va="center", fontsize=7, transform=axis.transAxes)
                 axis.set_xticks([])
@@ -137,7 +145,9 @@ def telemetry_figure(summary, telemetry, path):
             axis.set_xlabel("s since start" if row == len(metrics) - 1 else "")
             if column:
                 axis.tick_params(labelleft=False)
-    key_legend(figure, traces)
+    titles = figure_titles(workloads)
+    workload_keys = [Line2D([], [], color="#555555", linestyle=styles[each], label=titles[each]) for each in workloads]
+    key_legend(figure, traces, workload_keys)
     save(figure, path)
 
 
@@ -169,8 +179,9 @@ def resource_figures(summary, runs, telemetry, figures):
         telemetry_figure(summary, telemetry, figures / "telemetry.svg")
         pieces.append(
             "![Telemetry over a run: a column per stack, its experiments' first finished repeats](figures/"
-            "telemetry.svg)\n\nOver each experiment's first finished repeat, from the sampler's trace (on GPU: "
-            "utilisation, memory and power from NVML); the table's means give each experiment's level."
+            "telemetry.svg)\n\nOver each experiment's first finished repeat, from the sampler's trace in means over "
+            f"bins of at least {TRACE_MIN_BIN_S:g} s (on GPU: utilisation, memory and power from NVML), a line "
+            "style per workload; the table's means give each experiment's level."
         )
     energy = summary[summary["gpu_energy_per_image_j_mean"].notna()]
     if len(energy):
@@ -202,7 +213,7 @@ def cpu_energy_text(runs):
 def markdown(study, figures):
     return "\n\n".join(
         [
-            METHOD,
+            lead_in(METHOD),
             resources_table(study.summary, study.runs),
             resource_figures(study.summary, study.runs, study.telemetry, figures),
         ]

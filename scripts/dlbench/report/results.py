@@ -3,7 +3,7 @@
 import pandas as pd
 
 from dlbench.analysis.tables import PANEL
-from dlbench.report.common import cell, markdown_table, panel_title, percent, variant_labels
+from dlbench.report.common import cell, lead_in, markdown_table, panel_title, percent, variant_labels
 
 TITLE = "Results per experiment"
 
@@ -54,11 +54,11 @@ def summary_table(summary):
 
 
 def markdown(study, figures):
-    return (
+    return lead_in(
         "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); CV is "
         "the coefficient of variation across repeats. Whether two experiments differ beyond noise is their "
         "comparison's verdict (Comparisons), whatever the figures' order. Inference images/s is one evaluation pass "
         "over the test set as the stack runs it (Keras: its `predict` call), the median pass after the first epoch, "
         "its fixed cost per pass included: on a small test set that cost can make inference read slower than "
-        "training, whose steady epochs are many steps long.\n\n" + summary_table(study.summary)
-    )
+        "training, whose steady epochs are many steps long."
+    ) + summary_table(study.summary)

@@ -5,7 +5,7 @@ first-epoch time and where compilation dominates end to end."""
 
 import pandas as pd
 
-from dlbench.report.common import group_title, markdown_table, number, percent
+from dlbench.report.common import group_title, groups_text, lead_in, markdown_table, number, percent
 
 TITLE = "The workload"
 ABSENT = "no run finished (Failed runs, Contended runs)."
@@ -83,15 +83,15 @@ def findings(workload):
     first = finished[finished["target_at_first_epoch"]]
     if len(first):
         lines.append(
-            f"In {len(first)} of {len(finished)} groups every run reached the target accuracy after its first epoch: "
-            "there, time to target is the first epoch's time, and it ranks the stacks by their first epoch."
+            f"In {len(first)} of {groups_text(len(finished))} every run reached the target accuracy after its first "
+            "epoch: there, time to target is the first epoch's time, and it ranks the stacks by their first epoch."
         )
     dominated = finished[finished["first_epoch_share_median"] > DOMINANT_SHARE]
     if len(dominated):
         lines.append(
             f"Whole trainings last {finished['training_s_min'].min():,.2f}-{finished['training_s_max'].max():,.2f} s; "
-            f"in {len(dominated)} of {len(finished)} groups the first epoch, which carries tracing, compilation and "
-            f"warm-up, is more than {percent(DOMINANT_SHARE)} of a training (median): end to end, compilation "
+            f"in {len(dominated)} of {groups_text(len(finished))} the first epoch, which carries tracing, compilation "
+            f"and warm-up, is more than {percent(DOMINANT_SHARE)} of a training (median): end to end, compilation "
             "dominates, and steady throughput describes the smaller part of the time (End to end)."
         )
     return "\n\n".join(lines)
@@ -102,10 +102,13 @@ def markdown(study, figures):
     if workload.empty or workload["runs_ok"].sum() == 0:
         return None
     return (
-        "The datasets, as the runs read them:\n\n"
+        lead_in("The datasets, as the runs read them:")
         + dataset_table(workload)
-        + "\nPer group, the training steps per epoch (whole batches), when the runs reached the target accuracy, how "
-        "long whole trainings lasted (every epoch, evaluation excluded) and the first epoch's share of that:\n\n"
+        + "\n"
+        + lead_in(
+            "Per group, the training steps per epoch (whole batches), when the runs reached the target accuracy, "
+            "how long whole trainings lasted (every epoch, evaluation excluded) and the first epoch's share of that:"
+        )
         + group_table(workload)
         + "\n"
         + findings(workload)
