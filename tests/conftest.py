@@ -18,6 +18,7 @@ from dlbench.process import child_environment
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS, TESTS = REPO / "scripts", REPO / "tests"
+SUPPORT = TESTS / "support"  # the shared modules: probes, fixtures, fakes
 TIERS = ("unit", "frameworks", "workflow", "cluster")  # fastest first: the order they run in
 # The stacks the tests run: those with a CPU env file (a stack without one runs only in an existing environment).
 STACKS = {name: entry for name, entry in load_stacks().items() if entry["env"].get("cpu")}
@@ -114,7 +115,7 @@ def cpu_variants(entry):
 
 @pytest.fixture(scope="session")
 def probes(env_python, tmp_path_factory):
-    """stack -> (probe.json of tests/probe_adapter.py run in the stack's CPU env, its output folder).
+    """stack -> (probe.json of tests/support/probe_adapter.py run in the stack's CPU env, its output folder).
 
     The five probes run side by side: each is mostly single-threaded framework start-up and model building."""
     running = {}
@@ -122,7 +123,7 @@ def probes(env_python, tmp_path_factory):
         out = tmp_path_factory.mktemp(f"probe-{stack}")
         command = [
             str(env_python(entry["env"]["cpu"])),
-            str(REPO / "tests" / "probe_adapter.py"),
+            str(SUPPORT / "probe_adapter.py"),
             entry["adapter"],
             ",".join(cpu_variants(entry)),
             str(out),

@@ -9,42 +9,14 @@ import sys
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from . import parallel, record
+from . import axes, parallel, record
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
 from .variants import unsupported_reason
 
-AXES = (
-    "stack",
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "variant",
-    "data_placement",
-    "replicas",
-)
-CONFIG_AXES = dict(
-    zip(
-        AXES,
-        (
-            "stacks",
-            "datasets",
-            "models",
-            "devices",
-            "batch_sizes",
-            "optimizers",
-            "learning_rates",
-            "epochs",
-            "variants",
-            "data_placements",
-            "replicas",
-        ),
-    )
-)
+# The swept axes in the matrix's order and each one's config key (dlbench/axes.py holds every axis).
+CONFIG_AXES = axes.CONFIG_KEYS
+AXES = tuple(CONFIG_AXES)
 EXISTING_ENV_PREFIX = "existing-"
 
 

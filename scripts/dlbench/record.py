@@ -15,28 +15,19 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from . import parallel
+from . import axes, parallel
 from .io import csv_cell, write_text_atomic
 
 SCHEMA_VERSION = 10
+# What names a run: its experiment's id, stack, every axis (dlbench/axes.py), the settings its optimiser shares, and
+# the repeat with its seed.
 IDENTITY_KEYS = (
     "experiment_id",
-    "stack",
+    *axes.NAMES,
     "framework",
     "backend",
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
     "momentum",
     "weight_decay",
-    "epochs",
-    "variant",
-    "data_placement",
-    "replicas",
-    "scaling",
     "rep",
     "seed",
 )

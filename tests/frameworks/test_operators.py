@@ -1,11 +1,11 @@
 """Operator microbenchmarks: every operator of every stack's ops adapter agrees with NumPy, in the stack's venv
-(tests/probe_ops.py; the clock and the costs: tests/unit/test_ops.py)."""
+(tests/support/probe_ops.py; the clock and the costs: tests/unit/test_ops.py)."""
 
 import json
 import subprocess
 
 import pytest
-from conftest import REPO, STACKS, library_environment
+from conftest import SUPPORT, STACKS, library_environment
 from dlbench import ops
 
 OPS_STACKS = sorted(name for name, entry in STACKS.items() if entry.get("ops_adapter"))
@@ -15,7 +15,7 @@ OPS_STACKS = sorted(name for name, entry in STACKS.items() if entry.get("ops_ada
 def test_every_operator_matches_numpy(env_python, stack):
     entry = STACKS[stack]
     result = subprocess.run(
-        [str(env_python(entry["env"]["cpu"])), str(REPO / "tests/probe_ops.py"), entry["ops_adapter"]],
+        [str(env_python(entry["env"]["cpu"])), str(SUPPORT / "probe_ops.py"), entry["ops_adapter"]],
         env=library_environment(entry["environment"]),
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import REPO, STACKS, library_environment
+from conftest import REPO, SUPPORT, STACKS, library_environment
 import run_experiment
 from dlbench import parallel, specs, variants
 from dlbench.process import run_child
@@ -48,16 +48,14 @@ def cases(entry, replicas):
 
 @pytest.fixture(scope="module")
 def replica_probes(env_python, tmp_path_factory):
-    """stack -> output folder of tests/probe_replicas.py with 1 and 2 replicas, the probes running side by side."""
+    """stack -> output folder of tests/support/probe_replicas.py with 1 and 2 replicas, the probes running side by side."""
     running = []
     for stack, entry in PARALLEL.items():
         out = tmp_path_factory.mktemp(f"replicas-{stack}")
         for replicas in (1, 2):
             experiment = {"replicas": replicas, "launcher": entry["data_parallel"]["launcher"], "device": "cpu"}
             argv = [entry["adapter"], ",".join(cases(entry, replicas)), str(replicas), str(out)]
-            command = parallel.launch(
-                env_python(entry["env"]["cpu"]), REPO / "tests" / "probe_replicas.py", argv, experiment
-            )
+            command = parallel.launch(env_python(entry["env"]["cpu"]), SUPPORT / "probe_replicas.py", argv, experiment)
             environment = library_environment(parallel.stack_environment(entry, "cpu", replicas))
             log = open(out / f"replicas{replicas}.log", "w")
             running.append((stack, out, log, subprocess.Popen(command, env=environment, stdout=log, stderr=log)))
@@ -176,7 +174,7 @@ def test_a_slurm_job_across_two_nodes_trains_as_one_replica_would(
     entry = PARALLEL[stack]
     experiment = {"replicas": 2, "launcher": entry["data_parallel"]["launcher"], "device": "cpu"}
     argv = [entry["adapter"], ",".join(ACROSS_NODES[stack]), "2", str(tmp_path)]
-    probe = REPO / "tests" / "probe_replicas.py"
+    probe = SUPPORT / "probe_replicas.py"
     command = parallel.training_command(
         env_python(entry["env"]["cpu"]), probe, argv, experiment, two_nodes_here(monkeypatch)
     )
@@ -221,7 +219,7 @@ def test_a_replica_that_dies_ends_the_run_as_error_naming_it_and_nothing_waits(
     across = two_nodes_here(monkeypatch) if row["launcher"] == "process-per-node" else {}
     argv = train_arguments(row, small_dataset, tmp_path)
     python = env_python(PARALLEL[stack]["env"]["cpu"])
-    command = parallel.training_command(python, REPO / "tests" / "replica_death.py", argv, row, across)
+    command = parallel.training_command(python, SUPPORT / "replica_death.py", argv, row, across)
     outcome = run_child(command, pythonpath=[REPO / "scripts"], timeout=240)
     assert not outcome.timed_out and outcome.seconds < parallel.COLLECTIVE_TIMEOUT_S / 2
     assert not outcome.ok

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from conftest import REPO, library_environment, read_csv
+from conftest import REPO, SUPPORT, library_environment, read_csv
 from dlbench.record import base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
 from runs import ENV_DESCRIPTION, RECORD_SCHEMA, experiment, prepare_synthetic, runner_command, strict_json
@@ -101,7 +101,7 @@ def test_short_steady_epochs_are_timed_over_a_longer_window(tmp_path, env_python
 def test_an_out_of_memory_error_ends_the_run_as_oom(tmp_path, env_python):
     dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 64, 16)
     command = runner_command(env_python("torch-2.13-cpu"), experiment(batch_size=16), dataset, tmp_path)[:-2]
-    command[1] = str(REPO / "tests" / "oom_run.py")  # train.py itself (no launcher options), with a scripted OOM
+    command[1] = str(SUPPORT / "oom_run.py")  # train.py itself (no launcher options), with a scripted OOM
     result = subprocess.run(command, capture_output=True, text=True, env=library_environment())
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "record.json").read_text())

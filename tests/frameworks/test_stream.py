@@ -12,7 +12,7 @@ import jsonschema
 import numpy as np
 import pytest
 from archives import make_image_folder
-from conftest import REPO, STACKS, library_environment, read_csv
+from conftest import REPO, SUPPORT, STACKS, library_environment, read_csv
 from dlbench import data
 from dlbench.variants import compiled_variant
 from runs import RECORD_SCHEMA, experiment, runner_command
@@ -108,13 +108,13 @@ def test_a_bad_layout_is_refused_naming_what_is_wrong(env_python, tmp_path, layo
 
 @pytest.fixture(scope="module")
 def loader_probes(env_python, folder, tmp_path_factory):
-    """stack -> the batches its own loader made of the folder (tests/probe_stream.py), probes run side by side."""
+    """stack -> the batches its own loader made of the folder (tests/support/probe_stream.py), probes run side by side."""
     running = {}
     for stack, entry in STACKS.items():
         out = tmp_path_factory.mktemp(f"stream-{stack}")
         command = [
             str(env_python(entry["env"]["cpu"])),
-            str(REPO / "tests" / "probe_stream.py"),
+            str(SUPPORT / "probe_stream.py"),
             entry["adapter"],
             entry["variants"][0],
             str(folder["index"] / "meta.json"),

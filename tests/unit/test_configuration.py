@@ -279,3 +279,17 @@ def test_a_race_budget_too_small_for_the_first_rounds_is_refused_naming_the_key(
         configuration.race_budget(config, {f"e{index}": {} for index in range(8)})
     configuration.race_budget(dict(config, race={"enabled": True, "budget_runs": 24}), {f"e{i}": {} for i in range(8)})
     configuration.race_budget(dict(config, race={"enabled": False, "budget_runs": 1}), {"e": {}})
+
+
+# config.yaml's keys whose value is the default study's choice rather than the schema's default: the exclusions are a
+# judgement about the default stacks, and the operator sweep is off in the default study (a config that names
+# `ops.stacks` gets the schema's operators, sizes and samples).
+STUDY_CHOICES = {"exclude", "ops"}
+
+
+def test_the_default_study_is_the_schemas_defaults_but_for_its_named_choices():
+    """A key left out of a config means what config.yaml says, so that `config.yaml` reads as the defaults."""
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())["properties"]
+    study = yaml.safe_load((REPO / "config.yaml").read_text())
+    differing = {key for key, value in study.items() if schema[key].get("default") != value}
+    assert differing == STUDY_CHOICES

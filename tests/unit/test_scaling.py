@@ -1,4 +1,4 @@
-"""The scaling table from the report fixture's study (tests/report_fixture.py): each experiment on 2 and 4 replicas
+"""The scaling table from the report fixture's study (tests/support/report_fixture.py): each experiment on 2 and 4 replicas
 against the same experiment on one, its efficiency with an interval, and the stacks' scaling compared at each count."""
 
 import pytest

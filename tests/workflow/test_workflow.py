@@ -93,7 +93,7 @@ def mirror(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mnist_workdir(tmp_path_factory, mirror):
     """One experiment on an MNIST-format set that the workflow downloads from the local mirror, with shell commands
-    in the names of the registry, mirror, offline folder and venv root (none may run: tests/hostile.py)."""
+    in the names of the registry, mirror, offline folder and venv root (none may run: tests/support/hostile.py)."""
     url, files = mirror
     root = tmp_path_factory.mktemp("mnist-workflow")
     copy_repository(root)

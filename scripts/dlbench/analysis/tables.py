@@ -5,6 +5,8 @@ reads. Each table is results/tables/<name>.csv with the same rows in <name>.parq
 Lists, as pandas reads a tuple of keys as one key. Plain Python: Snakemake's driver imports it while planning.
 """
 
+from dlbench.axes import COMPARISON_GROUP, NAMES
+
 TABLES = (  # aggregate.py
     "runs",
     "summary",
@@ -22,41 +24,8 @@ FOLDER = "results/tables"
 
 # An experiment on one machine: runs of one experiment on different machines (cluster nodes with other GPUs or
 # CPUs) are never pooled, and only experiments on the same machine are compared.
-IDENTITY = [
-    "experiment_id",
-    "machine",
-    "stack",
-    "framework",
-    "backend",
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "variant",
-    "data_placement",
-    "replicas",
-    "scaling",
-]
-# Experiments equal in these, on one machine (GROUP), are compared and raced together (dlbench.analysis.race
-# .race_groups), so that comparisons stay paired round by round.
-COMPARISON_GROUP = [
-    "dataset",
-    "model",
-    "device",
-    "batch_size",
-    "optimizer",
-    "learning_rate",
-    "epochs",
-    "data_placement",
-    "replicas",
-    "scaling",
-]
+IDENTITY = ["experiment_id", "machine", *NAMES, "framework", "backend"]
 GROUP = ["machine", *COMPARISON_GROUP]  # a comparison group, per machine: one family of tests, one reader's question
-# A figure's panel: the experiments drawn side by side in it (stacks and variants, over optimisers and rates).
-PANEL = ["dataset", "model", "batch_size", "device", "machine", "replicas"]
 
 
 def paths(names, extension, key_suffix=""):

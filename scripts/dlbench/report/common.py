@@ -8,7 +8,8 @@ import textwrap
 import matplotlib
 
 from dlbench.analysis.statistics import is_equivalence
-from dlbench.analysis.tables import GROUP, PANEL
+from dlbench.analysis.tables import GROUP
+from dlbench.axes import PANEL
 from dlbench.palette import series_style, stack_colour, variant_marker
 
 matplotlib.use("Agg")
@@ -61,19 +62,21 @@ def on_devices(device, replicas):
 
 
 def panel_title(panel):
-    dataset, model, batch, device, machine, replicas = panel
-    on = on_devices(device, replicas)
-    return f"{model} on {dataset}, batch {batch}, {on} on {machine}"
+    """A panel's title from its key (a tuple of PANEL's values)."""
+    named = dict(zip(PANEL, panel))
+    on = on_devices(named["device"], named["replicas"])
+    return f"{named['model']} on {named['dataset']}, batch {named['batch_size']}, {on} on {named['machine']}"
 
 
 def figure_titles(panels):
     """{panel: its title in a figure}: without the machine where every panel of its device ran on one machine (page 1
     names it), so that the title fits on a line of its panel."""
+    device, machine = PANEL.index("device"), PANEL.index("machine")
     machines = {}
     for panel in panels:
-        machines.setdefault(panel[3], set()).add(panel[4])
+        machines.setdefault(panel[device], set()).add(panel[machine])
     return {
-        panel: panel_title(panel) if len(machines[panel[3]]) > 1 else panel_title(panel).rsplit(" on ", 1)[0]
+        panel: panel_title(panel) if len(machines[panel[device]]) > 1 else panel_title(panel).rsplit(" on ", 1)[0]
         for panel in panels
     }
 

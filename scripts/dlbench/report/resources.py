@@ -3,7 +3,7 @@
 from matplotlib.lines import Line2D
 
 from dlbench.analysis.records import TRACE_MIN_BIN_S
-from dlbench.analysis.tables import PANEL
+from dlbench.axes import PANEL
 from dlbench.palette import series_style, workload_styles
 from dlbench.report.common import (
     LINE_KEYS,

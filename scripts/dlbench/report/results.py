@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from dlbench.analysis.tables import PANEL
+from dlbench.axes import PANEL
 from dlbench.report.common import cell, lead_in, markdown_table, panel_title, percent, variant_labels
 
 TITLE = "Results per experiment"

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from dlbench.analysis.tables import PANEL
+from dlbench.axes import PANEL
 from dlbench.palette import series_style
 from dlbench.report.common import (
     STATUS_LABEL,

@@ -1,6 +1,6 @@
 """train.py with PyTorch's train_epoch replaced by one that raises CUDA's out-of-memory error (a scripted OOM).
 
-PYTHONPATH=scripts <torch env python> tests/oom_run.py <train.py arguments>
+PYTHONPATH=scripts <torch env python> tests/support/oom_run.py <train.py arguments>
 """
 
 import sys

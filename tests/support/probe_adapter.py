@@ -4,7 +4,7 @@ step on the same batch (dropout removed: its masks come from each framework's ow
 after three steps of each optimiser setting, and after three steps on one batch in each data placement, through
 train_epoch and through fixed_batch_steps.
 
-    PYTHONPATH=scripts <env python> tests/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. too)
+    PYTHONPATH=scripts <env python> tests/support/probe_adapter.py ADAPTER VARIANTS OUTDIR   (KERAS_BACKEND etc. too)
 writes OUTDIR/probe.json, OUTDIR/<model>_<size>x<channels>_step.npz, OUTDIR/optimizer_<case>.npz and
 OUTDIR/placement_<placement>_<epoch|fixed>.npz.
 """

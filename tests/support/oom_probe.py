@@ -1,7 +1,7 @@
 """scripts/max_batch.py with PyTorch's train_epoch raising CUDA's out-of-memory error above batch 24 (a scripted
 memory limit), so the probe's OOM path runs in the real framework without a GPU.
 
-    PYTHONPATH=scripts <torch env python> tests/oom_probe.py <max_batch.py arguments>
+    PYTHONPATH=scripts <torch env python> tests/support/oom_probe.py <max_batch.py arguments>
 """
 
 import sys

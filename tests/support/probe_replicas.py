@@ -3,7 +3,7 @@ with REPLICAS data-parallel replicas, through Run and train_epoch as train.py ca
 (`<model>:<variant>`): model `mlp` (no batch norm, no dropout) or `bn` (a convolution with batch norm).
 tests/frameworks/test_replicas.py compares the weights of REPLICAS 2 with those of REPLICAS 1.
 
-    PYTHONPATH=scripts <env python> tests/probe_replicas.py ADAPTER CASES REPLICAS OUTDIR  (stack variables set)
+    PYTHONPATH=scripts <env python> tests/support/probe_replicas.py ADAPTER CASES REPLICAS OUTDIR  (stack variables set)
 CASES comma-separated, each `<model>:<variant>` with the data staged on the device, or `<model>:<variant>:host` with
 each batch handed over from the host; writes, from rank 0, OUTDIR/<case's stem>.npz (the weights, neutral layout,
 batch-norm running statistics included) and OUTDIR/<case's stem>.json (loss, evaluation, engaged), the stem

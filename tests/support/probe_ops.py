@@ -1,6 +1,6 @@
 """Run inside a stack's env: every operator of one ops adapter at a few sizes, checked against NumPy.
 
-    PYTHONPATH=scripts <env python> tests/probe_ops.py ADAPTER > probe.json
+    PYTHONPATH=scripts <env python> tests/support/probe_ops.py ADAPTER > probe.json
 Prints {"framework": ..., "checked": [[operator, size], ...], "failures": [message, ...]}.
 """
 

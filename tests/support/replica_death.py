@@ -2,7 +2,7 @@
 while process 0 waits in the first all-reduce: a replica that dies mid-training.
 
 PYTHONPATH=scripts <stack's env python> -m torch.distributed.run --standalone --nproc-per-node=2 \
-    tests/replica_death.py <train.py arguments>          (or as parallel.training_command runs train.py)
+    tests/support/replica_death.py <train.py arguments>          (or as parallel.training_command runs train.py)
 """
 
 import json
