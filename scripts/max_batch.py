@@ -16,21 +16,16 @@ import argparse
 import json
 import signal
 import sys
-import time
 from pathlib import Path
 
 from dlbench import contention
-from dlbench.cli import run_main
+from dlbench.cli import log, run_main
 from dlbench.io import write_json_atomic
 from dlbench.process import prepare_process, run_child, thread_count, thread_policy
 from dlbench.record import provenance, utc_now
 from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler
 
 SCRIPTS = Path(__file__).resolve().parent
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 class ProbeFailed(Exception):

@@ -16,10 +16,9 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
-from dlbench import contention, parallel
+from dlbench import cli, contention, parallel
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic, write_text_atomic
 from dlbench.process import process_alive, run_child
@@ -34,7 +33,7 @@ CONSOLE_FD = 3
 
 
 def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    cli.log(message, sys.stderr)  # stdout is the training's
 
 
 def tell_console(message):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dlbench import contention, ops
 from dlbench.adapters import load
-from dlbench.cli import run_main
+from dlbench.cli import log, run_main
 from dlbench.io import write_json_atomic
 from dlbench.process import prepare_process, thread_count, thread_policy
 from dlbench.record import provenance, utc_now
@@ -23,10 +23,6 @@ from dlbench.telemetry import TIMED_PHASE, job_contention, job_sampler
 SCRIPTS = Path(__file__).resolve().parent
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def framework_ceiling(adapter, device):

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import types
 from pathlib import Path
 
@@ -27,6 +28,11 @@ MISPLACED = {errno.ENOTDIR, errno.EISDIR}  # a file where a folder should be, or
 FILESYSTEM_ONLY = {errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 EXIT_STATUS = 1
 INTERRUPTED = 130  # the status a shell gives a process that SIGINT ended
+
+
+def log(message, file=None):
+    """A progress line of a script's log, with the time of day (stdout unless `file` is given)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=file or sys.stdout, flush=True)
 
 
 def run_main(main):

@@ -137,6 +137,16 @@ def load(folder):
     return arrays, meta
 
 
+def description(meta):
+    """What a run's record says of its dataset: the split sizes, classes and image shape its meta.json gives."""
+    return {
+        "train_images": meta["train_size"],
+        "test_images": meta["test_size"],
+        "classes": meta["classes"],
+        "image_shape": list(meta["shape"]),
+    }
+
+
 def normalise(images, mean, std):
     return ((images.astype(np.float32) / 255.0 - mean) / std).astype(np.float32)
 
@@ -170,6 +180,20 @@ def epoch_order(num_examples, batch_size, seed, epoch, cap=None):
         raise ValueError(f"batch size {batch_size} is larger than {limit}")
     rng = np.random.default_rng([seed, epoch])
     return rng.permutation(num_examples)[: steps * batch_size].astype(np.int64)
+
+
+class Shuffles:
+    """The epochs' example orders: order_of(epoch) (epoch_order or stream_order of the experiment) for the training
+    epochs, then take(count) hands out epochs no one has read yet, in turn, to every pass after training (a loader
+    timed on images just read would find them in the page cache)."""
+
+    def __init__(self, order_of, read):
+        self.order_of, self.next_unread = order_of, read
+
+    def take(self, count=1):
+        """The next `count` unread epochs' indices."""
+        first, self.next_unread = self.next_unread, self.next_unread + count
+        return list(range(first, first + count))
 
 
 # Streamed image folders (data placement `stream`).

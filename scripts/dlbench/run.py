@@ -2,7 +2,7 @@
 configured, the data loaded and placed, the model built from the neutral spec with the neutral initial weights; each
 step on the clock with the device synchronised around every read of it (clock.py), its seconds kept by phase."""
 
-from . import clock, data, parallel, specs
+from . import clock, data, parallel, record, specs
 
 
 class Run:
@@ -20,6 +20,14 @@ class Run:
         return self.adapter.configure(
             self.device, threads, experiment["seed"], experiment["math_mode"], parallel.replicas(experiment)
         )
+
+    def cuda_versions(self, provenance):
+        """On a GPU, the CUDA and cuDNN versions the framework itself reports, which win over those of the env's
+        wheels (`provenance`'s) where it reports them."""
+        if self.device != "gpu":
+            return {}
+        reported = record.dotted_cuda_versions(*self.adapter.cuda_versions())
+        return {key: version or provenance[key] for key, version in zip(("cuda", "cudnn"), reported)}
 
     def sync(self):
         self.adapter.sync(self.device)
@@ -51,3 +59,49 @@ class Run:
         """The model of `spec` with the neutral initial weights of the experiment's seed (build)."""
         weights = specs.initial_weights(spec, input_shape, self.experiment["seed"])
         return self.phase("build", self.adapter.build, spec, input_shape, weights, self.experiment)
+
+    def open(self, dataset_dir, batch_size):
+        """(staged, meta, shuffles, streamed) of the experiment's training data: a prepared dataset's arrays loaded
+        (data_loading) and placed (data_staging); or a streamed image folder's index read (data_loading) and the
+        framework's loaders made (data_staging), `streamed` describing them for the record (None otherwise).
+        shuffles.order_of(epoch) is an epoch's examples of `batch_size` batches (streamed: each with its crop box and
+        flip); the training epochs read the first ones."""
+        experiment, cap = self.experiment, self.experiment.get("images_per_epoch")
+        if experiment["data_placement"] != "stream":
+            arrays, meta = self.load(dataset_dir)
+            staged = self.stage(arrays)
+
+            def order_of(epoch):
+                return data.epoch_order(meta["train_size"], batch_size, experiment["seed"], epoch, cap)
+
+            return staged, meta, data.Shuffles(order_of, experiment["epochs"]), None
+        meta = self.phase("data_loading", data.read_meta, dataset_dir)
+        workers = experiment["stream"]["workers"] or parallel.schedulable_cpus()
+        staged = self.stream(meta, workers)
+        sizes = data.stream_files(meta, "train")[2]
+
+        def stream_order_of(epoch):
+            return data.stream_order(sizes, batch_size, experiment["seed"], epoch, cap)
+
+        streamed = {
+            "workers": workers,
+            "loader": self.adapter.LOADER,
+            "root": meta["root"],
+            "train_images": meta["train_size"],
+            "val_images": meta["test_size"],
+            "skipped_images": len(meta["skipped"]),
+            "skipped": meta["skipped"][:SKIPPED_LISTED],
+        }
+        return staged, meta, data.Shuffles(stream_order_of, experiment["epochs"]), streamed
+
+    def build_checked(self, spec, input_shape):
+        """The model (build), its parameters counted by the framework and held to the spec's count: a framework that
+        built another network than the spec fails the run here, before any time is measured."""
+        model = self.build(spec, input_shape)
+        built, expected = self.adapter.parameter_count(model), specs.parameter_count(spec, input_shape)
+        if built != expected:
+            raise RuntimeError(f"{self.experiment['adapter']} built {built} parameters, the spec has {expected}")
+        return model, built
+
+
+SKIPPED_LISTED = 20  # a streamed run's record lists this many skipped files (all of them are in the index's meta.json)

@@ -228,6 +228,7 @@ def test_where_things_are_names_every_module():
         *(REPO / "scripts" / "dlbench").glob("*.py"),
         *(REPO / "scripts" / "dlbench" / "analysis").glob("*.py"),
         *(REPO / "scripts" / "dlbench" / "report").glob("*.py"),
+        *(REPO / "scripts" / "dlbench" / "measure").glob("*.py"),
         *(REPO / "workflow" / "rules").glob("*.smk"),
         *(REPO / "benchmarks").glob("*.py"),
         *(REPO / "config").glob("*.yaml"),

@@ -5,8 +5,7 @@ import time
 from pathlib import Path
 
 import pytest
-import train
-from dlbench import rapl, telemetry
+from dlbench import rapl, run_telemetry, telemetry
 from fake_nvml import FakeNVML
 
 
@@ -217,21 +216,22 @@ def test_gpu_settings_nvml_does_not_report_are_null_with_the_reason():
 
 
 def test_a_gpu_run_records_energy_idle_baseline_provenance_and_gpu_contention(tmp_path, monkeypatch):
-    """train.py's start and end of telemetry on a fake GPU: an idle baseline before the imports, the GPU's settings
-    in the provenance, energy by the counter, CPU energy's reason on this machine, the GPU part of contention."""
+    """A training run's start and end of telemetry (dlbench/run_telemetry.py) on a fake GPU: an idle baseline before
+    the imports, the GPU's settings in the provenance, energy by the counter, CPU energy's reason on this machine, the
+    GPU part of contention."""
     power_w = 100.0
     nvml = FakeNVML([50], [1000], [power_w * 1000])
     # An energy counter that grows at 100 W as the real clock runs, whichever sample reads it.
     monkeypatch.setattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", lambda handle: time.perf_counter() * power_w * 1e3)
-    monkeypatch.setattr(train, "load_nvml", lambda: (nvml, None))
-    monkeypatch.setattr(train, "rapl_meter", lambda: rapl.rapl_meter(tmp_path / "no-powercap"))
+    monkeypatch.setattr(run_telemetry, "load_nvml", lambda: (nvml, None))
+    monkeypatch.setattr(run_telemetry, "rapl_meter", lambda: rapl.rapl_meter(tmp_path / "no-powercap"))
     record = {"provenance": {}}
-    sampler = train.start_telemetry({"device": "gpu", "telemetry_hz": 50}, record, idle_seconds=0.2)
+    sampler = run_telemetry.start_telemetry({"device": "gpu", "telemetry_hz": 50}, record, idle_seconds=0.2)
     sampler.mark("imports")
     sampler.mark("epoch 1")
     time.sleep(0.2)
     sampler.mark("eval 1")
-    train.record_telemetry(sampler, record, [{"epoch": 1, "images": 100}], tmp_path / "telemetry.csv")
+    run_telemetry.record_telemetry(sampler, record, [{"epoch": 1, "images": 100}], tmp_path / "telemetry.csv")
     assert record["provenance"]["gpu_power_limit_w"] == 700.0 and record["provenance"]["gpu_ecc"] is True
     phases = [each["phase"] for each in sampler.rows]
     assert phases.index(telemetry.IDLE_PHASE) < phases.index("imports")

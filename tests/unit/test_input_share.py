@@ -1,9 +1,12 @@
-"""The input-share measurement (scripts/train.py) on a fake clock that drifts, as a GPU's does over its first seconds
-of work: real and fixed-batch epochs alternate, so drift falls on both sides alike."""
+"""The measurements after training (dlbench/measure) on a fake clock that drifts, as a GPU's does over its first
+seconds of work: real and fixed-batch epochs alternate, so drift falls on both sides alike; each pass reads shuffles
+no other pass read, and runs in its place in the order."""
 
 import numpy as np
 import pytest
-import train
+from dlbench import measure
+from dlbench.data import Shuffles
+from dlbench.measure import communication, input_share
 
 
 class Adapter:
@@ -23,7 +26,8 @@ class DriftingRun:
     """Every epoch costs `real_s` or `fixed_s` on a machine whose speed changes by `drift` per timed call."""
 
     def __init__(self, real_s, fixed_s, drift):
-        self.adapter, self.experiment = Adapter(), {"epochs": 3, "batch_size": 4}
+        self.adapter = Adapter()
+        self.experiment = {"epochs": 3, "batch_size": 4, "measure_input_share": True, "data_placement": "device"}
         self.cost, self.drift = {"real": real_s, "fixed": fixed_s}, drift
 
     def timed(self, work, *args):
@@ -37,10 +41,20 @@ class Sampler:
         pass
 
 
+def trained(run, window_epochs, read):
+    """The passes' input after 3 training epochs: `read` collects the epochs whose shuffles the passes read."""
+
+    def order_of(epoch):
+        read.append(epoch)
+        return np.arange(64)
+
+    shuffles = Shuffles(order_of, run.experiment["epochs"])
+    return measure.Trained(run, None, {}, shuffles, 4, [1.0] * window_epochs, 1000.0, Sampler(), lambda line: None)
+
+
 def measured(real_s, fixed_s, drift, steady_epochs):
-    run, record = DriftingRun(real_s, fixed_s, drift), {"extra_steady_epochs_s": [], "input_share_epochs_s": []}
-    train.measure_input_share(run, None, {}, lambda epoch: np.arange(64), [1.0] * steady_epochs, record, Sampler())
-    return run.adapter.calls, record
+    run = DriftingRun(real_s, fixed_s, drift)
+    return run.adapter.calls, input_share.measure(trained(run, steady_epochs, []))
 
 
 @pytest.mark.parametrize("drift", [-0.02, 0.02])
@@ -65,13 +79,31 @@ def test_input_work_reads_through_drift():
 def test_the_communication_share_alternates_its_pairs_too():
     """Fixed-batch epochs without the gradients' reduction 20 % shorter than with it, on a machine slowing by 2 % an
     epoch (the adapter's fixed-batch steps are the reduced ones)."""
-    run, record = DriftingRun(None, 1.0, 0.02), {}
+    run = DriftingRun(None, 1.0, 0.02)
     run.cost["unreduced"] = 0.8
     calls = run.adapter.calls
     run.adapter.unreduced_steps = lambda model, staged, order, batch_size: lambda steps: calls.append("unreduced")
-    train.measure_communication_share(run, None, {}, np.arange(64), 3, record, Sampler())
+    record = communication.measure(trained(run, 3, []))
     # the two warm-up calls, then pairs reduced first, unreduced first, reduced first
     assert calls == ["fixed", "unreduced", "fixed", "unreduced", "unreduced", "fixed", "fixed", "unreduced"]
     assert record["communication_share"] == pytest.approx(0.2, abs=0.02)
     low, high = record["communication_share_interval"]
     assert 0.15 < low <= record["communication_share"] <= high < 0.25
+
+
+def test_the_passes_run_in_order_each_on_shuffles_no_one_read_and_skip_what_the_adapter_cannot_do():
+    """After 3 training epochs (shuffles 0-2), the input share's 2 pairs read shuffles 3 and 4 and the loader then
+    reads 5; an adapter without a loader pass leaves that pass out and the passes after it still run."""
+    run, read = DriftingRun(1.0, 0.9, 0.0), []
+    run.experiment.update(data_placement="stream", stream={"loader_batches": 2})
+    run.adapter.loader_pass = lambda staged, order, batch_size: run.adapter.calls.append("real")
+    sections = measure.after_training(trained(run, 3, read))
+    assert read == [3, 3, 4, 5] and sections["loader_images_per_s"] == 8 / 1.0  # the fixed batch is shuffle 3's
+    assert sections["input_bound_share"] == 1000.0 / 8
+    del run.adapter.loader_pass
+    lines, read[:] = [], []
+    bare = trained(run, 3, read)
+    bare.log = lines.append
+    sections = measure.after_training(bare)
+    assert "loader_images_per_s" not in sections and "input_share" in sections and read == [3, 3, 4]
+    assert lines[-1] == "loader: left out, the adapter has no loader_pass"

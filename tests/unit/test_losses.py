@@ -5,7 +5,7 @@ below is no rounding and is kept as the framework computed it, as is a loss that
 import math
 
 import pytest
-from train import LOSS_ROUNDING, Diverged, check_finite, recorded_loss
+from dlbench.losses import LOSS_ROUNDING, Diverged, check_finite, recorded_loss
 
 
 def test_a_loss_a_rounding_below_zero_is_recorded_as_zero():

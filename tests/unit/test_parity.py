@@ -4,7 +4,7 @@ tests/frameworks/test_pytorch_transfer.py)."""
 
 import pytest
 from dlbench import mathmode, peaks
-from train import removed_share
+from dlbench.measure.paired import removed_share
 
 
 def test_the_math_mode_policy_sets_each_frameworks_variables():

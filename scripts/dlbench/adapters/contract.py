@@ -84,13 +84,13 @@ class TrainingAdapter(Adapter, Protocol):
     def train_epoch(self, model, staged, order, batch_size):
         """The mean loss (float-like, read after sync) of one epoch over `order`; no blocking host read inside."""
 
-    # The epoch without its input work, for train.py's input share: the first batch is assembled and on the device
-    # before any timing.
+    # The epoch without its input work, for the input share (dlbench/measure/input_share.py): the first batch is
+    # assembled and on the device before any timing.
     def fixed_batch_steps(self, model, staged, order, batch_size):
         """run(steps), which trains `steps` steps on the first batch of `order` and returns the mean loss."""
 
-    # With replicas, the same steps without the gradients' reduction between replicas, for train.py's communication
-    # share: each replica then updates its own copy, so they run last, after every reported result.
+    # With replicas, the same steps without the gradients' reduction between replicas, for the communication share
+    # (dlbench/measure/communication.py): each replica then updates its own copy, so that pass runs last.
     def unreduced_steps(self, model, staged, order, batch_size):
         """run(steps) as fixed_batch_steps' but skipping the gradients' all-reduce, where the framework has a way
         to (PyTorch's DDP.no_sync); None where it has none or the run has one replica."""

@@ -1,0 +1,50 @@
+"""What a run measures after its timed training epochs, one module a measurement, each run in the order of PASSES
+when it applies to the run and the adapter has the capability it NEEDS; each returns its own section of the record.
+They all train or load after the last evaluation, so that no reported accuracy changes, and each reads shuffles no
+earlier pass has read (Shuffles), so that a loader is never timed on images still in the page cache.
+
+A pass module has NEEDS (the adapter functions it calls beyond training), applies(trained) and measure(trained) ->
+{record key: value}.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..data import Shuffles
+from . import communication, input_share, loader
+
+# The order is part of the measurement: the input share's real epochs train on before the loader reads fresh shuffles,
+# and the communication share is last because its unreduced steps leave each replica with weights of its own.
+PASSES = (input_share, loader, communication)
+
+
+@dataclass
+class Trained:
+    """What the passes after training work on: the run (its adapter and experiment), the trained model and staged
+    data, the unread shuffles, the global batch size, the steady window's epoch seconds and the training throughput."""
+
+    run: Any  # dlbench.run.Run
+    model: Any
+    staged: Any
+    shuffles: Shuffles
+    batch_size: int
+    window: list
+    train_images_per_s: float | None
+    sampler: Any  # dlbench.telemetry.Sampler: each pass marks its phases
+    log: Callable[[str], None]
+
+
+def after_training(trained):
+    """The record's sections of every pass that applies, in PASSES' order; a pass whose capability the adapter lacks
+    is left out, said in the log."""
+    sections = {}
+    for measurement in PASSES:
+        if not measurement.applies(trained):
+            continue
+        lacking = [name for name in measurement.NEEDS if not hasattr(trained.run.adapter, name)]
+        if lacking:
+            name = measurement.__name__.rsplit(".", 1)[-1]
+            trained.log(f"{name}: left out, the adapter has no {', '.join(lacking)}")
+            continue
+        sections.update(measurement.measure(trained))
+    return sections
