@@ -212,6 +212,22 @@ TRAIN_ITEM = [
 EVAL_ITEM = [("index", np.int64), ("width", np.int64), ("height", np.int64), ("left", np.int64), ("top", np.int64)]
 
 
+class EpochBatches:
+    """A streaming DataLoader's batch sampler (MXNet's, Paddle's): the batches of an epoch's items (`items`, set
+    before each epoch, as the workers persist), whole batches only or, for evaluation, the last one short."""
+
+    def __init__(self, items, batch_size, whole_batches):
+        self.items, self.batch_size, self.whole_batches = items, batch_size, whole_batches
+
+    def __iter__(self):
+        items, step = self.items.tolist(), self.batch_size
+        starts = range(0, len(items) - step + 1 if self.whole_batches else len(items), step)
+        return iter([items[start : start + step] for start in starts])
+
+    def __len__(self):
+        return len(self.items) // self.batch_size if self.whole_batches else -(-len(self.items) // self.batch_size)
+
+
 def is_stream(meta):
     return meta.get("kind") == "stream"
 

@@ -21,3 +21,14 @@ def test_epoch_items_follow_the_seed_and_fit_their_images():
 def test_evaluation_items_resize_the_shorter_side_and_centre_the_crop():
     items = data.eval_order(np.array([[500, 375], [100, 300]]), 224)
     assert items[["width", "height", "left", "top"]].tolist() == [(341, 256, 58, 16), (256, 768, 16, 272)]
+
+
+def test_a_loaders_epoch_batches_are_whole_for_training_and_keep_the_short_last_one_for_evaluation():
+    """MXNet's and Paddle's batch sampler (data.EpochBatches): training steps all have one shape, evaluation covers
+    every image; a new epoch's items replace the last ones under the persistent workers."""
+    training = data.EpochBatches(np.arange(10), 4, whole_batches=True)
+    evaluation = data.EpochBatches(np.arange(10), 4, whole_batches=False)
+    assert list(training) == [[0, 1, 2, 3], [4, 5, 6, 7]] and len(training) == 2
+    assert list(evaluation) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] and len(evaluation) == 3
+    training.items = np.arange(20, 28)
+    assert list(training) == [[20, 21, 22, 23], [24, 25, 26, 27]]

@@ -127,21 +127,6 @@ class _ImageFolderStream(gluon.data.Dataset):
         return image, int(self.labels[item[0]])
 
 
-class _EpochBatches:
-    """The DataLoader's batch sampler: batches of an epoch's items, set before each epoch (the workers persist)."""
-
-    def __init__(self, items, batch_size, whole_batches):
-        self.items, self.batch_size, self.whole_batches = items, batch_size, whole_batches
-
-    def __iter__(self):
-        items, step = self.items.tolist(), self.batch_size
-        starts = range(0, len(items) - step + 1 if self.whole_batches else len(items), step)
-        return iter([items[start : start + step] for start in starts])
-
-    def __len__(self):
-        return len(self.items) // self.batch_size if self.whole_batches else -(-len(self.items) // self.batch_size)
-
-
 def stream(meta, experiment, workers):
     """Data placement stream: a Gluon DataLoader per split over the image folder, `workers` worker processes,
     pinned memory on a GPU; uint8 NHWC global batches, split over the contexts, made float, normalised and laid out
@@ -159,9 +144,9 @@ def stream(meta, experiment, workers):
             timeout=data.LOADER_TIMEOUT_S,
         )
 
-    train_batches = _EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
+    train_batches = data.EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
-    test = _EpochBatches(data.eval_order(test_sizes, size), parallel.replica_batch_size(experiment), False)
+    test = data.EpochBatches(data.eval_order(test_sizes, size), parallel.replica_batch_size(experiment), False)
     return {
         "stream": True,
         "contexts": contexts,

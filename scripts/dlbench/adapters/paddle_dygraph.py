@@ -117,21 +117,6 @@ class _ImageFolderStream(paddle.io.Dataset):
         return data.pillow_crop(self.files[item[0]], item, self.size, self.train), np.int64(self.labels[item[0]])
 
 
-class _EpochBatches:
-    """The DataLoader's batch sampler: batches of an epoch's items, set before each epoch (the workers persist)."""
-
-    def __init__(self, items, batch_size, whole_batches):
-        self.items, self.batch_size, self.whole_batches = items, batch_size, whole_batches
-
-    def __iter__(self):
-        items, step = self.items.tolist(), self.batch_size
-        starts = range(0, len(items) - step + 1 if self.whole_batches else len(items), step)
-        return iter([items[start : start + step] for start in starts])
-
-    def __len__(self):
-        return len(self.items) // self.batch_size if self.whole_batches else -(-len(self.items) // self.batch_size)
-
-
 def stream(meta, experiment, workers):
     """Data placement stream: a paddle.io.DataLoader per split over the image folder, `workers` persistent worker
     processes handing batches over in shared memory, and its buffered reader placing them on the device (through
@@ -149,9 +134,9 @@ def stream(meta, experiment, workers):
             timeout=data.LOADER_TIMEOUT_S,
         )
 
-    train_batches = _EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
+    train_batches = data.EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
-    test = _EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
+    test = data.EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
     return {
         "stream": True,
         "place": place,
