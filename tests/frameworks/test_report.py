@@ -187,7 +187,7 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert "Contents" not in page.split("Confidence:")[0]  # the table of contents follows the answer
     for row in fastest.values():
         if row["confidence"] != "failed":
-            assert f"{float(row['lead']):.2f}x" in page and f"{float(row['images_per_s']):,.0f}" in page
+            assert f"{float(row['lead']):.2f}x" in page and f"{float(row['train_images_per_s_gmean']):,.0f}" in page
     rows = page.split("Confidence:")[0]  # the legend below names every flag once
     # The replicated ResNet-20 groups: on 2 GPUs torch-2.13 leads decisively (keras-3-jax scales worse), on 4 the two
     # are equivalent, keras-3-jax the faster in steady state and torch-2.13 first to the target (as on one GPU).
@@ -226,9 +226,9 @@ def test_page_one_costs_the_fastest_where_its_device_has_a_price(report):
             assert row["cost_per_million_images"] == ""
             continue
         hourly = GPU_PRICE["gpu"] * int(row["replicas"])
-        cost = hourly / 3600 * 1e6 / float(row["images_per_s"])
+        cost = hourly / 3600 * 1e6 / float(row["train_images_per_s_gmean"])
         assert float(row["cost_per_million_images"]) == pytest.approx(cost)
-        low = hourly / 3600 * 1e6 / float(row["images_per_s_ci95_high"])
+        low = hourly / 3600 * 1e6 / float(row["train_images_per_s_ci95_high"])
         assert float(row["cost_per_million_images_ci95_low"]) == pytest.approx(low)
         assert f"{cost:,.3g} [{low:,.3g}, " in answer
     assert "| unpriced |" in answer

@@ -226,7 +226,8 @@ def lead_cell(row):
 
 
 def throughput_cell(row):
-    return bracketed(row["images_per_s"], row["images_per_s_ci95_low"], row["images_per_s_ci95_high"], ",.0f")
+    low, high = row["train_images_per_s_ci95_low"], row["train_images_per_s_ci95_high"]
+    return bracketed(row["train_images_per_s_gmean"], low, high, ",.0f")
 
 
 def target_cell(row):
@@ -318,7 +319,7 @@ def untested_sentence(fastest, titles):
 def cost_cell(row):
     """The fastest's cost per million images with its interval (from its throughput's)."""
     column = "cost_per_million_images"
-    if pd.isna(row[column]) and pd.notna(row["images_per_s"]):
+    if pd.isna(row[column]) and pd.notna(row["train_images_per_s_gmean"]):
         return "unpriced"
     return bracketed(row[column], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"], ",.3g")
 
