@@ -8,7 +8,7 @@ import inspect
 from pathlib import Path
 
 import pytest
-from dlbench import adapters
+from dlbench import adapters, measure
 from dlbench.adapters import contract
 from dlbench.configuration import load_stacks
 from dlbench.dependencies import adapter_declarations
@@ -23,20 +23,30 @@ KINDS = (
 )
 
 
+def source_of(name):
+    return (FOLDER / f"{name}.py").read_text()
+
+
+def claimed_capabilities(source):
+    """The capabilities (contract.CAPABILITIES) an adapter's source defines any member of: each must then be whole."""
+    defined = definitions(source)[0]
+    return {capability for capability in contract.CAPABILITIES if contract.members(capability) & set(defined)}
+
+
 def stack_roles():
-    """{adapter: {Protocol}}: a stack's `adapter` is a TrainingAdapter, its `ops_adapter` an OpsAdapter; an adapter
-    other adapters call beyond the contract also has its shared surface (contract.SHARED)."""
+    """{adapter: {Protocol}}: a stack's `adapter` is a TrainingAdapter with the capabilities it claims, its
+    `ops_adapter` an OpsAdapter; an adapter other adapters call beyond the contract also has its shared surface
+    (contract.SHARED)."""
     roles = {}
     for entry in load_stacks().values():
-        roles.setdefault(entry["adapter"], set()).add(contract.TrainingAdapter)
+        roles.setdefault(entry["adapter"], set()).update(
+            {contract.TrainingAdapter, *claimed_capabilities(source_of(entry["adapter"]))}
+        )
         if entry["ops_adapter"]:
             roles.setdefault(entry["ops_adapter"], set()).add(contract.OpsAdapter)
     for name, surface in contract.SHARED.items():
         roles.setdefault(name, set()).add(surface)
     return roles
-
-
-ROLES = stack_roles()
 
 
 def parameters(function):
@@ -77,6 +87,9 @@ def definitions(source):
     return defined, imported
 
 
+ROLES = stack_roles()
+
+
 def role_names(roles):
     return ", ".join(sorted(protocol.__name__ for protocol in roles))
 
@@ -104,10 +117,6 @@ def contract_problems(name, source, roles):
                 f"{name}: {extra} is public but no member of {role_names(roles)}: make it private (_{extra})"
             )
     return problems
-
-
-def source_of(name):
-    return (FOLDER / f"{name}.py").read_text()
 
 
 def test_the_adapters_are_exactly_those_the_stacks_name():
@@ -217,3 +226,26 @@ def test_the_loader_refuses_an_unknown_adapter_naming_the_known_ones():
             ValueError, match=f"unknown adapter '{name}': .* has flax_nnx, jax_numpy, keras3, mxnet_gluon"
         ):
             adapters.load(name)
+
+
+def test_every_stack_that_streams_has_an_adapter_that_can_and_every_pass_needs_capabilities():
+    """A capability is what a stack's features need: streamed data needs Streaming unless the stack names `stream`
+    under `unsupported`; the measurements after training name the capabilities they call (dlbench/measure)."""
+    for stack, entry in load_stacks().items():
+        if "stream" not in entry.get("unsupported", {}):
+            assert contract.Streaming in ROLES[entry["adapter"]], f"{stack} streams: {entry['adapter']} lacks Streaming"
+    for measurement in measure.PASSES:
+        assert measurement.NEEDS and set(measurement.NEEDS) <= set(contract.CAPABILITIES), measurement.__name__
+
+
+def test_a_capability_is_whole_or_absent():
+    """An adapter that defines part of a capability (a stream without its loader pass) is told what the rest is; one
+    that defines none of it has no such role to fill."""
+    partial = "LOADER = 'its loader'\ndef stream(meta, experiment, workers): pass\n"
+    assert claimed_capabilities(partial) == {contract.Streaming}
+    problems = contract_problems("fake", partial, claimed_capabilities(partial))
+    assert problems == [
+        "fake (Streaming): loader_batches is missing",
+        "fake (Streaming): loader_pass is missing",
+    ]
+    assert claimed_capabilities("def train_epoch(model, staged, order, batch_size): pass\n") == set()

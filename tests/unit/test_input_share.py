@@ -96,6 +96,7 @@ def test_the_passes_run_in_order_each_on_shuffles_no_one_read_and_skip_what_the_
     reads 5; an adapter without a loader pass leaves that pass out and the passes after it still run."""
     run, read = DriftingRun(1.0, 0.9, 0.0), []
     run.experiment.update(data_placement="stream", stream={"loader_batches": 2})
+    run.adapter.LOADER, run.adapter.stream, run.adapter.loader_batches = "a loader", None, None
     run.adapter.loader_pass = lambda staged, order, batch_size: run.adapter.calls.append("real")
     sections = measure.after_training(trained(run, 3, read))
     assert read == [3, 3, 4, 5] and sections["loader_images_per_s"] == 8 / 1.0  # the fixed batch is shuffle 3's
@@ -106,4 +107,4 @@ def test_the_passes_run_in_order_each_on_shuffles_no_one_read_and_skip_what_the_
     bare.log = lines.append
     sections = measure.after_training(bare)
     assert "loader_images_per_s" not in sections and "input_share" in sections and read == [3, 3, 4]
-    assert lines[-1] == "loader: left out, the adapter has no loader_pass"
+    assert lines[-1] == "loader: left out, the adapter lacks Streaming"

@@ -3,6 +3,9 @@
 A stack in envs/stacks.yaml names its `adapter` (a TrainingAdapter) and its `ops_adapter` (an OpsAdapter, which may be
 the same module or one of its own, such as jax_numpy). An adapter module implements its roles' members as module-level
 functions and constants (the `self` below is the module); everything else in it is private (a leading underscore).
+A TrainingAdapter is a core (set up, stage, build, train, evaluate, synchronise, read back) plus the CAPABILITIES it
+has, each whole or not at all: streamed data (Streaming), the measurements after training that need the framework
+(InputShare, Communication; dlbench/measure, each pass declaring what it NEEDS and skipped where it is missing).
 tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.yaml against these classes.
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
@@ -32,11 +35,6 @@ class TrainingAdapter(Adapter, Protocol):
     """A stack's `adapter`: trains the neutral models (dlbench/specs.py) in the stack's framework (scripts/train.py).
     Importing the module imports the framework (train.py's `imports` phase)."""
 
-    INPUT_WORK: str
-    """What fixed_batch_steps leaves out of an epoch, in words (the record's input_share_covers)."""
-    LOADER: str
-    """The framework's own loader of streamed image folders, in words (the record's stream.loader)."""
-
     def configure(self, device, threads, seed, math_mode, replicas) -> dict:
         """What took effect, read back, of setting threads, seeds, device and math mode (dlbench/mathmode.py), and
         with replicas > 1 the data-parallel replicas (dlbench/parallel.py): `replicas`, `replica_devices`."""
@@ -54,17 +52,6 @@ class TrainingAdapter(Adapter, Protocol):
     # each batch gathered in NumPy and handed over per step. In the layout the experiment's variant runs in.
     def stage(self, arrays, experiment):
         """The dataset placed as the experiment's data_placement says: what train_epoch and evaluate take."""
-
-    # Data placement `stream`, instead of stage: train_epoch, fixed_batch_steps and evaluate take the loader as staged
-    # data, the `order` of train_epoch then being data.stream_order's items.
-    def stream(self, meta, experiment, workers):
-        """The framework's own loader over a streamed image folder (dlbench/data.py), with `workers` workers."""
-
-    def loader_pass(self, staged, order, batch_size) -> None:
-        """Nothing: the streamed batches of `order` placed on the device, no model (the loader's own throughput)."""
-
-    def loader_batches(self, staged, order, batch_size):
-        """The loader's host batches (uint8 NHWC, labels) of `order`, or of the evaluation split for None (tests)."""
 
     # A variant the adapter does not implement (dlbench/variants.py) raises ValueError.
     def build(self, spec, input_shape, weights, experiment):
@@ -84,17 +71,6 @@ class TrainingAdapter(Adapter, Protocol):
     def train_epoch(self, model, staged, order, batch_size):
         """The mean loss (float-like, read after sync) of one epoch over `order`; no blocking host read inside."""
 
-    # The epoch without its input work, for the input share (dlbench/measure/input_share.py): the first batch is
-    # assembled and on the device before any timing.
-    def fixed_batch_steps(self, model, staged, order, batch_size):
-        """run(steps), which trains `steps` steps on the first batch of `order` and returns the mean loss."""
-
-    # With replicas, the same steps without the gradients' reduction between replicas, for the communication share
-    # (dlbench/measure/communication.py): each replica then updates its own copy, so that pass runs last.
-    def unreduced_steps(self, model, staged, order, batch_size):
-        """run(steps) as fixed_batch_steps' but skipping the gradients' all-reduce, where the framework has a way
-        to (PyTorch's DDP.no_sync); None where it has none or the run has one replica."""
-
     def evaluate(self, model, staged, batch_size) -> tuple[float, float]:
         """(loss, accuracy) on the test split, host floats."""
 
@@ -112,6 +88,48 @@ class TrainingAdapter(Adapter, Protocol):
 
     def is_oom(self, error) -> bool:
         """Whether an exception is this framework's out-of-memory error."""
+
+
+class Streaming(Protocol):
+    """Data placement `stream`, instead of stage: train_epoch, fixed_batch_steps and evaluate take the loader as
+    staged data, the `order` of train_epoch then being data.stream_order's items. A stack whose adapter lacks it
+    names `stream` under `unsupported` in envs/stacks.yaml."""
+
+    LOADER: str
+    """The framework's own loader of streamed image folders, in words (the record's stream.loader)."""
+
+    def stream(self, meta, experiment, workers):
+        """The framework's own loader over a streamed image folder (dlbench/data.py), with `workers` workers."""
+
+    def loader_pass(self, staged, order, batch_size) -> None:
+        """Nothing: the streamed batches of `order` placed on the device, no model (the loader's own throughput)."""
+
+    def loader_batches(self, staged, order, batch_size):
+        """The loader's host batches (uint8 NHWC, labels) of `order`, or of the evaluation split for None (tests)."""
+
+
+class InputShare(Protocol):
+    """The epoch without its input work, for the input share (dlbench/measure/input_share.py) and as the reduced
+    side of the communication share: the first batch is assembled and on the device before any timing."""
+
+    INPUT_WORK: str
+    """What fixed_batch_steps leaves out of an epoch, in words (the record's input_share_covers)."""
+
+    def fixed_batch_steps(self, model, staged, order, batch_size):
+        """run(steps), which trains `steps` steps on the first batch of `order` and returns the mean loss."""
+
+
+class Communication(Protocol):
+    """With replicas, fixed-batch steps without the gradients' reduction between replicas, for the communication
+    share (dlbench/measure/communication.py): each replica then updates its own copy, so that pass runs last."""
+
+    def unreduced_steps(self, model, staged, order, batch_size):
+        """run(steps) as fixed_batch_steps' but skipping the gradients' all-reduce, where the framework has a way
+        to (PyTorch's DDP.no_sync); None where it has none or the run has one replica."""
+
+
+# What a TrainingAdapter may have beyond its core, each whole or not at all.
+CAPABILITIES = (Streaming, InputShare, Communication)
 
 
 class OpsAdapter(Adapter, Protocol):
@@ -189,6 +207,11 @@ class LoadsByName(Protocol):
 
 # The shared surface: the adapters other adapters call beyond the contract, and what they call.
 SHARED = {"pytorch": TorchBackend, "tensorflow_raw": TensorFlowBackend, "jax_numpy": JaxBackend}
+
+
+def capabilities(module) -> list:
+    """The CAPABILITIES an adapter module (or any object) has every member of."""
+    return [capability for capability in CAPABILITIES if all(hasattr(module, name) for name in members(capability))]
 
 
 def members(protocol):

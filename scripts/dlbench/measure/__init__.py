@@ -3,13 +3,14 @@ when it applies to the run and the adapter has the capability it NEEDS; each ret
 They all train or load after the last evaluation, so that no reported accuracy changes, and each reads shuffles no
 earlier pass has read (Shuffles), so that a loader is never timed on images still in the page cache.
 
-A pass module has NEEDS (the adapter functions it calls beyond training), applies(trained) and measure(trained) ->
-{record key: value}.
+A pass module has NEEDS (the adapter capabilities it calls, dlbench/adapters/contract.py's CAPABILITIES),
+applies(trained) and measure(trained) -> {record key: value}.
 """
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..adapters import contract
 from ..data import Shuffles
 from . import communication, input_share, loader
 
@@ -41,10 +42,10 @@ def after_training(trained):
     for measurement in PASSES:
         if not measurement.applies(trained):
             continue
-        lacking = [name for name in measurement.NEEDS if not hasattr(trained.run.adapter, name)]
+        lacking = set(measurement.NEEDS) - set(contract.capabilities(trained.run.adapter))
         if lacking:
             name = measurement.__name__.rsplit(".", 1)[-1]
-            trained.log(f"{name}: left out, the adapter has no {', '.join(lacking)}")
+            trained.log(f"{name}: left out, the adapter lacks {', '.join(sorted(c.__name__ for c in lacking))}")
             continue
         sections.update(measurement.measure(trained))
     return sections

@@ -5,9 +5,10 @@ of epochs of fixed-batch steps, one with the reduction and one without, alternat
 window has epochs, at least 3."""
 
 from .. import parallel
+from ..adapters import contract
 from .paired import removed_share, timed_in_pairs
 
-NEEDS = ("unreduced_steps", "fixed_batch_steps")
+NEEDS = (contract.Communication, contract.InputShare)  # its reduced side is the input share's fixed batch
 
 
 def applies(trained):

@@ -8,10 +8,10 @@ run. As many epochs in all as the steady window holds, at least two pairs."""
 import math
 import statistics
 
-from ..adapters import STREAM_INPUT_WORK
+from ..adapters import STREAM_INPUT_WORK, contract
 from .paired import removed_share, timed_in_pairs
 
-NEEDS = ("fixed_batch_steps",)
+NEEDS = (contract.InputShare,)
 
 
 def applies(trained):

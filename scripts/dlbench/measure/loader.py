@@ -2,7 +2,9 @@
 placed on the device with the model removed; and the input-bound share, training images/s over the loader's (1:
 training runs as fast as its loader can feed it)."""
 
-NEEDS = ("loader_pass",)
+from ..adapters import contract
+
+NEEDS = (contract.Streaming,)
 
 
 def applies(trained):
