@@ -672,8 +672,8 @@ def load_device(device, seconds):
 
 
 def fake_nvml():
-    """The scripted GPU of the test suite (tests/support/fake_nvml.py): 300 W under load, an energy counter, the power cap's
-    throttle bit, and a foreign process listed until the check kills it."""
+    """The scripted GPU of the test suite (tests/support/fake_nvml.py): 300 W under load, an energy counter, the power
+    cap's throttle bit, and a foreign process listed until the check kills it."""
     sys.path.insert(0, str(harness.REPO / "tests" / "support"))
     from fake_nvml import FakeNVML
 

@@ -1,12 +1,12 @@
 """Loader throughput: images/s of each stack's own loader for streamed image folders (data placement `stream`) with
 the model removed, per worker count, so that docs/findings.md can state what decode rate a core gives.
 
-Each measurement is train.py's loader-alone pass (adapter.loader_pass): an epoch's items (random-resized crop to
---resolution, flip) read, decoded, augmented, batched and placed on the device, in the stack's own interpreter, its
-loader made once (workers started once, as training's persistent workers are); one untimed pass, then the median
-of --trials passes, each over --images images of a fresh shuffle. Without --folder the images are generated
-(scripts/make_image_folder.py in the tools env): JPEGs of ImageNet's size and bytes per pixel (sides drawn from
---sides, 450x450 on average; --noise gives them photo-like detail, about 0.6 bytes per pixel). Run from the
+Each measurement is a run's loader-alone pass (dlbench/measure/loader.py, adapter.loader_pass): an epoch's items
+(random-resized crop to --resolution, flip) read, decoded, augmented, batched and placed on the device, in the stack's
+own interpreter, its loader made once (workers started once, as training's persistent workers are); one untimed pass,
+then the median of --trials passes, each over --images images of a fresh shuffle. Without --folder the images are
+generated (scripts/make_image_folder.py in the tools env): JPEGs of ImageNet's size and bytes per pixel (sides drawn
+from --sides, 450x450 on average; --noise gives them photo-like detail, about 0.6 bytes per pixel). Run from the
 repository root with the driver:
 
     .venv/bin/python benchmarks/loaders.py                                   # this machine, 1 and 2 workers

@@ -52,15 +52,18 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     sampler.mark("data")
     staged, meta, shuffles, record["stream"] = run.open(dataset_dir, batch_size)
     if record["stream"]:
+        workers, skipped = record["stream"]["workers"], len(meta["skipped"])
         log(
             f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through "
-            f"{adapter.LOADER}, {record['stream']['workers']} workers ({len(meta['skipped'])} files skipped at indexing)"
+            f"{adapter.LOADER}, {workers} workers ({skipped} files skipped at indexing)"
         )
     record["dataset_description"] = data.description(meta)
     spec, shape = specs.model_spec(experiment["model"], meta["classes"]), tuple(meta["shape"])
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
     sampler.mark("build")
-    model, record["parameters"] = run.build_checked(spec, shape)
+    model = run.build(spec, shape)
+    record["parameters"] = adapter.parameter_count(model)
+    run.check_parameters(record["parameters"], spec, shape)
     record["engaged"].update(adapter.engaged(model))
     log(f"built {experiment['model']}: {record['parameters']} parameters, {record['flops_per_image']} FLOPs/image")
 
@@ -89,8 +92,10 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     images = record["images_per_epoch"] = len(order)
     phases["first_epoch"], phases["steady_epochs"] = record["epoch_train_s"][0], sum(record["epoch_train_s"][1:])
     record["first_epoch_images_per_s"] = images / phases["first_epoch"]
-    epochs_s = record["epoch_train_s"]
-    window, section = steady_window.measure(run, model, staged, shuffles, batch_size, epochs_s, images, sampler, log)
+    epochs_s, extra = record["epoch_train_s"], record["extra_steady_epochs_s"]
+    window, section = steady_window.measure(
+        run, model, staged, shuffles, batch_size, epochs_s, extra, images, sampler, log
+    )
     record.update(section)
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = meta["test_size"] / statistics.median(steady_eval)
@@ -102,7 +107,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     throughput, engaged = record["train_images_per_s"], record["engaged"]
     record.update(peaks.utilisation(record["flops_per_image"], throughput, engaged, device, gpu, replicas))
     trained = measure.Trained(run, model, staged, shuffles, batch_size, window, throughput, sampler, log)
-    record.update(measure.after_training(trained))
+    measure.after_training(trained, record)
     record["status"] = "ok"
 
 

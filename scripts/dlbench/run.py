@@ -94,14 +94,12 @@ class Run:
         }
         return staged, meta, data.Shuffles(stream_order_of, experiment["epochs"]), streamed
 
-    def build_checked(self, spec, input_shape):
-        """The model (build), its parameters counted by the framework and held to the spec's count: a framework that
-        built another network than the spec fails the run here, before any time is measured."""
-        model = self.build(spec, input_shape)
-        built, expected = self.adapter.parameter_count(model), specs.parameter_count(spec, input_shape)
+    def check_parameters(self, built, spec, input_shape):
+        """The parameters the framework counted in the model it built (`built`) held to the spec's count: a framework
+        that built another network than the spec fails the run here, before any time is measured."""
+        expected = specs.parameter_count(spec, input_shape)
         if built != expected:
             raise RuntimeError(f"{self.experiment['adapter']} built {built} parameters, the spec has {expected}")
-        return model, built
 
 
 SKIPPED_LISTED = 20  # a streamed run's record lists this many skipped files (all of them are in the index's meta.json)

@@ -142,8 +142,8 @@ def vgg16(classes, cifar):
     return layers + [Flatten()] + head + [Dense(classes)]
 
 
-# The images the adapters' equivalence tests build a model at, in every framework on CPU (tests/support/probe_adapter.py):
-# MNIST's (and the digits') and CIFAR-10's shapes.
+# The images the adapters' equivalence tests build a model at, in every framework on CPU
+# (tests/support/probe_adapter.py): MNIST's (and the digits') and CIFAR-10's shapes.
 MNIST_SHAPE, CIFAR_SHAPE = (28, 28, 1), (32, 32, 3)
 
 

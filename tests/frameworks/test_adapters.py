@@ -1,8 +1,8 @@
 """Every adapter builds every model as the neutral spec declares it, in every variant its stack declares.
 
 Inference: from the same neutral initial weights, each framework's logits equal a float64 NumPy forward pass
-(tests/support/reference.py) within float32 rounding. Training: one plain SGD step on the same batch gives the same loss and
-the same weights in every framework. Differences a framework cannot avoid are documented by the tests below.
+(tests/support/reference.py) within float32 rounding. Training: one plain SGD step on the same batch gives the same
+loss and the same weights in every framework. Differences a framework cannot avoid are documented by the tests below.
 """
 
 import math

@@ -1,5 +1,6 @@
 """The largest-batch search's probe in the torch venv: a scripted CUDA out-of-memory error above batch 24
-(tests/support/oom_probe.py) is an oom probe, a batch below it an ok one (the search itself: tests/unit/test_max_batch.py)."""
+(tests/support/oom_probe.py) is an oom probe, a batch below it an ok one (the search itself:
+tests/unit/test_max_batch.py)."""
 
 import json
 import subprocess
@@ -9,7 +10,8 @@ from runs import prepare_synthetic
 
 
 def test_a_framework_out_of_memory_error_is_an_oom_probe(tmp_path, env_python):
-    """A probe in the torch env whose training raises CUDA's out-of-memory error above batch 24 (tests/support/oom_probe.py)."""
+    """A probe in the torch env whose training raises CUDA's out-of-memory error above batch 24
+    (tests/support/oom_probe.py)."""
     dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 4, 64, 16)
     search = {
         "stack": "torch-2.13",

@@ -48,7 +48,8 @@ def cases(entry, replicas):
 
 @pytest.fixture(scope="module")
 def replica_probes(env_python, tmp_path_factory):
-    """stack -> output folder of tests/support/probe_replicas.py with 1 and 2 replicas, the probes running side by side."""
+    """stack -> output folder of tests/support/probe_replicas.py with 1 and 2 replicas, the probes running side by
+    side."""
     running = []
     for stack, entry in PARALLEL.items():
         out = tmp_path_factory.mktemp(f"replicas-{stack}")

@@ -1,5 +1,5 @@
-"""The report as a reader gets it, rendered from the fixture study's records (tests/support/report_fixture.py): every figure
-drawn in vector form, the comparisons' verdicts and the version study flagged, the PDF read page by page with
+"""The report as a reader gets it, rendered from the fixture study's records (tests/support/report_fixture.py): every
+figure drawn in vector form, the comparisons' verdicts and the version study flagged, the PDF read page by page with
 poppler (every table row printed once, long tables continued under their header, no word printed over another or
 off the page), and the HTML loaded in headless Chromium with nothing fetched from the network."""
 

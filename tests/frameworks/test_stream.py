@@ -108,7 +108,8 @@ def test_a_bad_layout_is_refused_naming_what_is_wrong(env_python, tmp_path, layo
 
 @pytest.fixture(scope="module")
 def loader_probes(env_python, folder, tmp_path_factory):
-    """stack -> the batches its own loader made of the folder (tests/support/probe_stream.py), probes run side by side."""
+    """stack -> the batches its own loader made of the folder (tests/support/probe_stream.py), probes run side by
+    side."""
     running = {}
     for stack, entry in STACKS.items():
         out = tmp_path_factory.mktemp(f"stream-{stack}")

@@ -2,7 +2,8 @@
 epoch and once over the evaluation split, and save the batches for tests/frameworks/test_stream.py to compare across
 frameworks.
 
-    PYTHONPATH=scripts <env python> tests/support/probe_stream.py ADAPTER VARIANT META_JSON OUTDIR   (KERAS_BACKEND etc. too)
+    PYTHONPATH=scripts <env python> tests/support/probe_stream.py ADAPTER VARIANT META_JSON OUTDIR
+    (KERAS_BACKEND etc. set)
 writes OUTDIR/stream.npz: train_images, train_labels (first pass), again_images (second pass), test_images,
 test_labels.
 """

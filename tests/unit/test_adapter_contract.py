@@ -228,12 +228,17 @@ def test_the_loader_refuses_an_unknown_adapter_naming_the_known_ones():
             adapters.load(name)
 
 
-def test_every_stack_that_streams_has_an_adapter_that_can_and_every_pass_needs_capabilities():
-    """A capability is what a stack's features need: streamed data needs Streaming unless the stack names `stream`
-    under `unsupported`; the measurements after training name the capabilities they call (dlbench/measure)."""
+def test_each_stack_has_the_capabilities_its_features_need_and_every_pass_names_what_it_needs():
+    """Streamed data needs Streaming unless the stack names `stream-data` under `unsupported`; the input share, on by
+    default, needs InputShare of every stack; a stack with a data-parallel mechanism needs Communication. The
+    measurements after training name the capabilities they call (dlbench/measure)."""
     for stack, entry in load_stacks().items():
-        if "stream" not in entry.get("unsupported", {}):
-            assert contract.Streaming in ROLES[entry["adapter"]], f"{stack} streams: {entry['adapter']} lacks Streaming"
+        roles, unsupported = ROLES[entry["adapter"]], entry.get("unsupported", {})
+        if not any(key.split(" on ")[0] == "stream-data" for key in unsupported):
+            assert contract.Streaming in roles, f"{stack} streams: {entry['adapter']} lacks Streaming"
+        assert contract.InputShare in roles, f"{stack}: {entry['adapter']} lacks InputShare"
+        if "data_parallel" in entry:
+            assert contract.Communication in roles, f"{stack} runs replicas: {entry['adapter']} lacks Communication"
     for measurement in measure.PASSES:
         assert measurement.NEEDS and set(measurement.NEEDS) <= set(contract.CAPABILITIES), measurement.__name__
 

@@ -98,13 +98,29 @@ def test_the_passes_run_in_order_each_on_shuffles_no_one_read_and_skip_what_the_
     run.experiment.update(data_placement="stream", stream={"loader_batches": 2})
     run.adapter.LOADER, run.adapter.stream, run.adapter.loader_batches = "a loader", None, None
     run.adapter.loader_pass = lambda staged, order, batch_size: run.adapter.calls.append("real")
-    sections = measure.after_training(trained(run, 3, read))
+    sections = {}
+    measure.after_training(trained(run, 3, read), sections)
     assert read == [3, 3, 4, 5] and sections["loader_images_per_s"] == 8 / 1.0  # the fixed batch is shuffle 3's
     assert sections["input_bound_share"] == 1000.0 / 8
     del run.adapter.loader_pass
     lines, read[:] = [], []
     bare = trained(run, 3, read)
     bare.log = lines.append
-    sections = measure.after_training(bare)
+    sections = {}
+    measure.after_training(bare, sections)
     assert "loader_images_per_s" not in sections and "input_share" in sections and read == [3, 3, 4]
     assert lines[-1] == "loader: left out, the adapter lacks Streaming"
+
+
+def test_a_pass_that_fails_leaves_the_sections_of_those_before_it_in_the_record():
+    """The communication share raising (a collective that times out) keeps the input share already measured."""
+    run, record = DriftingRun(1.0, 0.9, 0.0), {}
+    run.experiment.update(replicas=2)
+
+    def failing(model, staged, order, batch_size):
+        raise RuntimeError("collective timed out")
+
+    run.adapter.unreduced_steps = failing
+    with pytest.raises(RuntimeError, match="collective timed out"):
+        measure.after_training(trained(run, 3, []), record)
+    assert record["input_share"] == pytest.approx(0.1) and "communication_share" not in record

@@ -1,5 +1,6 @@
-"""The scaling table from the report fixture's study (tests/support/report_fixture.py): each experiment on 2 and 4 replicas
-against the same experiment on one, its efficiency with an interval, and the stacks' scaling compared at each count."""
+"""The scaling table from the report fixture's study (tests/support/report_fixture.py): each experiment on 2 and 4
+replicas against the same experiment on one, its efficiency with an interval, and the stacks' scaling compared at each
+count."""
 
 import pytest
 from dlbench.analysis.records import read_records, record_machines, runs_table

@@ -104,8 +104,8 @@ def test_same_padding_equals_the_specs_only_where_symmetric():
     assert not specs.same_padding_is_symmetric(specs.Conv(64, 7, stride=2, padding=3), (224, 224, 3))
 
 
-# What the adapters' equivalence tests (tests/support/probe_adapter.py, every stack's venv) may build per model and input on a
-# CPU: VGG-16 at 32x32x3, the largest here, has 34 M parameters and 0.7 GFLOPs per image.
+# What the adapters' equivalence tests (tests/support/probe_adapter.py, every stack's venv) may build per model and
+# input on a CPU: VGG-16 at 32x32x3, the largest here, has 34 M parameters and 0.7 GFLOPs per image.
 CPU_TEST_BUDGET = {"parameters": 50e6, "flops_per_image": 1e9}
 
 

@@ -5,7 +5,8 @@ the same module or one of its own, such as jax_numpy). An adapter module impleme
 functions and constants (the `self` below is the module); everything else in it is private (a leading underscore).
 A TrainingAdapter is a core (set up, stage, build, train, evaluate, synchronise, read back) plus the CAPABILITIES it
 has, each whole or not at all: streamed data (Streaming), the measurements after training that need the framework
-(InputShare, Communication; dlbench/measure, each pass declaring what it NEEDS and skipped where it is missing).
+(InputShare, Communication; dlbench/measure, each pass declaring what it NEEDS and skipped where it is missing). Which
+a stack must have follows from what it runs (tests/unit/test_adapter_contract.py).
 tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.yaml against these classes.
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
@@ -93,7 +94,7 @@ class TrainingAdapter(Adapter, Protocol):
 class Streaming(Protocol):
     """Data placement `stream`, instead of stage: train_epoch, fixed_batch_steps and evaluate take the loader as
     staged data, the `order` of train_epoch then being data.stream_order's items. A stack whose adapter lacks it
-    names `stream` under `unsupported` in envs/stacks.yaml."""
+    names `stream-data` under `unsupported` in envs/stacks.yaml."""
 
     LOADER: str
     """The framework's own loader of streamed image folders, in words (the record's stream.loader)."""

@@ -31,7 +31,7 @@ against fixed rounds.
   is never looked at again on the same rounds. Each look spends its own share of alpha on each pair at most once
   (a rival whose later runs all failed is judged again on the rounds it has, at the later look's share, which the
   union bound over looks already counts).
-- Grouping: race_groups keys a group by its machine and COMPARISON_GROUP (dlbench/axes.py; dlbench.analysis.tables.GROUP), from the
+- Grouping: race_groups keys a group by its machine and COMPARISON_GROUP (dlbench/axes.py; tables.GROUP), from the
   runs table, in the planner and the aggregation alike, so both replay the same races over the same runs.
 - The budget (a most number of runs, or minutes of training) gives the next rounds to the groups nearest a decision:
   those whose hardest live rival needs the fewest rounds to decide at the rate it shows (statistics.repeats_to_decide).

@@ -1,7 +1,8 @@
 """What a run measures after its timed training epochs, one module a measurement, each run in the order of PASSES
 when it applies to the run and the adapter has the capability it NEEDS; each returns its own section of the record.
-They all train or load after the last evaluation, so that no reported accuracy changes, and each reads shuffles no
-earlier pass has read (Shuffles), so that a loader is never timed on images still in the page cache.
+They all train or load after the last evaluation, so that no reported accuracy changes. A pass that reads fresh data
+takes shuffles no earlier pass has read (Shuffles), so that a loader is never timed on images still in the page cache;
+the communication share reuses the last training epoch's on purpose: it times fixed-batch steps, not reading.
 
 A pass module has NEEDS (the adapter capabilities it calls, dlbench/adapters/contract.py's CAPABILITIES),
 applies(trained) and measure(trained) -> {record key: value}.
@@ -35,10 +36,10 @@ class Trained:
     log: Callable[[str], None]
 
 
-def after_training(trained):
-    """The record's sections of every pass that applies, in PASSES' order; a pass whose capability the adapter lacks
-    is left out, said in the log."""
-    sections = {}
+def after_training(trained, record):
+    """Every pass that applies, in PASSES' order, each one's section written into `record` as it ends (a pass that
+    fails leaves those before it in the record); a pass whose capability the adapter lacks is left out, said in the
+    log."""
     for measurement in PASSES:
         if not measurement.applies(trained):
             continue
@@ -47,5 +48,4 @@ def after_training(trained):
             name = measurement.__name__.rsplit(".", 1)[-1]
             trained.log(f"{name}: left out, the adapter lacks {', '.join(sorted(c.__name__ for c in lacking))}")
             continue
-        sections.update(measurement.measure(trained))
-    return sections
+        record.update(measurement.measure(trained))

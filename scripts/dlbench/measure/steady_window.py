@@ -11,11 +11,12 @@ def steady_throughput(images_per_epoch, epoch_seconds):
     return images_per_epoch * len(steady) / sum(steady) if steady else None
 
 
-def measure(run, model, staged, shuffles, batch_size, epoch_seconds, images, sampler, log):
-    """(the window's epoch seconds, its record section): the training's steady epochs and the extra ones, and the
-    steady throughput over them (`images` an epoch), in all and per replica."""
+def measure(run, model, staged, shuffles, batch_size, epoch_seconds, extra, images, sampler, log):
+    """(the window's epoch seconds, its record section): the training's steady epochs and the extra ones, each
+    appended to `extra` (the record's list) as it ends, and the steady throughput over them (`images` an epoch), in
+    all and per replica."""
     experiment = run.experiment
-    window, extra = list(epoch_seconds[1:]), []
+    window = list(epoch_seconds[1:])
     while window and sum(window) < experiment["min_steady_seconds"]:
         sampler.mark(f"extra steady epoch {len(extra) + 1}")
         order = shuffles.order_of(shuffles.take()[0])
@@ -29,7 +30,6 @@ def measure(run, model, staged, shuffles, batch_size, epoch_seconds, images, sam
         )
     throughput = steady_throughput(images, [epoch_seconds[0], *window])
     return window, {
-        "extra_steady_epochs_s": extra,
         "steady_window_s": sum(window) if window else None,
         "train_images_per_s": throughput,
         "replica_images_per_s": throughput / parallel.replicas(experiment) if throughput else None,

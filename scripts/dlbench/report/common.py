@@ -82,7 +82,7 @@ def figure_titles(panels):
 
 
 def panel_rows(frame, panel, keys=PANEL):
-    """The rows of frame that belong to one panel: by default (dataset, model, batch size, device, machine)."""
+    """The rows of frame that belong to one panel: by default a tuple of PANEL's values."""
     return frame[(frame[keys] == pd.Series(panel, index=keys)).all(axis=1)]
 
 
