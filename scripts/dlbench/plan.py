@@ -88,10 +88,12 @@ def tools_env(config):
 
 
 def stack_env(config, stacks, stack, device):
-    """The env a stack's jobs on this device run in: an existing one named in the config, else its env file's."""
+    """The env a stack's jobs on this device run in: an existing one named in the config, else its env file's; None
+    where it has neither, which the config's checks refuse (configuration.existing_env_files) after the checks that
+    plan the matrix have run."""
     if stack in config["existing_envs"]:
         return existing_env_name(stack)
-    return stacks[stack]["env"][device]
+    return stacks[stack]["env"].get(device)
 
 
 WHY = "why"  # an `exclude` entry's reason, for the report: no axis

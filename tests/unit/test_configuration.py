@@ -293,3 +293,16 @@ def test_the_default_study_is_the_schemas_defaults_but_for_its_named_choices():
     study = yaml.safe_load((REPO / "config.yaml").read_text())
     differing = {key for key, value in study.items() if schema[key].get("default") != value}
     assert differing == STUDY_CHOICES
+
+
+def test_a_stack_without_an_env_file_for_a_device_is_refused_with_its_reason_even_when_it_has_runs(monkeypatch):
+    """torch-2.11 has only a GPU env file: on CPU, with a variant it runs (eager), the checks that plan the matrix
+    (the race's schedule) still pass over it and the env files' check says what to do, not a KeyError."""
+    monkeypatch.chdir(REPO)
+    config = configuration.with_defaults({"stacks": ["torch-2.11"], "variants": ["eager"], "ops": {"stacks": []}})
+    stacks = configuration.load_stacks()
+    assert "cpu" not in stacks["torch-2.11"]["env"]
+    problems = configuration.refusals(config, stacks, configuration.load_registry(config), MACHINE)
+    assert any(
+        "stack torch-2.11 has no env file for cpu" in problem and "existing_envs" in problem for problem in problems
+    )
