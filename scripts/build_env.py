@@ -337,7 +337,11 @@ def pip_install(python, arguments, cwd, lock):
             " changed or tampered file, or a lock made from other files; regenerate the lock only where the new file"
             " is trusted"
         )
-    raise SystemExit(f"pip install failed (exit status {done.returncode}) building from {shown(lock)}: see above")
+    errors = [line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR:") or "[Errno" in line]
+    raise SystemExit(
+        f"pip install failed (exit status {done.returncode}) building from {shown(lock)}: "
+        + (errors[0] if errors else "see above")
+    )
 
 
 @contextlib.contextmanager

@@ -86,7 +86,10 @@ def build_env(env):
     )
     if builder.returncode:
         output = (builder.stdout + builder.stderr).splitlines()
-        return f"building envs/{env}.yaml failed (exit {builder.returncode}):\n" + "\n".join(output[-40:])
+        # The builder's last line (its reason) first: a CI log's excerpt of the error may show only the start.
+        return f"building envs/{env}.yaml failed (exit {builder.returncode}): {output[-1] if output else ''}\n" + (
+            "\n".join(output[-40:])
+        )
     return venv_prefix(VENV_ROOT, env_file) / "bin" / "python"
 
 

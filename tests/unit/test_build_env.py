@@ -20,6 +20,7 @@ from build_env import (
     lock_problem,
     local_requirements,
     pip_arguments,
+    pip_install,
     pip_requirements,
     python_pin,
     unlocked_reason,
@@ -246,3 +247,15 @@ def test_a_local_requirement_whose_build_needs_what_the_lock_lacks_is_refused(tm
         header + pin.format("a==1.0 ") + pin.format("setuptools==84.2.1 ") + pin.format("wheel==0.46 ")
     )
     assert lock_problem(env_file, target) is None
+
+
+def test_a_failed_install_names_pips_error_in_its_last_line(tmp_path):
+    """The reason leads: a CI excerpt of a long pip log may show only the builder's last line."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\necho 'Installing collected packages: torch' >&2\n"
+        "echo 'ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device' >&2\nexit 1\n"
+    )
+    python.chmod(0o755)
+    with pytest.raises(SystemExit, match=r"exit status 1\) building from .*: ERROR: .*No space left on device"):
+        pip_install(python, ["torch"], tmp_path, tmp_path / "x.lock.txt")
