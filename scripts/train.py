@@ -25,17 +25,9 @@ from dlbench.io import write_json_atomic
 from dlbench.losses import Diverged, check_finite, recorded_loss
 from dlbench.measure import steady_window
 from dlbench.process import prepare_process, thread_count, thread_policy
-from dlbench.record import EPOCH_COLUMNS, base_record, peak_rss_mb, utc_now, write_epochs_csv
+from dlbench.record import add_epoch, base_record, peak_rss_mb, utc_now, write_epochs_csv
 from dlbench.run import Run
 from dlbench.run_telemetry import record_telemetry, start_telemetry
-
-
-def import_adapter(experiment, record, sampler):
-    sampler.mark("imports")
-    start = time.perf_counter()
-    adapter = load(experiment["adapter"])
-    record["phases_s"]["imports"] = time.perf_counter() - start
-    return adapter
 
 
 def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler):
@@ -52,11 +44,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     sampler.mark("data")
     staged, meta, shuffles, record["stream"] = run.open(dataset_dir, batch_size)
     if record["stream"]:
-        workers, skipped = record["stream"]["workers"], len(meta["skipped"])
-        log(
-            f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through "
-            f"{adapter.LOADER}, {workers} workers ({skipped} files skipped at indexing)"
-        )
+        log(data.streaming_line(meta, adapter.LOADER, record["stream"]["workers"]))
     record["dataset_description"] = data.description(meta)
     spec, shape = specs.model_spec(experiment["model"], meta["classes"]), tuple(meta["shape"])
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
@@ -74,20 +62,13 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         sampler.mark(f"eval {epoch + 1}")
         (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, eval_batch_size)
         loss, test_loss = recorded_loss(loss), recorded_loss(test_loss)
-        record["epoch_train_s"].append(train_s)
-        record["epoch_eval_s"].append(eval_s)
-        record["loss_curve"].append(loss)
-        figures = (epoch + 1, train_s, eval_s, loss, test_loss, accuracy, len(order), len(order) / train_s)
-        row = dict(zip(EPOCH_COLUMNS, figures, strict=True))
-        epoch_rows.append(row)
+        figures = (epoch + 1, train_s, eval_s, loss, test_loss, accuracy, len(order))
+        row = add_epoch(record, epoch_rows, figures, experiment.get("target_accuracy"))
         log(
             f"epoch {epoch + 1}/{experiment['epochs']}: train {train_s:.3f}s ({row['images_per_s']:.0f} img/s) "
             f"loss {loss:.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"
         )
         check_finite(loss, test_loss, epoch + 1, experiment["learning_rate"])  # the epoch stays in the record
-        target = experiment.get("target_accuracy")
-        if target is not None and record["time_to_target_s"] is None and accuracy >= target:
-            record["time_to_target_s"] = sum(record["epoch_train_s"])
 
     images = record["images_per_epoch"] = len(order)
     phases["first_epoch"], phases["steady_epochs"] = record["epoch_train_s"][0], sum(record["epoch_train_s"][1:])
@@ -134,7 +115,10 @@ def main():
     log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}{replica}")
     sampler, adapter = start_telemetry(experiment, record), None
     try:
-        adapter = import_adapter(experiment, record, sampler)
+        sampler.mark("imports")
+        start = time.perf_counter()
+        adapter = load(experiment["adapter"])
+        record["phases_s"]["imports"] = time.perf_counter() - start
         train(adapter, experiment, args.dataset_dir, threads, record, epoch_rows, sampler)
     except Diverged as error:  # a result, not a fault: no traceback
         record["status"], record["error"] = "diverged", str(error)

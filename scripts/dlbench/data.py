@@ -137,6 +137,14 @@ def load(folder):
     return arrays, meta
 
 
+def streaming_line(meta, loader, workers):
+    """The log line of streamed data: the folder, its images, the loader and the files skipped at indexing."""
+    return (
+        f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through {loader}, "
+        f"{workers} workers ({len(meta['skipped'])} files skipped at indexing)"
+    )
+
+
 def description(meta):
     """What a run's record says of its dataset: the split sizes, classes and image shape its meta.json gives."""
     return {

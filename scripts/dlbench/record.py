@@ -1,9 +1,11 @@
 """The run record: identity, outcome, timing, quality, resources, model and provenance of one run.
 
-Standard library only: the runner writes a record for a process that died before writing its own.
-workflow/schemas/run_record.schema.yaml is the contract; tests validate records against it.
+Standard library only: the runner writes a record for a process that died before writing its own. The fields are
+typed in dlbench/record_fields.py, from which workflow/schemas/run_record.schema.yaml, the contract tests validate
+records against, is generated.
 """
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -15,10 +17,9 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from . import axes, parallel
+from . import axes, parallel, record_fields
 from .io import csv_cell, write_text_atomic
 
-SCHEMA_VERSION = 10
 # What names a run: its experiment's id, stack, every axis (dlbench/axes.py), the settings its optimiser shares, and
 # the repeat with its seed.
 IDENTITY_KEYS = (
@@ -33,30 +34,6 @@ IDENTITY_KEYS = (
 )
 EPOCH_COLUMNS = ("epoch", "train_s", "eval_s", "train_loss", "test_loss", "test_accuracy", "images", "images_per_s")
 NO_GPU_REASON = "device is cpu: GPU telemetry does not apply"
-GPU_FIELDS = (
-    "gpu_memory_peak_mb",
-    "allocator_peak_mb",
-    "gpu_utilisation_mean",
-    "gpu_utilisation_p95",
-    "gpu_memory_utilisation_mean",
-    "gpu_power_mean_w",
-    "gpu_energy_j",
-    "gpu_energy_source",
-    "gpu_energy_per_image_j",
-    "gpu_idle_power_w",
-    "gpu_energy_above_idle_j",
-)
-# The GPU's power limit, clocks and modes in the provenance (telemetry.gpu_provenance), null on CPU jobs.
-GPU_SETTINGS = (
-    "gpu_power_limit_w",
-    "gpu_max_sm_clock_mhz",
-    "gpu_max_memory_clock_mhz",
-    "gpu_applications_sm_clock_mhz",
-    "gpu_applications_memory_clock_mhz",
-    "gpu_ecc",
-    "gpu_mig",
-    "gpu_persistence",
-)
 
 
 def utc_now():
@@ -186,97 +163,50 @@ def installed_version(distribution):
 
 
 def provenance(env_description, repo, threads):
-    """Where and with what a run ran: machine, Python, env file and installed packages, workflow commit, times."""
-    return {
-        "host": platform.node(),
-        # The batch job this run ran in (Slurm sets it in every job's environment); None outside a scheduler.
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "cpu_model": cpu_model(),
-        "cpu_generation": cpu_generation(),
-        "cpu_cores": os.cpu_count(),
-        "cpu_physical_cores": physical_cores(),
-        "memory_mb": memory_mb(),
-        "threads": threads,
-        "gpu": None,
-        "gpu_driver": None,
-        **dict.fromkeys(GPU_SETTINGS),
-        "gpu_provenance_unavailable": [],
-        "cuda": None,
-        "cudnn": None,
-        "python": platform.python_version(),
-        "numpy": installed_version("numpy"),
-        "platform": platform.platform(),
-        "env_file": env_description["env_file"],
-        "env_file_sha256": env_description["env_file_sha256"],
-        "lock_sha256": env_description["lock_sha256"],
-        "env_deployment": env_description["deployment"],
-        "packages_sha256": env_description["packages_sha256"],
-        "workflow_commit": workflow_commit(repo),
-        "started_at": utc_now(),
-        "finished_at": None,
-    }
+    """Where and with what a run ran: machine, Python, env file and installed packages, workflow commit, times (the
+    GPU's fields are filled by the telemetry on GPU jobs)."""
+    return dataclasses.asdict(
+        record_fields.Provenance(
+            host=platform.node(),
+            # The batch job this run ran in (Slurm sets it in every job's environment); None outside a scheduler.
+            slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+            cpu_model=cpu_model(),
+            cpu_generation=cpu_generation(),
+            cpu_cores=os.cpu_count(),
+            cpu_physical_cores=physical_cores(),
+            memory_mb=memory_mb(),
+            threads=threads,
+            python=platform.python_version(),
+            numpy=installed_version("numpy"),
+            platform=platform.platform(),
+            env_file=env_description["env_file"],
+            env_file_sha256=env_description["env_file_sha256"],
+            lock_sha256=env_description["lock_sha256"],
+            env_deployment=env_description["deployment"],
+            packages_sha256=env_description["packages_sha256"],
+            workflow_commit=workflow_commit(repo),
+            started_at=utc_now(),
+        )
+    )
 
 
 def base_record(experiment, env_description, repo):
-    """A record with identity and provenance filled and every measurement empty (status 'error' until set)."""
-    record = {key: experiment[key] for key in IDENTITY_KEYS}
-    record.update(
-        **batch_sizes(experiment),
-        schema_version=SCHEMA_VERSION,
-        framework_version=None,
-        status="error",
-        error=None,
-        phases_s={},
-        epoch_train_s=[],
-        epoch_eval_s=[],
-        train_images_per_s=None,
-        replica_images_per_s=None,
-        first_epoch_images_per_s=None,
-        inference_images_per_s=None,
-        target_accuracy=experiment.get("target_accuracy"),
-        time_to_target_s=None,
-        final_test_accuracy=None,
-        final_test_loss=None,
-        loss_curve=[],
-        min_steady_seconds=experiment.get("min_steady_seconds"),
-        extra_steady_epochs_s=[],
-        steady_window_s=None,
-        input_share_epochs_s=[],
-        fixed_batch_epochs_s=[],
-        fixed_batch_epoch_s=None,
-        input_share=None,
-        input_share_interval=None,
-        input_share_covers=None,
-        communication_share=None,
-        communication_share_interval=None,
-        communication_epochs_s=None,
-        images_per_epoch=None,
-        dataset_description=None,
-        stream=None,
-        loader_images_per_s=None,
-        input_bound_share=None,
-        host_rss_peak_mb=None,
-        cpu_utilisation_mean=None,
-        cpu_energy_j=None,
-        cpu_energy_source=None,
-        cpu_energy_reason="the run ended before telemetry started",
-        telemetry_hz=experiment.get("telemetry_hz"),
-        parameters=None,
-        flops_per_image=None,
-        train_flops_per_s=None,
-        mfu_precision=None,
-        peak_flops_per_s=None,
-        peak_flops_source=None,
-        model_flops_utilisation=None,
-        engaged={},
-        contention=None,
-        attempt=1,
-        contended_attempts=[],
-        gpu_devices=None,
-        gpu_fields_reason=NO_GPU_REASON if experiment["device"] == "cpu" else "the run ended before telemetry started",
-        **{key: None for key in GPU_FIELDS},
+    """A record with identity and provenance filled and every measurement empty: each section's defaults
+    (dlbench/record_fields.py), status 'error' until set; the identity's keys first, in the axes' order."""
+    identity = {key: experiment[key] for key in IDENTITY_KEYS}
+    record = identity | dataclasses.asdict(
+        record_fields.Identity(**identity, **batch_sizes(experiment), framework_version=None)
     )
-    record["provenance"] = provenance(env_description, repo, experiment.get("threads"))
+    for section in record_fields.SECTIONS[1:]:
+        record.update(record_fields.empty(section))
+    record.update(
+        target_accuracy=experiment.get("target_accuracy"),
+        min_steady_seconds=experiment.get("min_steady_seconds"),
+        telemetry_hz=experiment.get("telemetry_hz"),
+        provenance=provenance(env_description, repo, experiment.get("threads")),
+    )
+    if experiment["device"] == "cpu":
+        record["gpu_fields_reason"] = NO_GPU_REASON
     record["provenance"]["experiment_sha256"] = experiment_sha256(experiment)
     return record
 
@@ -289,6 +219,20 @@ def batch_sizes(experiment):
         "global_batch_size": parallel.global_batch_size(experiment) if known else None,
         "replica_batch_size": parallel.replica_batch_size(experiment) if known else None,
     }
+
+
+def add_epoch(record, rows, figures, target_accuracy):
+    """An epoch's figures (epoch, train_s, eval_s, train_loss, test_loss, test_accuracy, images) into the record's
+    lists and a row of epochs.csv, and the time to the target accuracy once the epoch reached it; returns the row."""
+    row = dict(zip(EPOCH_COLUMNS, (*figures, figures[-1] / figures[1]), strict=True))
+    record["epoch_train_s"].append(row["train_s"])
+    record["epoch_eval_s"].append(row["eval_s"])
+    record["loss_curve"].append(row["train_loss"])
+    rows.append(row)
+    reached = target_accuracy is not None and row["test_accuracy"] >= target_accuracy
+    if reached and record["time_to_target_s"] is None:
+        record["time_to_target_s"] = sum(record["epoch_train_s"])
+    return row
 
 
 def write_epochs_csv(path, rows):

@@ -5,7 +5,7 @@ import numpy as np
 from dlbench.analysis.records import TRACE_MIN_BIN_S, missing_run_tables, trace_rows
 from conftest import read_csv
 from dlbench.io import write_json_atomic
-from dlbench.record import write_epochs_csv
+from dlbench.record import EPOCH_COLUMNS, add_epoch, write_epochs_csv
 from runs import strict_json
 
 
@@ -84,3 +84,14 @@ def test_a_short_runs_trace_is_binned_into_means_of_at_least_half_a_second(tmp_p
     binned = trace_rows(tmp_path / "record.json", {"rep": 1, "experiment_id": "exp"}, "machine")
     assert len(binned) == samples / 10 / TRACE_MIN_BIN_S
     assert binned["cpu_util_pct"].between(40, 60).all() and (binned["rep"] == 1).all()
+
+
+def test_an_epoch_adds_its_figures_and_the_time_to_target_is_the_training_time_until_it_is_first_reached():
+    record = {"epoch_train_s": [], "epoch_eval_s": [], "loss_curve": [], "time_to_target_s": None}
+    rows = []
+    for epoch, (train_s, accuracy) in enumerate([(2.0, 0.5), (1.0, 0.92), (1.0, 0.95)], start=1):
+        row = add_epoch(record, rows, (epoch, train_s, 0.1, 0.3, 0.4, accuracy, 100), target_accuracy=0.9)
+    assert record["epoch_train_s"] == [2.0, 1.0, 1.0] and record["loss_curve"] == [0.3] * 3
+    assert record["time_to_target_s"] == 3.0
+    assert row == dict(zip(EPOCH_COLUMNS, (3, 1.0, 0.1, 0.3, 0.4, 0.95, 100, 100.0)))
+    assert len(rows) == 3
