@@ -254,3 +254,44 @@ def test_a_capability_is_whole_or_absent():
         "fake (Streaming): loader_pass is missing",
     ]
     assert claimed_capabilities("def train_epoch(model, staged, order, batch_size): pass\n") == set()
+
+
+def dataclass_fields(source, name):
+    """The annotated fields of the class `name` in a module's source (empty where it has none)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return {item.target.id for item in node.body if isinstance(item, ast.AnnAssign)}
+    return set()
+
+
+def attribute_reads(source, variable):
+    """(line, attribute) of every `variable.attribute` in a module's source."""
+    return [
+        (node.lineno, node.attr)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == variable
+    ]
+
+
+# Adapters whose streamed data is another adapter's (Keras and Flax stream through tf.data).
+STREAMED_BY = {"keras3": "tensorflow_raw", "flax_nnx": "tensorflow_raw"}
+
+
+@pytest.mark.parametrize("name", sorted(name for name, roles in ROLES.items() if contract.TrainingAdapter in roles))
+def test_an_adapter_reads_only_the_fields_of_its_staged_data_and_model(name):
+    """stage and stream return the adapter's dataclasses (subclasses of contract.StagedData and StreamedData), and
+    build its _Model where it has one (Keras' is Keras' own model): a misspelt or missing field is found here, not in
+    a run on a GPU."""
+    source = source_of(name)
+    staged = {"STREAM", *dataclass_fields(source, "_Staged")}
+    staged |= dataclass_fields(source_of(STREAMED_BY.get(name, name)), "_Streamed")
+    problems = [
+        f"{name}:{line}: staged.{field}" for line, field in attribute_reads(source, "staged") if field not in staged
+    ]
+    model = dataclass_fields(source, "_Model")
+    if model:
+        problems += [
+            f"{name}:{line}: model.{field}" for line, field in attribute_reads(source, "model") if field not in model
+        ]
+    assert dataclass_fields(source, "_Staged"), f"{name}: stage returns no _Staged dataclass"
+    assert not problems, "not a field of the adapter's _Staged, _Streamed or _Model:\n" + "\n".join(problems)

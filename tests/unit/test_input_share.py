@@ -5,6 +5,7 @@ no other pass read, and runs in its place in the order."""
 import numpy as np
 import pytest
 from dlbench import measure
+from dlbench.adapters.contract import StagedData
 from dlbench.data import Shuffles
 from dlbench.measure import communication, input_share
 
@@ -49,7 +50,9 @@ def trained(run, window_epochs, read):
         return np.arange(64)
 
     shuffles = Shuffles(order_of, run.experiment["epochs"])
-    return measure.Trained(run, None, {}, shuffles, 4, [1.0] * window_epochs, 1000.0, Sampler(), lambda line: None)
+    return measure.Trained(
+        run, None, StagedData(), shuffles, 4, [1.0] * window_epochs, 1000.0, Sampler(), lambda line: None
+    )
 
 
 def measured(real_s, fixed_s, drift, steady_epochs):

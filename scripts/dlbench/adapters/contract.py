@@ -6,8 +6,10 @@ functions and constants (the `self` below is the module); everything else in it 
 A TrainingAdapter is a core (set up, stage, build, train, evaluate, synchronise, read back) plus the CAPABILITIES it
 has, each whole or not at all: streamed data (Streaming), the measurements after training that need the framework
 (InputShare, Communication; dlbench/measure, each pass declaring what it NEEDS and skipped where it is missing). Which
-a stack must have follows from what it runs (tests/unit/test_adapter_contract.py).
-tests/unit/test_adapter_contract.py checks every adapter named in envs/stacks.yaml against these classes.
+a stack must have follows from what it runs (tests/unit/test_adapter_contract.py). The data an adapter stages or
+streams and the model it builds are small dataclasses of its own (subclassing StagedData and StreamedData below; its
+_Model); the shared code reads only whether data is streamed (STREAM). tests/unit/test_adapter_contract.py checks every adapter named
+in envs/stacks.yaml against these classes.
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
 those frameworks' adapters for their thread and math-mode switches and CUDA versions rather than copying them, Keras
@@ -19,7 +21,23 @@ An adapter that reaches another only on some backends or with streamed data load
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
+
+
+@dataclasses.dataclass
+class StagedData:
+    """What `stage` returns: the adapter's own dataclass of the dataset as placed (tensors on the device, or arrays on
+    the host), subclassing this one; train_epoch and evaluate take it back."""
+
+    STREAM = False  # read by the shared measurements (the input work a fixed batch leaves out)
+
+
+@dataclasses.dataclass
+class StreamedData:
+    """What `stream` returns (Streaming): the adapter's own dataclass of its loaders, subclassing this one."""
+
+    STREAM = True
 
 
 class Adapter(Protocol):
@@ -51,7 +69,7 @@ class TrainingAdapter(Adapter, Protocol):
 
     # Data placement `device`: framework tensors on the training device, batches gathered there; `host`: NumPy arrays,
     # each batch gathered in NumPy and handed over per step. In the layout the experiment's variant runs in.
-    def stage(self, arrays, experiment):
+    def stage(self, arrays, experiment) -> StagedData:
         """The dataset placed as the experiment's data_placement says: what train_epoch and evaluate take."""
 
     # A variant the adapter does not implement (dlbench/variants.py) raises ValueError.
@@ -99,7 +117,7 @@ class Streaming(Protocol):
     LOADER: str
     """The framework's own loader of streamed image folders, in words (the record's stream.loader)."""
 
-    def stream(self, meta, experiment, workers):
+    def stream(self, meta, experiment, workers) -> StreamedData:
         """The framework's own loader over a streamed image folder (dlbench/data.py), with `workers` workers."""
 
     def loader_pass(self, staged, order, batch_size) -> None:

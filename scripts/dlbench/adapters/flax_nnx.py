@@ -32,6 +32,7 @@ the same program in every process (multi-controller JAX), each handing its own d
 each global batch); XLA's collectives cross the nodes (NCCL on GPUs; gloo between CPU processes).
 """
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -47,7 +48,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .. import data, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, jax_numpy, load
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, jax_numpy, load
 
 FRAMEWORK = "flax"
 # The adapter whose tf.data pipelines stream, loaded by name (stream), so that only streamed runs depend on it
@@ -56,6 +57,36 @@ STREAM_ADAPTER = "tensorflow_raw"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"
 _VARIANTS = ("eager", "xla", "xla-amp")
+
+
+@dataclasses.dataclass
+class _Staged(contract.StagedData):
+    """The dataset as stage placed it: JAX arrays on the device (with replicas, on every replica's), or the NumPy
+    arrays on the host (on_host). Streamed data is tensorflow_raw's."""
+
+    train_x: jax.Array | np.ndarray
+    train_y: jax.Array | np.ndarray
+    test_x: jax.Array | np.ndarray
+    test_y: jax.Array | np.ndarray
+    on_host: bool
+
+
+@dataclasses.dataclass
+class _Model:
+    """The split network and optimiser (graph definition and state) and the step functions on the state (_steps),
+    with the replicas' shardings."""
+
+    train_on: object  # (state, loss_sum, images, labels) -> (state, loss_sum)
+    gather_and_train: object  # (state, loss_sum, images, labels, rows) -> (state, loss_sum)
+    evaluate_on: object  # (state, totals, images, labels) -> totals
+    predict: object  # (state, images) -> logits
+    graphdef: nnx.GraphDef
+    state: object  # nnx.State of the network and optimiser, replaced by every step
+    variant: variants.Variant
+    replicated: jax.sharding.Sharding | None  # a copy on every replica's device; None with one replica
+    layout: "_BatchLayout | None"  # how a global batch is split over the replicas; None with one replica
+
+
 _MEAN = np.asarray(data.IMAGENET_MEAN, np.float32) * 255
 _STD = np.asarray(data.IMAGENET_STD, np.float32) * 255
 
@@ -149,9 +180,9 @@ def stage(arrays, experiment):
     inside the step. Host placement: the NumPy arrays, each batch gathered there and put on the device per step (see
     _batch_calls)."""
     if experiment["data_placement"] == "host":
-        return dict(arrays, on_host=True)
+        return _Staged(**arrays, on_host=True)
     replicated, _ = _shardings(experiment)
-    return dict(_produced(_placed(dict(arrays), replicated)), on_host=False)
+    return _Staged(**_produced(_placed(dict(arrays), replicated)), on_host=False)
 
 
 def stream(meta, experiment, workers):
@@ -378,11 +409,13 @@ def build(spec, input_shape, weights, experiment):
     steps = _steps(graphdef, layout, jitted=variant.mode == "xla")
     if replicated is not None:  # a copy of the state on every replica's device
         state = _placed(state, replicated)
-    return dict(steps, graphdef=graphdef, state=_produced(state), variant=variant, replicated=replicated, layout=layout)
+    return _Model(
+        **steps, graphdef=graphdef, state=_produced(state), variant=variant, replicated=replicated, layout=layout
+    )
 
 
 def _network(model):
-    return nnx.merge(model["graphdef"], model["state"])[0]
+    return nnx.merge(model.graphdef, model.state)[0]
 
 
 def parameter_count(model):
@@ -397,9 +430,9 @@ def engaged(model):
     """What ran, read back: whether the step is a jax.jit wrapper, the weights' dtype, the dtype the last dense
     layer's matmul gives (traced abstractly: jax.eval_shape); with replicas, the shardings of a weight and of the
     batch in the step."""
-    variant, network = model["variant"], _network(model)
+    variant, network = model.variant, _network(model)
     dense = next(module for module in reversed(network.leaves) if isinstance(module, nnx.Linear))
-    jitted = hasattr(model["train_on"], "lower")
+    jitted = hasattr(model.train_on, "lower")
     result = {
         "variant": variant.name,
         "graph": variant.mode != "eager",
@@ -411,9 +444,9 @@ def engaged(model):
         "loss_scaling": False,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
-    if model["layout"] is None:
+    if model.layout is None:
         return result
-    return {**result, **_data_parallel(dense.kernel[...], model["layout"], jitted)}
+    return {**result, **_data_parallel(dense.kernel[...], model.layout, jitted)}
 
 
 def _cross_process_collectives():
@@ -445,36 +478,36 @@ def _host_batches(staged, order, batch_size):
     """This process's batches of `order` on the host (across processes, its share of each global batch:
     parallel.process_share): the loader's (streamed), or gathered from the NumPy arrays."""
     order, batch_size = parallel.process_share(order, batch_size)
-    if staged.get("stream"):
-        return staged["train"](order, batch_size).as_numpy_iterator()
-    return data.host_batches(staged["train_x"], staged["train_y"], order, batch_size)
+    if staged.STREAM:
+        return staged.train(order, batch_size).as_numpy_iterator()
+    return data.host_batches(staged.train_x, staged.train_y, order, batch_size)
 
 
 def _batch_calls(model, staged, order, batch_size):
     """(step, arguments) per batch of `order`: device-staged data is gathered inside the step, host batches are put
     on the device before it."""
-    if staged.get("stream") or staged["on_host"]:
+    if staged.STREAM or staged.on_host:
         for batch in _host_batches(staged, order, batch_size):
-            yield model["train_on"], _placed(batch, _batch_sharding(model))
+            yield model.train_on, _placed(batch, _batch_sharding(model))
         return
-    indices = _placed(order.astype(np.int32), model["replicated"])
+    indices = _placed(order.astype(np.int32), model.replicated)
     for batch in data.batch_slices(len(order), batch_size):
-        yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
+        yield model.gather_and_train, (staged.train_x, staged.train_y, indices[batch])
 
 
 def _batch_sharding(model):
     """Where a batch made outside the step goes: split over the replicas, or (None) the default device."""
-    return None if model["layout"] is None else model["layout"].sharding
+    return None if model.layout is None else model.layout.sharding
 
 
 def _train_steps(model, calls):
     """One step per call; the mean loss stays on the device until the caller reads it."""
-    loss_sum, steps = _placed(np.zeros((), np.float32), model["replicated"]), 0
+    loss_sum, steps = _placed(np.zeros((), np.float32), model.replicated), 0
     for step, arguments in calls:
-        model["state"], loss_sum = step(model["state"], loss_sum, *arguments)
+        model.state, loss_sum = step(model.state, loss_sum, *arguments)
         steps += 1
     mean = loss_sum / steps
-    _produced((model["state"], mean))
+    _produced((model.state, mean))
     return mean
 
 
@@ -484,13 +517,13 @@ def train_epoch(model, staged, order, batch_size):
 
 def fixed_batch_steps(model, staged, order, batch_size):
     """The first batch of `order`, gathered and placed on the device before any timing, trained on `steps` times."""
-    if staged.get("stream") or staged["on_host"]:
+    if staged.STREAM or staged.on_host:
         first = _placed(next(iter(_host_batches(staged, order[:batch_size], batch_size))), _batch_sharding(model))
     else:
-        indices = _placed(order[:batch_size].astype(np.int32), model["replicated"])
-        first = tuple(jnp.take(staged[key], indices, axis=0) for key in ("train_x", "train_y"))
+        indices = _placed(order[:batch_size].astype(np.int32), model.replicated)
+        first = jnp.take(staged.train_x, indices, axis=0), jnp.take(staged.train_y, indices, axis=0)
         first = jax.device_put(first, _batch_sharding(model))
-    return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], first), steps))
+    return lambda steps: _train_steps(model, itertools.repeat((model.train_on, first), steps))
 
 
 def unreduced_steps(model, staged, order, batch_size):
@@ -500,7 +533,7 @@ def unreduced_steps(model, staged, order, batch_size):
 
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
-    yield from staged["test"].as_numpy_iterator() if order is None else _host_batches(staged, order, batch_size)
+    yield from staged.test.as_numpy_iterator() if order is None else _host_batches(staged, order, batch_size)
 
 
 def loader_pass(staged, order, batch_size):
@@ -513,25 +546,25 @@ def loader_pass(staged, order, batch_size):
 
 def _test_batches(staged, batch_size, replicated):
     """(images, labels) of the test split in order, on the device (every replica's, with `replicated`)."""
-    if staged.get("stream"):
-        yield from (_placed(batch, replicated) for batch in staged["test"].as_numpy_iterator())
+    if staged.STREAM:
+        yield from (_placed(batch, replicated) for batch in staged.test.as_numpy_iterator())
         return
-    for start in range(0, len(staged["test_y"]), batch_size):
-        batch = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-        yield _placed(batch, replicated) if staged["on_host"] else batch
+    for start in range(0, len(staged.test_y), batch_size):
+        batch = staged.test_x[start : start + batch_size], staged.test_y[start : start + batch_size]
+        yield _placed(batch, replicated) if staged.on_host else batch
 
 
 def evaluate(model, staged, batch_size):
-    totals = _placed(np.zeros(2, np.float32), model["replicated"])
-    for images, labels in _test_batches(staged, batch_size, model["replicated"]):
-        totals = model["evaluate_on"](model["state"], totals, images, labels)
+    totals = _placed(np.zeros(2, np.float32), model.replicated)
+    for images, labels in _test_batches(staged, batch_size, model.replicated):
+        totals = model.evaluate_on(model.state, totals, images, labels)
     loss_sum, correct = np.asarray(totals, dtype=np.float64)
-    count = len(staged["test_y"])
+    count = len(staged.test_y)
     return float(loss_sum) / count, float(correct) / count
 
 
 def logits(model, images):
-    return np.asarray(model["predict"](model["state"], _placed(images, model["replicated"])), dtype=np.float32)
+    return np.asarray(model.predict(model.state, _placed(images, model.replicated)), dtype=np.float32)
 
 
 def sync(device):

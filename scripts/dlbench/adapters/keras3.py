@@ -22,12 +22,13 @@ gradient XLA all-reduces. Keras on torch has none (keras.distribution runs on JA
 """
 
 import contextlib
+import dataclasses
 
 import keras
 import numpy as np
 
 from .. import data, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, load
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, load
 
 FRAMEWORK = "keras"
 # The adapter of each backend, whose switches Keras runs on, and the one whose tf.data pipelines stream on every
@@ -133,6 +134,17 @@ def _configure_backend(math_mode):
     return _backend_adapter().apply_math_mode(math_mode)
 
 
+@dataclasses.dataclass
+class _Staged(contract.StagedData):
+    """The dataset as stage placed it: NumPy arrays (host), the backend's tensors on the device, or TensorFlow's in
+    host memory. Streamed data is tensorflow_raw's."""
+
+    train_x: object
+    train_y: object
+    test_x: object
+    test_y: object
+
+
 def stage(arrays, experiment):
     """JAX and torch: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by
     fit, one batch ahead); device placement makes the backend's arrays on the device (batches gathered there; on JAX
@@ -147,10 +159,10 @@ def stage(arrays, experiment):
         import tensorflow as tf
 
         with tf.device("/CPU:0"):
-            return {key: tf.constant(value) for key, value in arrays.items()}
+            return _Staged(**{key: tf.constant(value) for key, value in arrays.items()})
     if experiment["data_placement"] == "host":
-        return arrays
-    return {key: _on_device(value, sharded=False) for key, value in arrays.items()}
+        return _Staged(**arrays)
+    return _Staged(**{key: _on_device(value, sharded=False) for key, value in arrays.items()})
 
 
 def _on_device(array, sharded):
@@ -397,9 +409,9 @@ def _fit_loss(model, batches):
 
 def _train_batches(staged, order, batch_size):
     """fit's input for the batches of `order`."""
-    if staged.get("stream"):
-        return staged["train"](order, batch_size)
-    return _feed((staged["train_x"], staged["train_y"]), _index_batches(order, batch_size))
+    if staged.STREAM:
+        return staged.train(order, batch_size)
+    return _feed((staged.train_x, staged.train_y), _index_batches(order, batch_size))
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -408,14 +420,14 @@ def train_epoch(model, staged, order, batch_size):
 
 def _first_batch(staged, order, batch_size):
     """The first batch of `order` as the backend's tensors (streamed: through the loader, read back)."""
-    if staged.get("stream"):
+    if staged.STREAM:
         return tuple(np.asarray(part) for part in next(iter(_train_batches(staged, order[:batch_size], batch_size))))
-    return tuple(_take(staged[key], order[:batch_size]) for key in ("train_x", "train_y"))
+    return _take(staged.train_x, order[:batch_size]), _take(staged.train_y, order[:batch_size])
 
 
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
-    for images, labels in staged["test"] if order is None else _train_batches(staged, order, batch_size):
+    for images, labels in staged.test if order is None else _train_batches(staged, order, batch_size):
         yield np.asarray(images), np.asarray(labels)
 
 
@@ -448,20 +460,20 @@ def evaluate(model, staged, batch_size):
     """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
     JAX and torch a generator of slices, so that device-staged data stays on the device; streamed, the evaluation
     loader. On JAX with replicas, batches padded to whole shares (_whole_shares), the extra predictions dropped."""
-    images, count = staged.get("test_x"), len(staged["test_y"])
+    count = len(staged.test_y)
     on_jax_replicas = keras.backend.backend() == "jax" and parallel.through_mechanism(model.replicas)
-    if staged.get("stream"):
-        test = staged["test"]
+    if staged.STREAM:
+        test = staged.test
         if on_jax_replicas:
             test = ((_whole_shares(np.asarray(batch), model.replicas),) for batch, _ in test)
         predicted = model.predict(test, verbose=0)
     elif keras.backend.backend() == "tensorflow":
-        predicted = model.predict(images, batch_size=batch_size, verbose=0)
+        predicted = model.predict(staged.test_x, batch_size=batch_size, verbose=0)
     else:
-        slices = (images[start : start + batch_size] for start in range(0, count, batch_size))
+        slices = (staged.test_x[start : start + batch_size] for start in range(0, count, batch_size))
         predicted = model.predict(((_whole_shares(batch, model.replicas),) for batch in slices), verbose=0)
     logits = np.asarray(predicted[:count], dtype=np.float64)
-    labels = np.asarray(staged["test_y"])
+    labels = np.asarray(staged.test_y)
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     loss = -log_probs[np.arange(len(labels)), labels].mean()

@@ -13,6 +13,7 @@ over the contexts before Trainer.step(global batch) divides them by the global b
 """
 
 import ctypes
+import dataclasses
 import itertools
 
 import mxnet as mx
@@ -21,11 +22,50 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 
 from .. import data, mathmode, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
 
 FRAMEWORK = "mxnet"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "gluon.data.DataLoader (worker processes, mx.image decode and crop with OpenCV, pinned memory on GPU)"
+
+
+@dataclasses.dataclass
+class _Staged(contract.StagedData):
+    """The dataset as stage placed it: NDArrays on replica 0's context, or NumPy arrays in the network's layout on
+    the host (on_host)."""
+
+    train_x: mx.nd.NDArray | np.ndarray
+    train_y: mx.nd.NDArray | np.ndarray
+    test_x: mx.nd.NDArray | np.ndarray
+    test_y: mx.nd.NDArray | np.ndarray
+    contexts: list  # the replicas' contexts
+    on_host: bool
+
+
+@dataclasses.dataclass
+class _Streamed(contract.StreamedData):
+    """A Gluon DataLoader per split; the training batches are handed each epoch's items."""
+
+    contexts: list
+    train_batches: data.EpochBatches
+    train: gluon.data.DataLoader
+    test: gluon.data.DataLoader
+    test_y: np.ndarray
+    channels_last: bool
+    mean: list  # per context, the ImageNet mean on it
+    std: list
+
+
+@dataclasses.dataclass
+class _Model:
+    """The network (hybridized in graph modes), its trainer and loss, on the replicas' contexts."""
+
+    network: gluon.nn.HybridBlock
+    trainer: gluon.Trainer
+    leaves: list  # the spec's layers in order (weights, engagement)
+    loss: gluon.loss.Loss
+    variant: variants.Variant
+    contexts: list
 
 
 def version():
@@ -89,14 +129,14 @@ def stage(arrays, experiment):
         as_float = arrays[key].astype(np.float32)
         return as_float if on_host else mx.nd.array(as_float, ctx=ctx, dtype="float32")
 
-    return {
-        "train_x": images("train_x"),
-        "train_y": labels("train_y"),
-        "test_x": images("test_x"),
-        "test_y": labels("test_y"),
-        "contexts": contexts,
-        "on_host": on_host,
-    }
+    return _Staged(
+        train_x=images("train_x"),
+        train_y=labels("train_y"),
+        test_x=images("test_x"),
+        test_y=labels("test_y"),
+        contexts=contexts,
+        on_host=on_host,
+    )
 
 
 class _ImageFolderStream(gluon.data.Dataset):
@@ -147,17 +187,16 @@ def stream(meta, experiment, workers):
     train_batches = data.EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test = data.EpochBatches(data.eval_order(test_sizes, size), parallel.replica_batch_size(experiment), False)
-    return {
-        "stream": True,
-        "contexts": contexts,
-        "train_batches": train_batches,
-        "train": loader("train", True, train_batches),
-        "test": loader("val", False, test),
-        "test_y": test_labels,
-        "channels_last": variants.parse(experiment["variant"]).channels_last,
-        "mean": [mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255 for ctx in contexts],
-        "std": [mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255 for ctx in contexts],
-    }
+    return _Streamed(
+        contexts=contexts,
+        train_batches=train_batches,
+        train=loader("train", True, train_batches),
+        test=loader("val", False, test),
+        test_y=test_labels,
+        channels_last=variants.parse(experiment["variant"]).channels_last,
+        mean=[mx.nd.array(data.IMAGENET_MEAN, ctx=ctx).reshape((1, 1, 1, 3)) * 255 for ctx in contexts],
+        std=[mx.nd.array(data.IMAGENET_STD, ctx=ctx).reshape((1, 1, 1, 3)) * 255 for ctx in contexts],
+    )
 
 
 def _split(images, labels, contexts):
@@ -171,9 +210,9 @@ def _streamed_batches(staged, loader, contexts):
     """A loader's uint8 NHWC batches as shards on the contexts, each normalised float32 in the network's layout."""
     for batch in loader:
         shards = []
-        for (images, labels), mean, std in zip(_split(*batch, contexts), staged["mean"], staged["std"]):
+        for (images, labels), mean, std in zip(_split(*batch, contexts), staged.mean, staged.std):
             images = mx.nd.broadcast_div(mx.nd.broadcast_sub(images.astype("float32"), mean), std)
-            if not staged["channels_last"]:
+            if not staged.channels_last:
                 images = mx.nd.transpose(images, axes=(0, 3, 1, 2))
             shards.append((images, labels.astype("float32")))
         yield shards
@@ -182,33 +221,31 @@ def _streamed_batches(staged, loader, contexts):
 def _batches(staged, order, batch_size):
     """Each batch of `order` as its shards on the contexts (_split), gathered where the data lives: on replica 0's
     context (device placement) or in NumPy (host placement)."""
-    contexts = staged["contexts"]
-    if staged.get("stream"):
-        staged["train_batches"].items = order
-        yield from _streamed_batches(staged, staged["train"], contexts)
+    contexts = staged.contexts
+    if staged.STREAM:
+        staged.train_batches.items = order
+        yield from _streamed_batches(staged, staged.train, contexts)
         return
-    if staged["on_host"]:
-        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+    if staged.on_host:
+        for images, labels in data.host_batches(staged.train_x, staged.train_y, order, batch_size):
             yield _split(images, labels, contexts)
         return
     indices = mx.nd.array(order, ctx=contexts[0], dtype="int64")
     for batch in data.batch_slices(len(order), batch_size):
-        yield _split(
-            mx.nd.take(staged["train_x"], indices[batch]), mx.nd.take(staged["train_y"], indices[batch]), contexts
-        )
+        yield _split(mx.nd.take(staged.train_x, indices[batch]), mx.nd.take(staged.train_y, indices[batch]), contexts)
 
 
 def _test_batches(staged, batch_size):
     """(images, labels) of the test split on replica 0's context: evaluation runs there alone."""
-    ctx = staged["contexts"][0]
-    if staged.get("stream"):
-        for [(images, labels)] in _streamed_batches(staged, staged["test"], [ctx]):
+    ctx = staged.contexts[0]
+    if staged.STREAM:
+        for [(images, labels)] in _streamed_batches(staged, staged.test, [ctx]):
             yield images, labels
         return
-    count = staged["test_y"].shape[0]
+    count = staged.test_y.shape[0]
     for start in range(0, count, batch_size):
-        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-        if staged["on_host"]:
+        images, labels = staged.test_x[start : start + batch_size], staged.test_y[start : start + batch_size]
+        if staged.on_host:
             images, labels = mx.nd.array(images, ctx=ctx), mx.nd.array(labels, ctx=ctx)
         yield images, labels
 
@@ -387,25 +424,25 @@ def build(spec, input_shape, weights, experiment):
     trainer = _make_trainer(trainable, experiment, variant.mixed_precision)
     if variant.mixed_precision:
         amp.init_trainer(trainer)  # dynamic loss scaling; the step skips updates whose gradients overflowed
-    return {
-        "network": network,
-        "trainer": trainer,
-        "leaves": leaves,
-        "loss": gluon.loss.SoftmaxCrossEntropyLoss(),
-        "variant": variant,
-        "contexts": contexts,
-    }
+    return _Model(
+        network=network,
+        trainer=trainer,
+        leaves=leaves,
+        loss=gluon.loss.SoftmaxCrossEntropyLoss(),
+        variant=variant,
+        contexts=contexts,
+    )
 
 
 def parameter_count(model):
-    params = model["network"].collect_params().values()
+    params = model.network.collect_params().values()
     return sum(int(np.prod(param.shape)) for param in params if param.grad_req != "null")
 
 
 def weights(model, spec, input_shape):
     """The current weights in the neutral layout (equivalence tests), replica 0's."""
-    variant, current, ctx = model["variant"], [], model["contexts"][0]
-    for block in model["leaves"]:
+    variant, current, ctx = model.variant, [], model.contexts[0]
+    for block in model.leaves:
         arrays = [param.data(ctx).asnumpy() for param in _parameters_of(block)]
         current.append([array.T if _transposed(block, index) else array for index, array in enumerate(arrays)])
     if variant.channels_last:
@@ -416,7 +453,7 @@ def weights(model, spec, input_shape):
 def engaged(model):
     """What ran, read back: whether hybridize built its cached graph, the parameters' dtype, the dtype a dense layer's
     matmul computes in (AMP casts its inputs to float16), the layout, loss scaling; with replicas, the kvstore."""
-    network, variant, contexts = model["network"], model["variant"], model["contexts"]
+    network, variant, contexts = model.network, model.variant, model.contexts
     ctx = contexts[0]
     dtype = next(iter(network.collect_params().values())).dtype
     probe = mx.nd.zeros((1, 2), ctx=ctx)
@@ -429,13 +466,13 @@ def engaged(model):
         "dtype": np.dtype(dtype).name,
         "matmul_dtype": np.dtype(matmul_dtype).name,
         "layout": "NHWC" if variant.channels_last else "NCHW",
-        "loss_scaling": hasattr(model["trainer"], "_amp_loss_scaler"),
+        "loss_scaling": hasattr(model.trainer, "_amp_loss_scaler"),
         "omp_threads": _omp_threads(),
     }
     if len(contexts) == 1:
         return result
-    synchronised = any(isinstance(block, gluon.contrib.nn.SyncBatchNorm) for block in model["leaves"])
-    return {**result, **_data_parallel(model["trainer"], synchronised)}
+    synchronised = any(isinstance(block, gluon.contrib.nn.SyncBatchNorm) for block in model.leaves)
+    return {**result, **_data_parallel(model.trainer, synchronised)}
 
 
 def _data_parallel(trainer, synchronised):
@@ -470,9 +507,9 @@ def _train_steps(model, batches):
     """One training step per batch of shards (one per context): a forward and backward on each context, queued
     together (MXNet's engine runs them concurrently), then Trainer.step over the global batch. The mean loss is read
     once, after the last step."""
-    network, trainer, loss_fn = model["network"], model["trainer"], model["loss"]
-    scaled = model["variant"].mixed_precision
-    totals, steps = [mx.nd.zeros((1,), ctx=ctx) for ctx in model["contexts"]], 0
+    network, trainer, loss_fn = model.network, model.trainer, model.loss
+    scaled = model.variant.mixed_precision
+    totals, steps = [mx.nd.zeros((1,), ctx=ctx) for ctx in model.contexts], 0
     for shards in batches:
         with autograd.record():
             losses = [loss_fn(network(images), labels) for images, labels in shards]
@@ -507,8 +544,8 @@ def unreduced_steps(model, staged, order, batch_size):
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     if order is not None:
-        staged["train_batches"].items = order
-    for images, labels in staged["train" if order is not None else "test"]:
+        staged.train_batches.items = order
+    for images, labels in staged.train if order is not None else staged.test:
         yield images.asnumpy(), labels.asnumpy()
 
 
@@ -519,19 +556,19 @@ def loader_pass(staged, order, batch_size):
 
 
 def evaluate(model, staged, batch_size):
-    network, loss_fn, ctx = model["network"], model["loss"], model["contexts"][0]
+    network, loss_fn, ctx = model.network, model.loss, model.contexts[0]
     loss_sum, correct = mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx)
     for images, labels in _test_batches(staged, batch_size):
         logits = network(images)
         loss_sum += loss_fn(logits, labels).sum()
         correct += (logits.argmax(axis=1) == labels).sum()
-    count = len(staged["test_y"])
+    count = len(staged.test_y)
     return loss_sum.asscalar() / count, correct.asscalar() / count
 
 
 def logits(model, images):
-    inputs = images.transpose(_image_axes(model["variant"].channels_last))
-    return model["network"](mx.nd.array(inputs, ctx=model["contexts"][0])).asnumpy()
+    inputs = images.transpose(_image_axes(model.variant.channels_last))
+    return model.network(mx.nd.array(inputs, ctx=model.contexts[0])).asnumpy()
 
 
 def sync(device):

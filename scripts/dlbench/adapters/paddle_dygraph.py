@@ -10,6 +10,7 @@ nothing on CPU). Layout NCHW otherwise, neutral weights converted by specs.chann
 
 import contextlib
 import ctypes
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -20,11 +21,51 @@ from paddle import nn
 from paddle.base import core
 
 from .. import data, mathmode, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
 
 FRAMEWORK = "paddle"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "paddle.io.DataLoader (persistent worker processes, Pillow decode and crop, shared memory)"
+
+
+@dataclasses.dataclass
+class _Staged(contract.StagedData):
+    """The dataset as stage placed it: tensors on the device, or NumPy arrays in the network's layout on the host
+    (on_host)."""
+
+    train_x: paddle.Tensor | np.ndarray
+    train_y: paddle.Tensor | np.ndarray
+    test_x: paddle.Tensor | np.ndarray
+    test_y: paddle.Tensor | np.ndarray
+    place: object  # paddle.CPUPlace or paddle.CUDAPlace
+    on_host: bool
+
+
+@dataclasses.dataclass
+class _Streamed(contract.StreamedData):
+    """A paddle.io.DataLoader per split; the training batches are handed each epoch's items."""
+
+    place: object
+    train_batches: data.EpochBatches
+    train: paddle.io.DataLoader
+    test: paddle.io.DataLoader
+    test_y: np.ndarray
+    channels_last: bool
+    mean: paddle.Tensor
+    std: paddle.Tensor
+
+
+@dataclasses.dataclass
+class _Model:
+    """The network (to_static in graph modes), its optimiser and loss scaler."""
+
+    network: nn.Layer
+    leaves: list  # the spec's layers in order (weights, engagement)
+    optimizer: paddle.optimizer.Optimizer
+    variant: variants.Variant
+    place: object
+    autocast_dtype: str
+    scaler: paddle.amp.GradScaler
 
 
 def version():
@@ -91,14 +132,14 @@ def stage(arrays, experiment):
         int64 = arrays[key].astype(np.int64)
         return int64 if on_host else paddle.to_tensor(int64, place=place)
 
-    return {
-        "train_x": images("train_x"),
-        "train_y": labels("train_y"),
-        "test_x": images("test_x"),
-        "test_y": labels("test_y"),
-        "place": place,
-        "on_host": on_host,
-    }
+    return _Staged(
+        train_x=images("train_x"),
+        train_y=labels("train_y"),
+        test_x=images("test_x"),
+        test_y=labels("test_y"),
+        place=place,
+        on_host=on_host,
+    )
 
 
 class _ImageFolderStream(paddle.io.Dataset):
@@ -137,25 +178,24 @@ def stream(meta, experiment, workers):
     train_batches = data.EpochBatches(np.empty(0, dtype=data.TRAIN_ITEM), batch_size, True)
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test = data.EpochBatches(data.eval_order(test_sizes, size), batch_size, False)
-    return {
-        "stream": True,
-        "place": place,
-        "train_batches": train_batches,
-        "train": loader("train", True, train_batches),
-        "test": loader("val", False, test),
-        "test_y": test_labels,
-        "channels_last": variants.parse(experiment["variant"]).channels_last,
-        "mean": paddle.to_tensor(data.IMAGENET_MEAN, place=place).reshape([1, 1, 1, 3]) * 255,
-        "std": paddle.to_tensor(data.IMAGENET_STD, place=place).reshape([1, 1, 1, 3]) * 255,
-    }
+    return _Streamed(
+        place=place,
+        train_batches=train_batches,
+        train=loader("train", True, train_batches),
+        test=loader("val", False, test),
+        test_y=test_labels,
+        channels_last=variants.parse(experiment["variant"]).channels_last,
+        mean=paddle.to_tensor(data.IMAGENET_MEAN, place=place).reshape([1, 1, 1, 3]) * 255,
+        std=paddle.to_tensor(data.IMAGENET_STD, place=place).reshape([1, 1, 1, 3]) * 255,
+    )
 
 
 def _streamed_batches(staged, loader):
     """A loader's uint8 NHWC batches, already on the device, as normalised float32 in the network's layout (the
     copy was a quarter of float's)."""
     for images, labels in loader:
-        images = (images.astype("float32") - staged["mean"]) / staged["std"]
-        yield (images if staged["channels_last"] else images.transpose([0, 3, 1, 2])), labels
+        images = (images.astype("float32") - staged.mean) / staged.std
+        yield (images if staged.channels_last else images.transpose([0, 3, 1, 2])), labels
 
 
 def _to_device(array, place):
@@ -168,28 +208,28 @@ def _to_device(array, place):
 
 def _batches(staged, order, batch_size):
     """(images, labels) on the training device for each batch of `order`, gathered where the data lives."""
-    if staged.get("stream"):
-        staged["train_batches"].items = order
-        yield from _streamed_batches(staged, staged["train"])
+    if staged.STREAM:
+        staged.train_batches.items = order
+        yield from _streamed_batches(staged, staged.train)
         return
-    place = staged["place"]
-    if staged["on_host"]:
-        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+    place = staged.place
+    if staged.on_host:
+        for images, labels in data.host_batches(staged.train_x, staged.train_y, order, batch_size):
             yield _to_device(images, place), _to_device(labels, place)
         return
     indices = paddle.to_tensor(order, place=place)
     for batch in data.batch_slices(len(order), batch_size):
-        yield paddle.gather(staged["train_x"], indices[batch]), paddle.gather(staged["train_y"], indices[batch])
+        yield paddle.gather(staged.train_x, indices[batch]), paddle.gather(staged.train_y, indices[batch])
 
 
 def _test_batches(staged, batch_size):
-    if staged.get("stream"):
-        yield from _streamed_batches(staged, staged["test"])
+    if staged.STREAM:
+        yield from _streamed_batches(staged, staged.test)
         return
-    place = staged["place"]
-    for start in range(0, len(staged["test_y"]), batch_size):
-        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-        if staged["on_host"]:
+    place = staged.place
+    for start in range(0, len(staged.test_y), batch_size):
+        images, labels = staged.test_x[start : start + batch_size], staged.test_y[start : start + batch_size]
+        if staged.on_host:
             images, labels = _to_device(images, place), _to_device(labels, place)
         yield images, labels
 
@@ -347,22 +387,22 @@ def build(spec, input_shape, weights, experiment):
     if variant.mode == "graph":
         network = paddle.jit.to_static(network, full_graph=True)
     dtype = variants.compute_dtype(variant, experiment["device"])
-    return {
-        "network": network,
-        "leaves": leaves,
-        "optimizer": _make_optimizer(_trainable(network), experiment),
-        "variant": variant,
-        "place": _place(experiment["device"]),
-        "autocast_dtype": dtype,
-        "scaler": paddle.amp.GradScaler(enable=dtype == "float16"),
-    }
+    return _Model(
+        network=network,
+        leaves=leaves,
+        optimizer=_make_optimizer(_trainable(network), experiment),
+        variant=variant,
+        place=_place(experiment["device"]),
+        autocast_dtype=dtype,
+        scaler=paddle.amp.GradScaler(enable=dtype == "float16"),
+    )
 
 
 def _autocast(model):
     """O1 mixed precision for -amp; nothing otherwise (auto_cast knows no float32 lists, even disabled)."""
-    if not model["variant"].mixed_precision:
+    if not model.variant.mixed_precision:
         return contextlib.nullcontext()
-    return paddle.amp.auto_cast(level="O1", dtype=model["autocast_dtype"])
+    return paddle.amp.auto_cast(level="O1", dtype=model.autocast_dtype)
 
 
 def _trainable(network):
@@ -371,18 +411,18 @@ def _trainable(network):
 
 
 def parameter_count(model):
-    return sum(int(np.prod(parameter.shape)) for parameter in _trainable(model["network"]))
+    return sum(int(np.prod(parameter.shape)) for parameter in _trainable(model.network))
 
 
 def weights(model, spec, input_shape):
     """The current weights in the neutral layout (equivalence tests)."""
     current = []
-    for layer in model["leaves"]:
+    for layer in model.leaves:
         arrays = [tensor.numpy() for tensor in _parameters_of(layer)]
         current.append([array.T if _transposed(layer, index) else array for index, array in enumerate(arrays)])
         if isinstance(layer, _RowLSTM):  # bias_hh is frozen at zero; added all the same
             current[-1][2] = current[-1][2] + layer.lstm.bias_hh_l0.numpy()
-    return _layout_weights(spec, input_shape, current, model["variant"].channels_last, inverse=True)
+    return _layout_weights(spec, input_shape, current, model.variant.channels_last, inverse=True)
 
 
 def _to_static(network):
@@ -397,8 +437,8 @@ def _to_static(network):
 def engaged(model):
     """What ran, read back: to_static's programs, the parameters' dtype, the dtype of the logits' matmul under the
     autocast, the layout, loss scaling."""
-    network, variant = model["network"], model["variant"]
-    dense = next(layer for layer in reversed(model["leaves"]) if isinstance(layer, nn.Linear))
+    network, variant = model.network, model.variant
+    dense = next(layer for layer in reversed(model.leaves) if isinstance(layer, nn.Linear))
     with paddle.no_grad(), _autocast(model):
         matmul_dtype = dense(paddle.zeros([1, dense.weight.shape[0]])).dtype
     return {
@@ -408,13 +448,13 @@ def engaged(model):
         "dtype": str(network.parameters()[0].dtype).replace("paddle.", ""),
         "matmul_dtype": str(matmul_dtype).replace("paddle.", ""),
         "layout": "NHWC" if variant.channels_last else "NCHW",
-        "loss_scaling": model["scaler"].is_enable(),
+        "loss_scaling": model.scaler.is_enable(),
     }
 
 
 def _train_steps(model, batches):
     """One training step per batch; the mean loss stays on the device until the caller reads it."""
-    network, optimizer, scaler = model["network"], model["optimizer"], model["scaler"]
+    network, optimizer, scaler = model.network, model.optimizer, model.scaler
     network.train()
     total, steps = paddle.zeros([]), 0
     for images, labels in batches:
@@ -447,8 +487,8 @@ def unreduced_steps(model, staged, order, batch_size):
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     if order is not None:
-        staged["train_batches"].items = order
-    for images, labels in staged["train" if order is not None else "test"]:
+        staged.train_batches.items = order
+    for images, labels in staged.train if order is not None else staged.test:
         yield images.numpy(), labels.numpy()
 
 
@@ -459,7 +499,7 @@ def loader_pass(staged, order, batch_size):
 
 
 def evaluate(model, staged, batch_size):
-    network = model["network"]
+    network = model.network
     network.eval()
     loss_sum, correct = paddle.zeros([]), paddle.zeros([], dtype="int64")
     with paddle.no_grad(), _autocast(model):
@@ -467,15 +507,15 @@ def evaluate(model, staged, batch_size):
             logits = network(images).astype("float32")
             loss_sum += F.cross_entropy(logits, labels, reduction="sum")
             correct += (logits.argmax(axis=1) == labels).astype("int64").sum()
-    count = len(staged["test_y"])
+    count = len(staged.test_y)
     return loss_sum.item() / count, correct.item() / count
 
 
 def logits(model, images):
-    model["network"].eval()
-    inputs = np.ascontiguousarray(images.transpose(_image_axes(model["variant"].channels_last)))
+    model.network.eval()
+    inputs = np.ascontiguousarray(images.transpose(_image_axes(model.variant.channels_last)))
     with paddle.no_grad(), _autocast(model):
-        return model["network"](paddle.to_tensor(inputs, place=model["place"])).astype("float32").numpy()
+        return model.network(paddle.to_tensor(inputs, place=model.place)).astype("float32").numpy()
 
 
 def sync(device):

@@ -6,6 +6,7 @@ torchrun (parallel.launch), gloo processes sharing the cores on CPU, NCCL over t
 """
 
 import atexit
+import dataclasses
 import datetime
 import itertools
 
@@ -16,11 +17,54 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from .. import data, mathmode, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
 
 FRAMEWORK = "torch"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "torch.utils.data.DataLoader (persistent worker processes, Pillow decode and crop, pinned memory on GPU)"
+
+
+@dataclasses.dataclass
+class _Staged(contract.StagedData):
+    """The dataset as stage placed it: tensors on the device, or NCHW arrays on the host (on_host)."""
+
+    train_x: torch.Tensor | np.ndarray
+    train_y: torch.Tensor | np.ndarray
+    test_x: torch.Tensor | np.ndarray
+    test_y: torch.Tensor | np.ndarray
+    device: torch.device
+    on_host: bool
+
+
+@dataclasses.dataclass
+class _Streamed(contract.StreamedData):
+    """A DataLoader per split; the training sampler is handed each epoch's items."""
+
+    device: torch.device
+    train_sampler: "_EpochSampler"
+    train: torch.utils.data.DataLoader
+    test: torch.utils.data.DataLoader
+    test_y: np.ndarray
+    mean: torch.Tensor
+    std: torch.Tensor
+
+
+@dataclasses.dataclass
+class _Model:
+    """The network as built, what trains it (the compiled or DDP-wrapped module, optimiser, scaler) and how it runs."""
+
+    network: torch.nn.Module
+    run: torch.nn.Module  # what a training step calls: the network, compiled, in DDP with replicas
+    inference: torch.nn.Module  # what evaluation calls: the same without DDP
+    distributed: DistributedDataParallel | None
+    leaves: list  # the spec's layers in order (weights, engagement)
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    variant: variants.Variant
+    memory_format: torch.memory_format
+    autocast_dtype: torch.dtype
+    scaler: torch.amp.GradScaler
+    compile_counters: dict  # torch.compile's counters at build, to count what it compiled since
 
 
 def version():
@@ -119,15 +163,14 @@ def stage(arrays, experiment):
         int64 = arrays[key].astype(np.int64)
         return int64 if experiment["data_placement"] == "host" else torch.from_numpy(int64).to(target)
 
-    return {
-        "train_x": images("train_x"),
-        "train_y": labels("train_y"),
-        "test_x": images("test_x"),
-        "test_y": labels("test_y"),
-        "device": target,
-        "on_host": experiment["data_placement"] == "host",
-        "replicas": parallel.replicas(experiment),
-    }
+    return _Staged(
+        train_x=images("train_x"),
+        train_y=labels("train_y"),
+        test_x=images("test_x"),
+        test_y=labels("test_y"),
+        device=target,
+        on_host=experiment["data_placement"] == "host",
+    )
 
 
 class _ImageFolderStream(torch.utils.data.Dataset):
@@ -180,27 +223,25 @@ def stream(meta, experiment, workers):
 
     train_sampler = _EpochSampler(np.empty(0, dtype=data.TRAIN_ITEM))
     _, test_labels, test_sizes = data.stream_files(meta, "val")
-    return {
-        "stream": True,
-        "device": target,
-        "train_sampler": train_sampler,
-        "train": loader("train", True, train_sampler, parallel.replica_batch_size(experiment), drop_last=True),
-        "test": loader(
+    return _Streamed(
+        device=target,
+        train_sampler=train_sampler,
+        train=loader("train", True, train_sampler, parallel.replica_batch_size(experiment), drop_last=True),
+        test=loader(
             "val", False, _EpochSampler(data.eval_order(test_sizes, size)), parallel.replica_batch_size(experiment)
         ),
-        "test_y": test_labels,
-        "mean": torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
-        "std": torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255,
-        "replicas": parallel.replicas(experiment),
-    }
+        test_y=test_labels,
+        mean=torch.tensor(data.IMAGENET_MEAN, device=target).view(1, 3, 1, 1) * 255,
+        std=torch.tensor(data.IMAGENET_STD, device=target).view(1, 3, 1, 1) * 255,
+    )
 
 
 def _streamed_batches(staged, loader, layout):
     """A loader's uint8 NHWC batches on the device as normalised float NCHW (the copy is a quarter of float's)."""
     for images, labels in loader:
-        images = images.to(staged["device"], non_blocking=True).permute(0, 3, 1, 2).float()
-        images = ((images - staged["mean"]) / staged["std"]).contiguous(memory_format=layout)
-        yield images, labels.to(staged["device"], non_blocking=True)
+        images = images.to(staged.device, non_blocking=True).permute(0, 3, 1, 2).float()
+        images = ((images - staged.mean) / staged.std).contiguous(memory_format=layout)
+        yield images, labels.to(staged.device, non_blocking=True)
 
 
 def _to_device(array, device):
@@ -217,30 +258,30 @@ def _batches(staged, order, batch_size, layout):
     """(images, labels) on the training device for each batch of `order`, gathered where the data lives; with
     replicas, this process's replica's share of each."""
     order, batch_size = parallel.process_share(order, batch_size)
-    if staged.get("stream"):
-        staged["train_sampler"].items = order
-        yield from _streamed_batches(staged, staged["train"], layout)
+    if staged.STREAM:
+        staged.train_sampler.items = order
+        yield from _streamed_batches(staged, staged.train, layout)
         return
-    if staged["on_host"]:
-        for images, labels in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
+    if staged.on_host:
+        for images, labels in data.host_batches(staged.train_x, staged.train_y, order, batch_size):
             yield (
-                _to_device(images, staged["device"]).contiguous(memory_format=layout),
-                _to_device(labels, staged["device"]),
+                _to_device(images, staged.device).contiguous(memory_format=layout),
+                _to_device(labels, staged.device),
             )
         return
-    indices = torch.from_numpy(order).to(staged["device"])
+    indices = torch.from_numpy(order).to(staged.device)
     for batch in data.batch_slices(len(order), batch_size):
-        yield staged["train_x"][indices[batch]].contiguous(memory_format=layout), staged["train_y"][indices[batch]]
+        yield staged.train_x[indices[batch]].contiguous(memory_format=layout), staged.train_y[indices[batch]]
 
 
 def _test_batches(staged, batch_size, layout):
-    if staged.get("stream"):
-        yield from _streamed_batches(staged, staged["test"], layout)
+    if staged.STREAM:
+        yield from _streamed_batches(staged, staged.test, layout)
         return
-    for start in range(0, len(staged["test_y"]), batch_size):
-        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-        if staged["on_host"]:
-            images, labels = _to_device(images, staged["device"]), _to_device(labels, staged["device"])
+    for start in range(0, len(staged.test_y), batch_size):
+        images, labels = staged.test_x[start : start + batch_size], staged.test_y[start : start + batch_size]
+        if staged.on_host:
+            images, labels = _to_device(images, staged.device), _to_device(labels, staged.device)
         yield images.contiguous(memory_format=layout), labels
 
 
@@ -380,20 +421,20 @@ def build(spec, input_shape, weights, experiment):
     # network eagerly: Dynamo skips the frame of torch's own nn.Sequential that DDP calls.) Evaluation runs the
     # network without DDP: no collectives, every process the whole test set.
     distributed = _distributed(run, target) if parallel.through_mechanism(parallel.replicas(experiment)) else None
-    return {
-        "network": network,
-        "run": run if distributed is None else distributed,
-        "inference": run,
-        "distributed": distributed,
-        "leaves": leaves,
-        "optimizer": _make_optimizer(trainable, experiment),
-        "device": target,
-        "variant": variant,
-        "memory_format": _memory_format(variant),
-        "autocast_dtype": dtype,
-        "scaler": torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
-        "compile_counters": compile_counters(),
-    }
+    return _Model(
+        network=network,
+        run=run if distributed is None else distributed,
+        inference=run,
+        distributed=distributed,
+        leaves=leaves,
+        optimizer=_make_optimizer(trainable, experiment),
+        device=target,
+        variant=variant,
+        memory_format=_memory_format(variant),
+        autocast_dtype=dtype,
+        scaler=torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
+        compile_counters=compile_counters(),
+    )
 
 
 def _distributed(network, target):
@@ -403,25 +444,23 @@ def _distributed(network, target):
 
 
 def _autocast(model):
-    variant = model["variant"]
-    return torch.autocast(model["device"].type, dtype=model["autocast_dtype"], enabled=variant.mixed_precision)
+    variant = model.variant
+    return torch.autocast(model.device.type, dtype=model.autocast_dtype, enabled=variant.mixed_precision)
 
 
 def parameter_count(model):
-    return sum(parameter.numel() for parameter in model["network"].parameters() if parameter.requires_grad)
+    return sum(parameter.numel() for parameter in model.network.parameters() if parameter.requires_grad)
 
 
 def weights(model, spec, input_shape):
     """The current weights in the neutral layout (equivalence tests)."""
-    current = [
-        [tensor.detach().float().cpu().numpy() for tensor in _parameters_of(module)] for module in model["leaves"]
-    ]
+    current = [[tensor.detach().float().cpu().numpy() for tensor in _parameters_of(module)] for module in model.leaves]
     return specs.channels_first_weights(spec, input_shape, current, inverse=True)
 
 
 def engaged(model):
     """What ran, read back: compile graphs and graph breaks, the dtype of the logits' matmul, the weights' layout."""
-    network, variant = model["network"], model["variant"]
+    network, variant = model.network, model.variant
     first = next(network.parameters())
     kernels = [parameter for parameter in network.parameters() if parameter.dim() == 4]
     # A kernel with one input channel is contiguous in both formats: only a strictly channels-last one tells.
@@ -429,9 +468,9 @@ def engaged(model):
         kernel.is_contiguous(memory_format=torch.channels_last) and not kernel.is_contiguous() for kernel in kernels
     )
     layout = "NHWC" if strictly_channels_last else "NCHW"
-    dense = next(module for module in reversed(model["leaves"]) if isinstance(module, torch.nn.Linear))
+    dense = next(module for module in reversed(model.leaves) if isinstance(module, torch.nn.Linear))
     with torch.no_grad(), _autocast(model):
-        matmul_dtype = dense(torch.zeros((1, dense.in_features), device=model["device"])).dtype
+        matmul_dtype = dense(torch.zeros((1, dense.in_features), device=model.device)).dtype
     result = {
         "variant": variant.name,
         "graph": variant.mode == "compile",
@@ -439,12 +478,12 @@ def engaged(model):
         "dtype": str(first.dtype).replace("torch.", ""),
         "matmul_dtype": str(matmul_dtype).replace("torch.", ""),
         "layout": layout,
-        "loss_scaling": model["scaler"].is_enabled(),
+        "loss_scaling": model.scaler.is_enabled(),
     }
     if variant.mode == "compile":
-        result.update(compile_engagement(variant.compile_mode, model["compile_counters"]))
-    if model["distributed"] is not None:
-        result.update(_data_parallel(model["distributed"], model["network"]))
+        result.update(compile_engagement(variant.compile_mode, model.compile_counters))
+    if model.distributed is not None:
+        result.update(_data_parallel(model.distributed, model.network))
     return result
 
 
@@ -495,9 +534,9 @@ def compile_engagement(mode, before):
 
 def _train_steps(model, batches):
     """One training step per batch; the mean loss stays on the device until the caller reads it."""
-    run, optimizer, scaler = model["run"], model["optimizer"], model["scaler"]
-    model["network"].train()
-    total, steps = torch.zeros((), device=model["device"]), 0
+    run, optimizer, scaler = model.run, model.optimizer, model.scaler
+    model.network.train()
+    total, steps = torch.zeros((), device=model.device), 0
     for images, labels in batches:
         optimizer.zero_grad(set_to_none=True)
         with _autocast(model):
@@ -508,30 +547,30 @@ def _train_steps(model, batches):
         total += loss.detach().float()
         steps += 1
     mean = total / steps
-    if model["distributed"] is not None:  # the global batches' mean: every replica's slice is the same size
+    if model.distributed is not None:  # the global batches' mean: every replica's slice is the same size
         torch.distributed.all_reduce(mean)
         mean /= torch.distributed.get_world_size()
     return mean
 
 
 def train_epoch(model, staged, order, batch_size):
-    return _train_steps(model, _batches(staged, order, batch_size, model["memory_format"]))
+    return _train_steps(model, _batches(staged, order, batch_size, model.memory_format))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    first = next(_batches(staged, order, batch_size, model["memory_format"]))
+    first = next(_batches(staged, order, batch_size, model.memory_format))
     return lambda steps: _train_steps(model, itertools.repeat(first, steps))
 
 
 def unreduced_steps(model, staged, order, batch_size):
     """fixed_batch_steps' steps inside DDP's no_sync, which leaves out the gradients' all-reduce (PyTorch's way to
     accumulate gradients locally): what a step costs without its communication. None with one replica."""
-    if model["distributed"] is None:
+    if model.distributed is None:
         return None
     steps = fixed_batch_steps(model, staged, order, batch_size)
 
     def unreduced(count):
-        with model["distributed"].no_sync():
+        with model.distributed.no_sync():
             return steps(count)
 
     return unreduced
@@ -540,8 +579,8 @@ def unreduced_steps(model, staged, order, batch_size):
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     if order is not None:
-        staged["train_sampler"].items = order
-    for images, labels in staged["train" if order is not None else "test"]:
+        staged.train_sampler.items = order
+    for images, labels in staged.train if order is not None else staged.test:
         yield images.numpy(), labels.numpy()
 
 
@@ -552,24 +591,24 @@ def loader_pass(staged, order, batch_size):
 
 
 def evaluate(model, staged, batch_size):
-    run = model["inference"]
-    model["network"].eval()
-    loss_sum = torch.zeros((), device=model["device"])
-    correct = torch.zeros((), dtype=torch.int64, device=model["device"])
+    run = model.inference
+    model.network.eval()
+    loss_sum = torch.zeros((), device=model.device)
+    correct = torch.zeros((), dtype=torch.int64, device=model.device)
     with torch.no_grad(), _autocast(model):
-        for images, labels in _test_batches(staged, batch_size, model["memory_format"]):
+        for images, labels in _test_batches(staged, batch_size, model.memory_format):
             logits = run(images).float()
             loss_sum += F.cross_entropy(logits, labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
-    count = len(staged["test_y"])
+    count = len(staged.test_y)
     return loss_sum.item() / count, correct.item() / count
 
 
 def logits(model, images):
-    model["network"].eval()
+    model.network.eval()
     with torch.no_grad(), _autocast(model):
-        inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model["device"])
-        return model["inference"](inputs.contiguous(memory_format=model["memory_format"])).float().cpu().numpy()
+        inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model.device)
+        return model.inference(inputs.contiguous(memory_format=model.memory_format)).float().cpu().numpy()
 
 
 def sync(device):

@@ -15,17 +15,59 @@ the same update to its own copy. Batch-norm statistics are each replica's own (o
 as DistributedDataParallel broadcasts rank 0's. XLA is refused with replicas (see build).
 """
 
+import dataclasses
 import itertools
 
 import numpy as np
 import tensorflow as tf
 
 from .. import data, mathmode, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
 
 FRAMEWORK = "tensorflow"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch)"
+
+
+@dataclasses.dataclass
+class _Staged(contract.StagedData):
+    """The dataset as stage placed it: tensors on the device (with replicas, the training split on every replica's
+    device), or the NumPy arrays on the host (on_host)."""
+
+    train_x: object  # tf.Tensor, PerReplica or np.ndarray
+    train_y: object
+    test_x: object
+    test_y: object
+    device: str
+    on_host: bool
+
+
+@dataclasses.dataclass
+class _Streamed(contract.StreamedData):
+    """tf.data over the image folder: the training pipeline made per epoch from its items, the evaluation one made."""
+
+    train: object  # (items, batch_size) -> tf.data.Dataset
+    test: tf.data.Dataset
+    test_y: np.ndarray
+    device: str
+
+
+@dataclasses.dataclass
+class _Model:
+    """The network, its variables and optimiser state, and its steps (tf.function'd but in eager mode; with replicas
+    run by the strategy on every replica)."""
+
+    train_on: object  # (images, labels): one training step on a batch
+    gather_and_train: object  # (images, labels, rows): one step on the rows gathered on the device
+    predict: object  # images -> logits
+    network: "_Network"
+    variables: list
+    variant: variants.Variant
+    loss_sum: tf.Variable
+    example: tuple | None  # the last step and its arguments, to read XLA's compiled module back
+    loss_scale: "_LossScale | None"
+    device: str
+    strategy: object  # tf.distribute.MirroredStrategy with replicas, else None
 
 
 def version():
@@ -116,15 +158,16 @@ def stage(arrays, experiment):
     """Device placement: the dataset as tensors on the training device, batches gathered inside the step; with
     replicas the training split on every replica's device, each gathering its slices from its own copy. Host
     placement: the NumPy arrays, from which every step's batch is gathered and passed to the step (see train_epoch)."""
+    device = _device_name(experiment["device"])
     if experiment["data_placement"] == "host":
-        return dict(arrays, device=_device_name(experiment["device"]), on_host=True)
+        return _Staged(**arrays, device=device, on_host=True)
     replicated = ("train_x", "train_y") if parallel.through_mechanism(parallel.replicas(experiment)) else ()
-    with tf.device(_device_name(experiment["device"])):
-        staged = {
+    with tf.device(device):
+        placed = {
             key: _on_every_replica(value) if key in replicated else tf.identity(tf.constant(value))
             for key, value in arrays.items()
         }
-    return dict(staged, device=_device_name(experiment["device"]), on_host=False)
+    return _Staged(**placed, device=device, on_host=False)
 
 
 def _on_every_replica(array):
@@ -207,13 +250,12 @@ def stream(meta, experiment, workers):
     _, test_labels, test_sizes = data.stream_files(meta, "val")
     test_items = data.eval_order(test_sizes, meta["shape"][0])
     test = _image_pipeline(meta, "val", workers)(test_items, parallel.replica_batch_size(experiment))
-    return {
-        "stream": True,
-        "train": _image_pipeline(meta, "train", workers),
-        "test": test,
-        "test_y": test_labels,
-        "device": _device_name(experiment["device"]),
-    }
+    return _Streamed(
+        train=_image_pipeline(meta, "train", workers),
+        test=test,
+        test_y=test_labels,
+        device=_device_name(experiment["device"]),
+    )
 
 
 def _normalised(images):
@@ -472,13 +514,13 @@ def build(spec, input_shape, weights, experiment):
     def predict(images):
         return network(_normalised(images), training=False)
 
-    steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}
+    steps = {"train_on": train_on, "gather_and_train": gather_and_train, "predict": predict}  # _Model's steps
     if strategy:  # the training steps run on every replica, on its slice (evaluation: on replica 0's variables)
         steps.update({name: _replicated(strategy, steps[name]) for name in ("train_on", "gather_and_train")})
     if variant.mode != "eager":
         steps = {name: tf.function(step, jit_compile=variant.mode == "xla") for name, step in steps.items()}
-    return dict(
-        steps,
+    return _Model(
+        **steps,
         network=network,
         variables=variables,
         variant=variant,
@@ -496,37 +538,37 @@ def _replicated(strategy, step):
 
 
 def parameter_count(model):
-    return sum(int(tf.size(var)) for var in model["variables"])
+    return sum(int(tf.size(var)) for var in model.variables)
 
 
 def weights(model, spec, input_shape):
-    return [[var.numpy() for var in params] for params in model["network"].params]
+    return [[var.numpy() for var in params] for params in model.network.params]
 
 
 def engaged(model):
     """What ran, read back: for xla, whether the traced train step lowers to an XLA HLO module."""
-    variant = model["variant"]
+    variant = model.variant
     result = {
         "variant": variant.name,
         "graph": variant.mode != "eager",
         "tf_function": variant.mode != "eager",
         "xla": variant.mode == "xla",
-        "dtype": model["variables"][0].dtype.name,
-        "matmul_dtype": model["network"].compute_dtype.name,
+        "dtype": model.variables[0].dtype.name,
+        "matmul_dtype": model.network.compute_dtype.name,
         "layout": "NHWC",
-        "loss_scaling": model["loss_scale"] is not None,
+        "loss_scaling": model.loss_scale is not None,
     }
-    if variant.mode == "xla" and model["example"] is not None:
-        step, arguments = model["example"]
+    if variant.mode == "xla" and model.example is not None:
+        step, arguments = model.example
         hlo = step.experimental_get_compiler_ir(*arguments)(stage="hlo")
         result["xla_compiled"] = "HloModule" in hlo
-    if model["strategy"]:
+    if model.strategy:
         reduction = (
             f"{_GRADIENT_REDUCTION.value.lower()} (all-reduce) over the replicas, each replica's loss its slice's "
             "mean divided by the replica count: the global batch's mean gradient"
         )
-        result.update(strategy_engagement(model["strategy"]), gradient_reduction=reduction)
-        if model["network"].synchronised:
+        result.update(strategy_engagement(model.strategy), gradient_reduction=reduction)
+        if model.network.synchronised:
             result["batch_norm_statistics"] = "global batch: sums all-reduced in the replica context"
     return result
 
@@ -535,23 +577,23 @@ def _batch_calls(model, staged, order, batch_size):
     """(step function, arguments) per batch of `order`: the gather is inside the step for device-staged data,
     in NumPy before it for host data (the step's inputs are then copied to the device); with replicas, each
     replica's slice of every batch."""
-    strategy = model["strategy"]
-    if staged.get("stream"):
-        for batch in _host_iterator(staged["train"](order, batch_size)):
-            yield model["train_on"], _split(strategy, batch)
+    strategy = model.strategy
+    if staged.STREAM:
+        for batch in _host_iterator(staged.train(order, batch_size)):
+            yield model.train_on, _split(strategy, batch)
         return
-    if staged["on_host"]:
-        for batch in data.host_batches(staged["train_x"], staged["train_y"], order, batch_size):
-            yield model["train_on"], _split(strategy, batch)
+    if staged.on_host:
+        for batch in data.host_batches(staged.train_x, staged.train_y, order, batch_size):
+            yield model.train_on, _split(strategy, batch)
         return
     if strategy:
         indices = tf.constant(_replica_rows(order, batch_size, strategy.num_replicas_in_sync))
         for step in range(len(indices)):
-            yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[step])
+            yield model.gather_and_train, (staged.train_x, staged.train_y, indices[step])
         return
     indices = tf.constant(order)
     for batch in data.batch_slices(len(order), batch_size):
-        yield model["gather_and_train"], (staged["train_x"], staged["train_y"], indices[batch])
+        yield model.gather_and_train, (staged.train_x, staged.train_y, indices[batch])
 
 
 def _replica_rows(order, batch_size, count):
@@ -562,14 +604,14 @@ def _replica_rows(order, batch_size, count):
 
 
 def _train_steps(model, calls):
-    with tf.device(model["device"]):
-        model["loss_sum"].assign(0.0)
+    with tf.device(model.device):
+        model.loss_sum.assign(0.0)
         steps = 0
         for step, arguments in calls:
             step(*arguments)
             steps += 1
-        model["example"] = (step, arguments)
-        return float(model["loss_sum"].read_value()) / steps  # read_value: with replicas, their shares summed
+        model.example = (step, arguments)
+        return float(model.loss_sum.read_value()) / steps  # read_value: with replicas, their shares summed
 
 
 def train_epoch(model, staged, order, batch_size):
@@ -577,20 +619,20 @@ def train_epoch(model, staged, order, batch_size):
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    strategy = model["strategy"]
-    if staged.get("stream"):
-        batch = next(iter(staged["train"](order[:batch_size], batch_size)))
+    strategy = model.strategy
+    if staged.STREAM:
+        batch = next(iter(staged.train(order[:batch_size], batch_size)))
     else:  # with replicas, device-staged data from replica 0's copy
-        parts = [staged[key] for key in ("train_x", "train_y")]
-        if strategy and not staged["on_host"]:
+        parts = [staged.train_x, staged.train_y]
+        if strategy and not staged.on_host:
             parts = [strategy.experimental_local_results(part)[0] for part in parts]
         batch = tuple(tf.gather(part, order[:batch_size]) for part in parts)
     if strategy:  # each replica's slice of the first batch, on its device before timing
         batch = _split(strategy, batch)
     else:
-        with tf.device(model["device"]):  # the first batch, gathered and on the device before timing
+        with tf.device(model.device):  # the first batch, gathered and on the device before timing
             batch = tuple(tf.identity(part) for part in batch)
-    return lambda steps: _train_steps(model, itertools.repeat((model["train_on"], batch), steps))
+    return lambda steps: _train_steps(model, itertools.repeat((model.train_on, batch), steps))
 
 
 def unreduced_steps(model, staged, order, batch_size):
@@ -601,44 +643,44 @@ def unreduced_steps(model, staged, order, batch_size):
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     if order is None:
-        dataset = staged["test"]
+        dataset = staged.test
     else:
-        dataset = staged["train"](order, batch_size)
+        dataset = staged.train(order, batch_size)
     for images, labels in dataset:
         yield images.numpy(), labels.numpy()
 
 
 def loader_pass(staged, order, batch_size):
     """The training batches of `order` placed on the device, the model removed (the loader's own throughput)."""
-    for images, labels in _host_iterator(staged["train"](order, batch_size)):
-        with tf.device(staged["device"]):
+    for images, labels in _host_iterator(staged.train(order, batch_size)):
+        with tf.device(staged.device):
             tf.identity(images), tf.identity(labels)
 
 
 def _test_batches(staged, batch_size):
     """(images, labels) of the test split in order, where the data lives (host batches are copied by the step)."""
-    if staged.get("stream"):
-        yield from _host_iterator(staged["test"])
+    if staged.STREAM:
+        yield from _host_iterator(staged.test)
         return
-    count = len(staged["test_y"])
+    count = len(staged.test_y)
     for start in range(0, count, batch_size):
-        images, labels = staged["test_x"][start : start + batch_size], staged["test_y"][start : start + batch_size]
-        yield (tf.constant(images), tf.constant(labels)) if staged["on_host"] else (images, labels)
+        images, labels = staged.test_x[start : start + batch_size], staged.test_y[start : start + batch_size]
+        yield (tf.constant(images), tf.constant(labels)) if staged.on_host else (images, labels)
 
 
 def evaluate(model, staged, batch_size):
-    with tf.device(staged["device"]):
+    with tf.device(staged.device):
         loss_sum, correct = tf.zeros(()), tf.zeros((), tf.int32)
-        count = len(staged["test_y"])
+        count = len(staged.test_y)
         for images, labels in _test_batches(staged, batch_size):
-            logits = model["predict"](images)
+            logits = model.predict(images)
             loss_sum += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
             correct += tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == labels, tf.int32))
         return float(loss_sum) / count, int(correct) / count
 
 
 def logits(model, images):
-    return model["predict"](tf.constant(images)).numpy()
+    return model.predict(tf.constant(images)).numpy()
 
 
 def sync(device):

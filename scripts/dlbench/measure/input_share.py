@@ -33,7 +33,7 @@ def measure(trained):
     )
     timed = timed_in_pairs(run, trained.sampler, pair, len(epochs), "input-share ")
     share, interval = removed_share(timed["fixed"], timed["real"])
-    removed = STREAM_INPUT_WORK if staged.get("stream") else run.adapter.INPUT_WORK
+    removed = STREAM_INPUT_WORK if staged.STREAM else run.adapter.INPUT_WORK
     trained.log(
         f"input share {share:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]: fixed-batch epochs {timed['fixed']} s vs "
         f"real epochs {timed['real']} s, alternating (removed: {removed})"
