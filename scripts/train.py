@@ -26,7 +26,7 @@ from dlbench.losses import Diverged, check_finite, recorded_loss
 from dlbench.measure import steady_window
 from dlbench.process import prepare_process, thread_count, thread_policy
 from dlbench.record import add_epoch, base_record, peak_rss_mb, utc_now, write_epochs_csv
-from dlbench.run import Run
+from dlbench.run import Run, dataset_description
 from dlbench.run_telemetry import record_telemetry, start_telemetry
 
 
@@ -45,7 +45,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     staged, meta, shuffles, record["stream"] = run.open(dataset_dir, batch_size)
     if record["stream"]:
         log(data.streaming_line(meta, adapter.LOADER, record["stream"]["workers"]))
-    record["dataset_description"] = data.description(meta)
+    record["dataset_description"] = dataset_description(meta)
     spec, shape = specs.model_spec(experiment["model"], meta["classes"]), tuple(meta["shape"])
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
     sampler.mark("build")

@@ -145,16 +145,6 @@ def streaming_line(meta, loader, workers):
     )
 
 
-def description(meta):
-    """What a run's record says of its dataset: the split sizes, classes and image shape its meta.json gives."""
-    return {
-        "train_images": meta["train_size"],
-        "test_images": meta["test_size"],
-        "classes": meta["classes"],
-        "image_shape": list(meta["shape"]),
-    }
-
-
 def normalise(images, mean, std):
     return ((images.astype(np.float32) / 255.0 - mean) / std).astype(np.float32)
 

@@ -203,7 +203,7 @@ class Identity:
     TITLE = "Identity"
 
     schema_version: int = entry(
-        "the record's layout; records of another version are not read",
+        "the version of the record's layout, raised when a field changes meaning or goes",
         default=SCHEMA_VERSION,
         schema={"const": SCHEMA_VERSION},
     )

@@ -2,7 +2,9 @@
 configured, the data loaded and placed, the model built from the neutral spec with the neutral initial weights; each
 step on the clock with the device synchronised around every read of it (clock.py), its seconds kept by phase."""
 
-from . import clock, data, parallel, record, specs
+import dataclasses
+
+from . import clock, data, parallel, record, record_fields, specs
 
 
 class Run:
@@ -69,30 +71,18 @@ class Run:
         experiment, cap = self.experiment, self.experiment.get("images_per_epoch")
         if experiment["data_placement"] != "stream":
             arrays, meta = self.load(dataset_dir)
-            staged = self.stage(arrays)
+            staged, streamed = self.stage(arrays), None
+            order, examples = data.epoch_order, meta["train_size"]
+        else:
+            meta = self.phase("data_loading", data.read_meta, dataset_dir)
+            workers = experiment["stream"]["workers"] or parallel.schedulable_cpus()
+            staged, streamed = self.stream(meta, workers), stream_description(meta, self.adapter.LOADER, workers)
+            order, examples = data.stream_order, data.stream_files(meta, "train")[2]
 
-            def order_of(epoch):
-                return data.epoch_order(meta["train_size"], batch_size, experiment["seed"], epoch, cap)
+        def order_of(epoch):
+            return order(examples, batch_size, experiment["seed"], epoch, cap)
 
-            return staged, meta, data.Shuffles(order_of, experiment["epochs"]), None
-        meta = self.phase("data_loading", data.read_meta, dataset_dir)
-        workers = experiment["stream"]["workers"] or parallel.schedulable_cpus()
-        staged = self.stream(meta, workers)
-        sizes = data.stream_files(meta, "train")[2]
-
-        def stream_order_of(epoch):
-            return data.stream_order(sizes, batch_size, experiment["seed"], epoch, cap)
-
-        streamed = {
-            "workers": workers,
-            "loader": self.adapter.LOADER,
-            "root": meta["root"],
-            "train_images": meta["train_size"],
-            "val_images": meta["test_size"],
-            "skipped_images": len(meta["skipped"]),
-            "skipped": meta["skipped"][:SKIPPED_LISTED],
-        }
-        return staged, meta, data.Shuffles(stream_order_of, experiment["epochs"]), streamed
+        return staged, meta, data.Shuffles(order_of, experiment["epochs"]), streamed
 
     def check_parameters(self, built, spec, input_shape):
         """The parameters the framework counted in the model it built (`built`) held to the spec's count: a framework
@@ -103,3 +93,30 @@ class Run:
 
 
 SKIPPED_LISTED = 20  # a streamed run's record lists this many skipped files (all of them are in the index's meta.json)
+
+
+def dataset_description(meta):
+    """The record's `dataset_description`: the split sizes, classes and image shape the dataset's meta.json gives."""
+    return dataclasses.asdict(
+        record_fields.DatasetDescription(
+            train_images=meta["train_size"],
+            test_images=meta["test_size"],
+            classes=meta["classes"],
+            image_shape=list(meta["shape"]),
+        )
+    )
+
+
+def stream_description(meta, loader, workers):
+    """The record's `stream`: the image folder as it was read, through which loader with how many workers."""
+    return dataclasses.asdict(
+        record_fields.Stream(
+            workers=workers,
+            loader=loader,
+            root=meta["root"],
+            train_images=meta["train_size"],
+            val_images=meta["test_size"],
+            skipped_images=len(meta["skipped"]),
+            skipped=[record_fields.SkippedFile(**skipped) for skipped in meta["skipped"][:SKIPPED_LISTED]],
+        )
+    )

@@ -21,14 +21,13 @@ def applies(trained):
 def measure(trained):
     run, model, staged, batch_size = trained.run, trained.model, trained.staged, trained.batch_size
     epochs = trained.shuffles.take(max(2, math.ceil(len(trained.window) / 2)))
-    order = trained.shuffles.order_of(epochs[0])
-    fixed_steps = len(order) // batch_size
-    steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size)
+    orders = [trained.shuffles.order_of(epoch) for epoch in epochs]
+    fixed_steps = len(orders[0]) // batch_size
+    steps = run.adapter.fixed_batch_steps(model, staged, orders[0], batch_size)
     trained.sampler.mark("fixed-batch warm-up")
     run.timed(steps, 1)
-    order_of = trained.shuffles.order_of
     pair = (
-        ("real", lambda index: run.adapter.train_epoch(model, staged, order_of(epochs[index]), batch_size)),
+        ("real", lambda index: run.adapter.train_epoch(model, staged, orders[index], batch_size)),
         ("fixed", lambda index: steps(fixed_steps)),
     )
     timed = timed_in_pairs(run, trained.sampler, pair, len(epochs), "input-share ")
