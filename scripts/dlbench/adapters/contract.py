@@ -7,9 +7,9 @@ A TrainingAdapter is a core (set up, stage, build, train, evaluate, synchronise,
 has, each whole or not at all: streamed data (Streaming), the measurements after training that need the framework
 (InputShare, Communication; dlbench/measure, each pass declaring what it NEEDS and skipped where it is missing). Which
 a stack must have follows from what it runs (tests/unit/test_adapter_contract.py). The data an adapter stages or
-streams and the model it builds are small dataclasses of its own (subclassing StagedData and StreamedData below; its
-_Model); the shared code reads only whether data is streamed (STREAM). tests/unit/test_adapter_contract.py checks every adapter named
-in envs/stacks.yaml against these classes.
+streams and the model it builds are small dataclasses (StagedArrays or a subclass of it, a StreamedData, its own
+_Model); the shared code reads only whether data is streamed (STREAM). tests/unit/test_adapter_contract.py checks
+every adapter named in envs/stacks.yaml against these classes.
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls
 those frameworks' adapters for their thread and math-mode switches and CUDA versions rather than copying them, Keras
@@ -31,6 +31,17 @@ class StagedData:
     the host), subclassing this one; train_epoch and evaluate take it back."""
 
     STREAM = False  # read by the shared measurements (the input work a fixed batch leaves out)
+
+
+@dataclasses.dataclass
+class StagedArrays(StagedData):
+    """The four splits of a prepared dataset as stage placed them: the framework's tensors on the device, or NumPy
+    arrays on the host; an adapter's _Staged adds how it placed them."""
+
+    train_x: object
+    train_y: object
+    test_x: object
+    test_y: object
 
 
 @dataclasses.dataclass

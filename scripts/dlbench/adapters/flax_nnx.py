@@ -60,14 +60,10 @@ _VARIANTS = ("eager", "xla", "xla-amp")
 
 
 @dataclasses.dataclass
-class _Staged(contract.StagedData):
+class _Staged(contract.StagedArrays):
     """The dataset as stage placed it: JAX arrays on the device (with replicas, on every replica's), or the NumPy
     arrays on the host (on_host). Streamed data is tensorflow_raw's."""
 
-    train_x: jax.Array | np.ndarray
-    train_y: jax.Array | np.ndarray
-    test_x: jax.Array | np.ndarray
-    test_y: jax.Array | np.ndarray
     on_host: bool
 
 

@@ -22,7 +22,6 @@ gradient XLA all-reduces. Keras on torch has none (keras.distribution runs on JA
 """
 
 import contextlib
-import dataclasses
 
 import keras
 import numpy as np
@@ -134,17 +133,6 @@ def _configure_backend(math_mode):
     return _backend_adapter().apply_math_mode(math_mode)
 
 
-@dataclasses.dataclass
-class _Staged(contract.StagedData):
-    """The dataset as stage placed it: NumPy arrays (host), the backend's tensors on the device, or TensorFlow's in
-    host memory. Streamed data is tensorflow_raw's."""
-
-    train_x: object
-    train_y: object
-    test_x: object
-    test_y: object
-
-
 def stage(arrays, experiment):
     """JAX and torch: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by
     fit, one batch ahead); device placement makes the backend's arrays on the device (batches gathered there; on JAX
@@ -159,10 +147,10 @@ def stage(arrays, experiment):
         import tensorflow as tf
 
         with tf.device("/CPU:0"):
-            return _Staged(**{key: tf.constant(value) for key, value in arrays.items()})
+            return contract.StagedArrays(**{key: tf.constant(value) for key, value in arrays.items()})
     if experiment["data_placement"] == "host":
-        return _Staged(**arrays)
-    return _Staged(**{key: _on_device(value, sharded=False) for key, value in arrays.items()})
+        return contract.StagedArrays(**arrays)
+    return contract.StagedArrays(**{key: _on_device(value, sharded=False) for key, value in arrays.items()})
 
 
 def _on_device(array, sharded):

@@ -30,14 +30,10 @@ LOADER = "gluon.data.DataLoader (worker processes, mx.image decode and crop with
 
 
 @dataclasses.dataclass
-class _Staged(contract.StagedData):
+class _Staged(contract.StagedArrays):
     """The dataset as stage placed it: NDArrays on replica 0's context, or NumPy arrays in the network's layout on
     the host (on_host)."""
 
-    train_x: mx.nd.NDArray | np.ndarray
-    train_y: mx.nd.NDArray | np.ndarray
-    test_x: mx.nd.NDArray | np.ndarray
-    test_y: mx.nd.NDArray | np.ndarray
     contexts: list  # the replicas' contexts
     on_host: bool
 

@@ -29,14 +29,10 @@ LOADER = "paddle.io.DataLoader (persistent worker processes, Pillow decode and c
 
 
 @dataclasses.dataclass
-class _Staged(contract.StagedData):
+class _Staged(contract.StagedArrays):
     """The dataset as stage placed it: tensors on the device, or NumPy arrays in the network's layout on the host
     (on_host)."""
 
-    train_x: paddle.Tensor | np.ndarray
-    train_y: paddle.Tensor | np.ndarray
-    test_x: paddle.Tensor | np.ndarray
-    test_y: paddle.Tensor | np.ndarray
     place: object  # paddle.CPUPlace or paddle.CUDAPlace
     on_host: bool
 

@@ -25,13 +25,9 @@ LOADER = "torch.utils.data.DataLoader (persistent worker processes, Pillow decod
 
 
 @dataclasses.dataclass
-class _Staged(contract.StagedData):
+class _Staged(contract.StagedArrays):
     """The dataset as stage placed it: tensors on the device, or NCHW arrays on the host (on_host)."""
 
-    train_x: torch.Tensor | np.ndarray
-    train_y: torch.Tensor | np.ndarray
-    test_x: torch.Tensor | np.ndarray
-    test_y: torch.Tensor | np.ndarray
     device: torch.device
     on_host: bool
 

@@ -30,14 +30,10 @@ LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch
 
 
 @dataclasses.dataclass
-class _Staged(contract.StagedData):
+class _Staged(contract.StagedArrays):
     """The dataset as stage placed it: tensors on the device (with replicas, the training split on every replica's
     device), or the NumPy arrays on the host (on_host)."""
 
-    train_x: object  # tf.Tensor, PerReplica or np.ndarray
-    train_y: object
-    test_x: object
-    test_y: object
     device: str
     on_host: bool
 
