@@ -320,7 +320,7 @@ def lock_all(paths, wheels=None):
 
 def pip_install(python, arguments, cwd, lock):
     """pip install into a venv; a failure ends the build in one line, which names the packages whose files do not
-    match the lock's hashes where that is why (pip's own report of them stays in the log above it)."""
+    match the lock's hashes where that is why, else pip's first error (pip's whole report stays in the log above)."""
     done = subprocess.run(
         [str(python), "-m", "pip", "install", "--progress-bar", "off", *arguments],
         cwd=cwd,

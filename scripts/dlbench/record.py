@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -164,8 +165,8 @@ def installed_version(distribution):
 
 def provenance(env_description, repo, threads):
     """Where and with what a run ran: machine, Python, env file and installed packages, workflow commit, times (the
-    GPU's fields are filled by the telemetry on GPU jobs)."""
-    return dataclasses.asdict(
+    GPU's fields are filled by the telemetry on GPU jobs; experiment_sha256, a training run's only, by base_record)."""
+    described = dataclasses.asdict(
         record_fields.Provenance(
             host=platform.node(),
             # The batch job this run ran in (Slurm sets it in every job's environment); None outside a scheduler.
@@ -188,6 +189,8 @@ def provenance(env_description, repo, threads):
             started_at=utc_now(),
         )
     )
+    del described["experiment_sha256"]
+    return described
 
 
 def base_record(experiment, env_description, repo):
@@ -223,13 +226,15 @@ def batch_sizes(experiment):
 
 def add_epoch(record, rows, figures, target_accuracy):
     """An epoch's figures (epoch, train_s, eval_s, train_loss, test_loss, test_accuracy, images) into the record's
-    lists and a row of epochs.csv, and the time to the target accuracy once the epoch reached it; returns the row."""
+    lists and a row of epochs.csv, and the time to the target accuracy once the epoch reached it (never an epoch
+    whose loss was not finite, which ends the run as diverged); returns the row."""
     row = dict(zip(EPOCH_COLUMNS, (*figures, figures[-1] / figures[1]), strict=True))
     record["epoch_train_s"].append(row["train_s"])
     record["epoch_eval_s"].append(row["eval_s"])
     record["loss_curve"].append(row["train_loss"])
     rows.append(row)
-    reached = target_accuracy is not None and row["test_accuracy"] >= target_accuracy
+    finite = math.isfinite(row["train_loss"]) and math.isfinite(row["test_loss"])
+    reached = finite and target_accuracy is not None and row["test_accuracy"] >= target_accuracy
     if reached and record["time_to_target_s"] is None:
         record["time_to_target_s"] = sum(record["epoch_train_s"])
     return row

@@ -142,7 +142,7 @@ class Provenance:
     cpu_cores: int = entry("logical CPUs: twice the physical cores where SMT runs two threads on each")
     cpu_physical_cores: int | None = entry("distinct cores; null where /proc/cpuinfo does not say")
     memory_mb: int | None = entry("the machine's memory (MemTotal); null without /proc/meminfo", "MiB")
-    threads: int | None = entry(
+    threads: int | Literal["framework"] | None = entry(
         "the config's `cpu_threads` policy: a count, or `framework` (each framework's default)",
         schema={"oneOf": [{"type": ["integer", "null"]}, {"const": "framework"}]},
     )
@@ -162,11 +162,13 @@ class Provenance:
         factory=list,
     )
     cuda: str | None = entry(
-        "CUDA runtime of a GPU job, from the env's nvidia-cuda-runtime-cuXX wheel (what the CUDA builds of torch,"
-        " TensorFlow and JAX load) or MXNet's mxnet-cuXYZ wheel name; null on CPU"
+        "CUDA runtime of a GPU job as the framework reports it (its adapter's cuda_versions), else from the env's"
+        " nvidia-cuda-runtime-cuXX wheel (what the CUDA builds of torch, TensorFlow and JAX load) or MXNet's"
+        " mxnet-cuXYZ wheel name; null on CPU"
     )
     cudnn: str | None = entry(
-        "cuDNN of a GPU job, from the env's nvidia-cudnn-cuXX wheel; null for MXNet, which bundles its own"
+        "cuDNN of a GPU job as the framework reports it, else from the env's nvidia-cudnn-cuXX wheel; null for MXNet,"
+        " which bundles its own and reports no version"
     )
     python: str = entry("the Python version")
     numpy: str | None = entry(
@@ -185,8 +187,12 @@ class Provenance:
     packages_sha256: str = entry("sha256 of the installed packages' names and versions", **HASH)
     workflow_commit: str | None = entry("the git commit of the workflow; null outside a git checkout")
     experiment_sha256: str = entry("sha256 of exactly the experiment's parameters (its slice of the config)", **HASH)
-    started_at: str = entry("when the training process started (UTC, milliseconds)", format="date-time")
-    finished_at: str | None = entry("when it wrote the record (UTC); null until then", format="date-time")
+    started_at: str = entry(
+        "when the training process started (UTC, milliseconds): the runs table's overlapping_runs counts the other"
+        " runs on the same host that ran at the same time, from these, and must be 0",
+        format="date-time",
+    )
+    finished_at: str | None = entry("when it wrote the record (UTC, milliseconds); null until then", format="date-time")
 
 
 # --- the record's sections -------------------------------------------------------------------------------------------
@@ -347,7 +353,7 @@ class Input:
     stream: Stream | None = entry("streamed data (placement stream) as it was read; null for the other placements")
     loader_images_per_s: float | None = at_least(
         0,
-        "the loader alone, after training: stream.loader_batches batches of a fresh shuffle decoded, augmented and"
+        "the loader alone, after training: the config's `stream.loader_batches` batches of a fresh shuffle decoded, augmented and"
         " placed on the device with the model removed",
         "images/s",
     )
@@ -419,7 +425,7 @@ class Resources:
     cpu_energy_j: float | None = at_least(
         0,
         "the CPU packages' energy over the training epochs, from their RAPL counters (Linux powercap, package zones"
-        " summed, wraparound undone; dlbench/rapl.py): the whole packages, whatever ran on them",
+        " summed, wraparound undone; `scripts/dlbench/rapl.py`): the whole packages, whatever ran on them",
         "J",
     )
     cpu_energy_source: str | None = entry("the counters cpu_energy_j comes from (the zones read)")
@@ -434,7 +440,7 @@ class Resources:
     allocator_peak_mb: float | None = at_least(
         0,
         "the framework allocator's own peak: torch.cuda.max_memory_allocated, TensorFlow's get_memory_info peak"
-        " (memory growth on), JAX's memory_stats peak; null for MXNet, which has none; with replicas, the first"
+        " (memory growth on, so that TensorFlow does not take the whole card), JAX's memory_stats peak; null for MXNet, which has none; with replicas, the first"
         " replica's device only",
         "MiB",
     )
@@ -474,7 +480,7 @@ class Resources:
 class Model:
     """The model's size and what its training achieved against the device's peak: train_flops_per_s = 3 x
     flops_per_image x train_images_per_s (a backward pass costs twice the forward; a multiply-add counts 2). Peaks are
-    dense datasheet figures by GPU name and precision (dlbench/peaks.py: H100 SXM/PCIe, H200, A100, L4, A10, V100,
+    dense datasheet figures by GPU name and precision (`scripts/dlbench/peaks.py`: H100 SXM/PCIe, H200, A100, L4, A10, V100,
     T4); null where none is known (CPU runs, other GPUs), with the reason in `peak_flops_source`."""
 
     TITLE = "Model and FLOPs utilisation"

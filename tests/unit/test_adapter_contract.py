@@ -283,7 +283,8 @@ STREAMED_BY = {"keras3": "tensorflow_raw", "flax_nnx": "tensorflow_raw"}
 def test_an_adapter_reads_only_the_fields_of_its_staged_data_and_model(name):
     """stage returns contract.StagedArrays or the adapter's _Staged, which adds to it; stream its _Streamed, a
     contract.StreamedData; build its _Model where it has one (Keras' is Keras' own model). A misspelt or missing
-    field is found here, not in a run on a GPU."""
+    field is found here, not in a run on a GPU. The staged and streamed fields are one set: a streamed path that
+    reads a staged-only field (after checking STREAM) is not caught here but by the stream tests."""
     source = source_of(name)
     arrays = {field.name for field in dataclasses.fields(contract.StagedArrays)}
     staged = {"STREAM", *arrays, *dataclass_fields(source, "_Staged")}

@@ -95,3 +95,10 @@ def test_an_epoch_adds_its_figures_and_the_time_to_target_is_the_training_time_u
     assert record["time_to_target_s"] == 3.0
     assert row == dict(zip(EPOCH_COLUMNS, (3, 1.0, 0.1, 0.3, 0.4, 0.95, 100, 100.0)))
     assert len(rows) == 3
+
+
+def test_an_epoch_whose_loss_is_not_finite_never_reaches_the_target():
+    """The run ends as diverged after that epoch (losses.check_finite): its accuracy is no time to target."""
+    record = {"epoch_train_s": [], "epoch_eval_s": [], "loss_curve": [], "time_to_target_s": None}
+    add_epoch(record, [], (1, 1.0, 0.1, float("nan"), 0.4, 0.95, 100), target_accuracy=0.9)
+    assert record["time_to_target_s"] is None and len(record["epoch_train_s"]) == 1

@@ -7,8 +7,9 @@ A TrainingAdapter is a core (set up, stage, build, train, evaluate, synchronise,
 has, each whole or not at all: streamed data (Streaming), the measurements after training that need the framework
 (InputShare, Communication; dlbench/measure, each pass declaring what it NEEDS and skipped where it is missing). Which
 a stack must have follows from what it runs (tests/unit/test_adapter_contract.py). The data an adapter stages or
-streams and the model it builds are small dataclasses (StagedArrays or a subclass of it, a StreamedData, its own
-_Model); the shared code reads only whether data is streamed (STREAM). tests/unit/test_adapter_contract.py checks
+streams and the model it builds are small dataclasses: StagedArrays or its own subclass of it, its own StreamedData
+(or that of the adapter it streams through, STREAM_ADAPTER), its own _Model (Keras keeps Keras' model); the shared
+code reads only whether data is streamed (STREAM). tests/unit/test_adapter_contract.py checks
 every adapter named in envs/stacks.yaml against these classes.
 
 Only the adapter imports its framework; everything else is in the shared library. Keras on TensorFlow or PyTorch calls

@@ -50,7 +50,7 @@ class _Streamed(contract.StreamedData):
 
 @dataclasses.dataclass
 class _Model:
-    """The network, its variables and optimiser state, and its steps (tf.function'd but in eager mode; with replicas
+    """The network, its variables and optimiser state, and its steps (tf.function'd except in eager mode; with replicas
     run by the strategy on every replica)."""
 
     train_on: object  # (images, labels): one training step on a batch
