@@ -69,9 +69,9 @@ def cell(value):
 
 
 def section_lines(section, root):
-    """A section's heading, its prose and the table of its fields (nested keys after their field)."""
-    hints = typing.get_type_hints(section)
-    properties = {field.name: record_fields.field_schema(field, hints) for field in record_fields.fields(section)}
+    """A section's heading, its prose and the table of its fields (nested keys after their field), read from the
+    record's schema `root`."""
+    properties = {field.name: root["properties"][field.name] for field in record_fields.fields(section)}
     lines = [
         f"## {section.TITLE}",
         "",
