@@ -10,6 +10,15 @@ documented difference, tests/frameworks/test_adapters.py). An LSTM reads an imag
 features), gates in the order input, forget, cell, output, with one bias vector (frameworks with two keep the
 second frozen at zero). Weights are one list per leaf layer, in `leaves` order (depth first; a residual block's
 body before its shortcut). Pure Python + NumPy only: the driver imports it too.
+
+Attention models: a sequence is a (tokens, width) shape and a dense layer applies to its last axis. Patch embedding
+is a conv whose kernel equals its stride, its output tokens in row-major (h, w) order. Multi-head self-attention
+keeps one fused input projection, kernel (width, 3 * width) whose columns are [query | key | value], each split
+head-major into heads of width / heads columns, then an output projection (width, width); scores are scaled by
+1 / sqrt(head width), causal attention masks every later token. GELU is the exact one (erf), LayerNorm takes the
+biased variance. A tied language-model head multiplies by the transposed token embedding and has no weights of its
+own (GPT-2's); an untied one has a bias-free kernel (width, vocabulary). Blocks are pre-LN, residuals without an
+activation (Residual with activation None).
 """
 
 import math
@@ -61,6 +70,60 @@ class Flatten:
 class Dense:
     units: int
     activation: str | None = None
+
+
+@dataclass(frozen=True)
+class PatchEmbed:
+    """ViT's patch embedding: (h, w, c) -> (h/patch * w/patch, width), a conv of kernel and stride `patch`."""
+
+    patch: int
+    width: int
+
+
+@dataclass(frozen=True)
+class ClassToken:
+    """A learned token put before the sequence: (tokens, width) -> (tokens + 1, width)."""
+
+
+@dataclass(frozen=True)
+class PositionEmbedding:
+    """A learned vector per position, added: (tokens, width), a table as long as the sequence it reads."""
+
+
+@dataclass(frozen=True)
+class TokenEmbedding:
+    """Token ids to vectors: (tokens,) -> (tokens, width), a (vocabulary, width) table."""
+
+    vocabulary: int
+    width: int
+
+
+@dataclass(frozen=True)
+class LayerNorm:
+    epsilon: float = 1e-5
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Multi-head self-attention over (tokens, width) with its output projection."""
+
+    heads: int
+    causal: bool = False
+
+
+@dataclass(frozen=True)
+class TokenPool:
+    """(tokens, width) -> (width,): "class" takes the first token (a ClassToken's), "mean" averages them."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class LMHead:
+    """(tokens, width) -> (tokens, vocabulary) logits: tied, the token embedding's table transposed (GPT-2's)."""
+
+    vocabulary: int
+    tied: bool = True
 
 
 @dataclass(frozen=True)
@@ -142,9 +205,38 @@ def vgg16(classes, cifar):
     return layers + [Flatten()] + head + [Dense(classes)]
 
 
+def transformer_block(width, heads, causal=False, epsilon=1e-5, mlp_ratio=4):
+    """A pre-LN block: x + attention(norm(x)), then x + mlp(norm(x)), the MLP's hidden layer GELU."""
+    attention = Residual((LayerNorm(epsilon), Attention(heads, causal)), (), None)
+    mlp = Residual((LayerNorm(epsilon), Dense(mlp_ratio * width, "gelu"), Dense(width)), (), None)
+    return [attention, mlp]
+
+
+def vit(patch, width, depth, heads, classes):
+    """Dosovitskiy et al. 2021: patches, a class token and learned positions, pre-LN blocks (LayerNorm epsilon
+    1e-6), the class token's final state classified."""
+    blocks = [layer for _ in range(depth) for layer in transformer_block(width, heads, epsilon=1e-6)]
+    return [
+        PatchEmbed(patch, width),
+        ClassToken(),
+        PositionEmbedding(),
+        *blocks,
+        LayerNorm(1e-6),
+        TokenPool("class"),
+    ] + [Dense(classes)]
+
+
+def gpt(width, depth, heads, vocabulary):
+    """GPT-2 (Radford et al. 2019, as nanoGPT builds it): token and position embeddings, causal pre-LN blocks, a final
+    LayerNorm and a head tied to the token embedding. The context is the token dataset's (the input's length)."""
+    blocks = [layer for _ in range(depth) for layer in transformer_block(width, heads, causal=True)]
+    return [TokenEmbedding(vocabulary, width), PositionEmbedding(), *blocks, LayerNorm(), LMHead(vocabulary)]
+
+
 # The images the adapters' equivalence tests build a model at, in every framework on CPU
 # (tests/support/probe_adapter.py): MNIST's (and the digits') and CIFAR-10's shapes.
 MNIST_SHAPE, CIFAR_SHAPE = (28, 28, 1), (32, 32, 3)
+TOKENS_SHAPE = (16,)  # a context of 16 tokens: the language models' test input
 
 
 @dataclass(frozen=True)
@@ -183,6 +275,14 @@ MODELS = {
     "vgg16": Model(lambda classes: vgg16(classes, cifar=False)),
     "vgg16-cifar": Model(lambda classes: vgg16(classes, cifar=True)),
     "lstm": Model(lambda classes: [LSTM(128), Dense(classes)], SMALL_IMAGES),
+    # ViT-S/16 and ViT-B/16 are the 224x224 shapes (their counts checked against the published ones); at 32x32 a 16
+    # pixel patch leaves 4 tokens, which still runs every construct.
+    "vit-tiny": Model(lambda classes: vit(4, 128, 4, 4, classes)),
+    "vit-s16": Model(lambda classes: vit(16, 384, 12, 6, classes)),
+    "vit-b16": Model(lambda classes: vit(16, 768, 12, 12, classes), ()),
+    # Language models: `classes` is the token dataset's vocabulary, the input's length its context.
+    "gpt-tiny": Model(lambda vocabulary: gpt(128, 2, 4, vocabulary), (TOKENS_SHAPE,)),
+    "gpt2-small": Model(lambda vocabulary: gpt(768, 12, 12, vocabulary), ()),
 }
 LSTM_NAME = re.compile(r"lstm(\d+)")  # lstm<hidden units>, e.g. lstm256; plain `lstm` has 128
 
@@ -229,9 +329,27 @@ def output_shape(layer, shape):
     if isinstance(layer, Flatten):
         return (math.prod(shape),)
     if isinstance(layer, Dense):
-        return (layer.units,)
+        return (*shape[:-1], layer.units)
     if isinstance(layer, (BatchNorm, Dropout)):
         return shape
+    if isinstance(layer, PatchEmbed):
+        if len(shape) != 3 or shape[0] % layer.patch or shape[1] % layer.patch:
+            raise ValueError(f"{layer} needs an image whose sides the patch divides, got shape {shape}")
+        return (shape[0] // layer.patch * (shape[1] // layer.patch), layer.width)
+    if isinstance(layer, TokenEmbedding):
+        if len(shape) != 1:
+            raise ValueError(f"{layer} reads a sequence of token ids, got shape {shape}")
+        return (shape[0], layer.width)
+    if isinstance(layer, (ClassToken, PositionEmbedding, LayerNorm, Attention, TokenPool, LMHead)):
+        if len(shape) != 2:
+            raise ValueError(f"{layer} needs a sequence (tokens, width), got shape {shape}")
+        if isinstance(layer, Attention) and shape[1] % layer.heads:
+            raise ValueError(f"{layer}: {layer.heads} heads do not divide the width {shape[1]}")
+        if isinstance(layer, ClassToken):
+            return (shape[0] + 1, shape[1])
+        if isinstance(layer, TokenPool):
+            return (shape[1],)
+        return (shape[0], layer.vocabulary) if isinstance(layer, LMHead) else shape
     if isinstance(layer, LSTM):
         if len(shape) != 3:
             raise ValueError(f"{layer} reads an image row by row, got shape {shape}")
@@ -264,6 +382,8 @@ def layer_shapes(spec, input_shape):
     """[(layer, input shape, output shape)] for the top-level layers, shapes as (h, w, c) or (features,)."""
     shapes, shape = [], tuple(input_shape)
     for layer in spec:
+        if isinstance(layer, LMHead) and layer.tied and TokenEmbedding(layer.vocabulary, shape[-1]) not in spec:
+            raise ValueError(f"{layer} is tied to a token embedding of its vocabulary and width {shape[-1]}: none")
         out_shape = output_shape(layer, shape)
         if min(out_shape) < 1:
             raise ValueError(f"input {tuple(input_shape)} is too small for {layer} (output {out_shape})")
@@ -291,7 +411,22 @@ def parameter_shapes(layer, in_shape):
         shapes = [(layer.kernel, layer.kernel, in_shape[-1], layer.filters)] + [(layer.filters,)] * layer.bias
         return shapes, len(shapes)
     if isinstance(layer, Dense):
-        return [(in_shape[0], layer.units), (layer.units,)], 2
+        return [(in_shape[-1], layer.units), (layer.units,)], 2
+    if isinstance(layer, PatchEmbed):
+        return [(layer.patch, layer.patch, in_shape[-1], layer.width), (layer.width,)], 2
+    if isinstance(layer, ClassToken):
+        return [(in_shape[-1],)], 1
+    if isinstance(layer, PositionEmbedding):
+        return [in_shape], 1
+    if isinstance(layer, TokenEmbedding):
+        return [(layer.vocabulary, layer.width)], 1
+    if isinstance(layer, LayerNorm):
+        return [(in_shape[-1],)] * 2, 2
+    if isinstance(layer, Attention):
+        width = in_shape[-1]
+        return [(width, 3 * width), (3 * width,), (width, width), (width,)], 4
+    if isinstance(layer, LMHead) and not layer.tied:
+        return [(in_shape[-1], layer.vocabulary)], 1
     if isinstance(layer, BatchNorm):
         return [(in_shape[-1],)] * 4, 2  # gamma, beta; running mean and variance are state
     if isinstance(layer, LSTM):
@@ -310,14 +445,24 @@ def parameter_count(spec, input_shape):
 
 
 def flops_per_image(spec, input_shape):
-    """Forward FLOPs per image, a multiply-add counted as 2: conv, dense, LSTM gates; pooling, batch-norm
-    (scale and shift) and residual additions per element. Activations are not counted."""
+    """Forward FLOPs per example (an image, or a sequence of tokens), a multiply-add counted as 2: conv, patch
+    embedding, dense, LSTM gates, attention's projections and its own 4 * tokens^2 * width (scores and weighted sum,
+    the full square even where causal, as PaLM and nanoGPT count it), the language-model head; pooling, batch-norm
+    and LayerNorm (scale and shift), position embeddings and residual additions per element. Activations, softmax
+    and embedding look-ups are not counted."""
     total = 0
     for layer, in_shape, out_shape in layer_shapes(spec, input_shape):
         if isinstance(layer, Conv):
             total += 2 * layer.kernel * layer.kernel * in_shape[-1] * math.prod(out_shape)
-        elif isinstance(layer, Dense):
-            total += 2 * in_shape[0] * layer.units
+        elif isinstance(layer, PatchEmbed):
+            total += 2 * layer.patch * layer.patch * in_shape[-1] * math.prod(out_shape)
+        elif isinstance(layer, (Dense, LMHead)):
+            total += 2 * math.prod(in_shape) * out_shape[-1]
+        elif isinstance(layer, Attention):
+            tokens, width = in_shape
+            total += 2 * tokens * width * 4 * width + 4 * tokens * tokens * width
+        elif isinstance(layer, (LayerNorm, PositionEmbedding)):
+            total += (2 if isinstance(layer, LayerNorm) else 1) * math.prod(in_shape)
         elif isinstance(layer, Pool):
             total += layer.size * layer.size * math.prod(out_shape)
         elif isinstance(layer, GlobalAvgPool):
@@ -332,6 +477,29 @@ def flops_per_image(spec, input_shape):
             total += flops_per_image(layer.body, in_shape) + flops_per_image(shortcut, in_shape)
             total += math.prod(out_shape)
     return total
+
+
+def attention_layers(spec):
+    """The self-attention layers of a spec, at any depth."""
+    found = []
+    for layer in spec:
+        if isinstance(layer, Residual):
+            found += attention_layers(layer.body)
+        elif isinstance(layer, Attention):
+            found.append(layer)
+    return found
+
+
+def training_flops_per_token(spec, input_shape):
+    """A language model's training FLOPs per token as nanoGPT and PaLM count them, for MFU comparable with theirs:
+    6 N + 12 L T d, N the parameters without the position embeddings, L the attention layers, T the context, d the
+    width (the forward's 2 N + 4 L T d, backward twice that)."""
+    tokens, width = layer_shapes(spec, input_shape)[0][2]
+    positions = sum(
+        math.prod(in_shape) for layer, in_shape, _ in leaves(spec, input_shape) if isinstance(layer, PositionEmbedding)
+    )
+    parameters = parameter_count(spec, input_shape) - positions
+    return 6 * parameters + 12 * len(attention_layers(spec)) * tokens * width
 
 
 def orthogonal(rng, rows, columns):
@@ -356,9 +524,20 @@ def leaf_weights(layer, in_shape, rng):
         bias = np.zeros(shapes[2], "float32")
         bias[layer.units : 2 * layer.units] = 1.0  # forget gate open at the start (Jozefowicz et al. 2015)
         return [kernel, recurrent, bias]
+    if isinstance(layer, LayerNorm):
+        return [np.ones(shapes[0], "float32"), np.zeros(shapes[1], "float32")]
+    if isinstance(layer, (ClassToken, PositionEmbedding, TokenEmbedding)):
+        return [(EMBEDDING_STD * rng.normal(size=shapes[0])).astype("float32")]
+    if isinstance(layer, Attention):
+        return [glorot(rng, shapes[0]), np.zeros(shapes[1], "float32"), glorot(rng, shapes[2])] + [
+            np.zeros(shapes[3], "float32")
+        ]
     if not shapes:
         return []
     return [glorot(rng, shapes[0])] + [np.zeros(shape, "float32") for shape in shapes[1:]]
+
+
+EMBEDDING_STD = 0.02  # GPT-2's and ViT's initial embeddings (tokens, positions, the class token)
 
 
 def glorot(rng, kernel_shape):
@@ -369,8 +548,8 @@ def glorot(rng, kernel_shape):
 
 
 def initial_weights(spec, input_shape, seed):
-    """Per leaf: Glorot-uniform kernels, zero biases, unit batch-norm scales, orthogonal recurrent kernels, in
-    the neutral layout, from the seed alone. Every adapter loads these, so all frameworks start bit-identical."""
+    """Per leaf: Glorot-uniform kernels, zero biases, unit batch-norm and LayerNorm scales, orthogonal recurrent
+    kernels, embeddings normal with EMBEDDING_STD, in the neutral layout, from the seed alone. Every adapter loads these, so all frameworks start bit-identical."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -388,7 +567,7 @@ def channels_first_weights(spec, input_shape, weights, inverse=False):
     for (layer, in_shape, _), params in zip(leaves(spec, input_shape), weights):
         if isinstance(layer, Flatten):
             flattened_from = in_shape if len(in_shape) == 3 else None
-        if isinstance(layer, Conv):
+        if isinstance(layer, (Conv, PatchEmbed)):
             params = [params[0].transpose((2, 3, 1, 0) if inverse else (3, 2, 0, 1))] + params[1:]
         elif isinstance(layer, Dense) and flattened_from is not None:
             kernel, bias = params

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import STACKS, cpu_variants
 from dlbench import specs, variants
-from probe_adapter import CLASSES, OPTIMIZER_CASES, STEP_BATCH, model_spec
+from probe_adapter import CLASSES, OPTIMIZER_CASES, STEP_BATCH, model_inputs, model_spec
 from reference import forward
 
 # Logits, relative to the largest reference logit. float32 sums of ~10^3-10^4 products round at ~1e-6 of the scale
@@ -54,7 +54,7 @@ def test_parameter_counts_equal_the_spec(probes, stack):
 def test_logits_equal_the_numpy_reference(probes, stack):
     for result in results(probes, stack):
         spec, shape = case_spec(result)
-        images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
+        images = model_inputs(spec, shape, 4, 1)
         expected = forward(spec, shape, specs.initial_weights(spec, shape, seed=7), images)
         scale = max(np.abs(expected).max(), 1e-3)
         tolerance = LOGIT_TOLERANCE[result["engaged"]["matmul_dtype"]]

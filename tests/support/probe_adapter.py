@@ -125,13 +125,25 @@ def experiment(variant, optimizer="sgd", rate=0.001, momentum=0.0, decay=0.0, da
     }
 
 
-def step_arrays(shape):
-    """One batch of STEP_BATCH examples, which is also the test split."""
-    rng = np.random.default_rng(2)
-    arrays = {
-        "train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
-        "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32),
-    }
+def model_inputs(spec, shape, count, seed):
+    """`count` inputs of a model: normal images, or token ids of its vocabulary (a language model)."""
+    rng = np.random.default_rng(seed)
+    if isinstance(spec[0], specs.TokenEmbedding):
+        return rng.integers(0, spec[0].vocabulary, (count, *shape)).astype(np.int32)
+    return rng.normal(size=(count, *shape)).astype(np.float32)
+
+
+def step_arrays(spec, shape):
+    """One batch of STEP_BATCH examples, which is also the test split: a class per image, a next token per token."""
+    if isinstance(spec[0], specs.TokenEmbedding):  # the targets are the inputs shifted by one token
+        tokens = model_inputs(spec, (STEP_BATCH * shape[0] + 1,), 1, 2)[0]
+        arrays = {"train_x": tokens[:-1].reshape(STEP_BATCH, *shape), "train_y": tokens[1:].reshape(STEP_BATCH, *shape)}
+    else:
+        rng = np.random.default_rng(2)
+        arrays = {
+            "train_x": rng.normal(size=(STEP_BATCH, *shape)).astype(np.float32),
+            "train_y": rng.integers(0, CLASSES, STEP_BATCH).astype(np.int32),
+        }
     return dict(arrays, test_x=arrays["train_x"], test_y=arrays["train_y"])
 
 
@@ -140,7 +152,7 @@ def train_steps(adapter, spec, shape, setup, steps=1, fixed_batch=False):
     weights of SEED: through train_epoch over an order that repeats the batch, or through fixed_batch_steps."""
     run = Run(adapter, dict(setup, seed=SEED))
     model = run.build(spec, shape)
-    staged, order = run.stage(step_arrays(shape)), np.tile(np.arange(STEP_BATCH), steps)
+    staged, order = run.stage(step_arrays(spec, shape)), np.tile(np.arange(STEP_BATCH), steps)
     if fixed_batch:
         loss = adapter.fixed_batch_steps(model, staged, order, STEP_BATCH)(steps)
     else:
@@ -161,7 +173,7 @@ def main():
     for name, shape in CASES:
         spec = model_spec(name, CLASSES)
         weights = specs.initial_weights(spec, shape, seed=SEED)
-        images = np.random.default_rng(1).normal(size=(4, *shape)).astype(np.float32)
+        images = model_inputs(spec, shape, 4, 1)
         for variant in variants_to_build(name, declared):
             fresh_compiler()
             model = adapter.build(spec, shape, weights, experiment(variant))

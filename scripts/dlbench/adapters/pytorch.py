@@ -142,18 +142,23 @@ def _memory_format(variant):
     return torch.channels_last if variant.channels_last else torch.contiguous_format
 
 
+def _channels_first(inputs):
+    """NHWC images as NCHW, token ids (N, tokens) as int64. A real copy: for one channel, ascontiguousarray keeps the
+    transposed strides, (N, 1, H, W) with a channel stride of 1, and oneDNN then silently runs the convolutions
+    channels-last."""
+    return inputs.transpose(0, 3, 1, 2).copy() if inputs.ndim == 4 else inputs.astype(np.int64)
+
+
 def stage(arrays, experiment):
     """Device placement: the dataset as tensors on the training device. Host placement: NumPy arrays, already
     NCHW, from which every step's batch is gathered and copied (see _batches)."""
     target, variant = _torch_device(experiment["device"]), variants.parse(experiment["variant"])
 
     def images(key):
-        # A real copy: for one channel, ascontiguousarray keeps the transposed strides, (N, 1, H, W) with a
-        # channel stride of 1, and oneDNN then silently runs the convolutions channels-last.
-        nchw = arrays[key].transpose(0, 3, 1, 2).copy()
+        inputs = _channels_first(arrays[key])
         if experiment["data_placement"] == "host":
-            return nchw
-        return torch.from_numpy(nchw).contiguous(memory_format=_memory_format(variant)).to(target)
+            return inputs
+        return torch.from_numpy(inputs).contiguous(memory_format=_memory_format(variant)).to(target)
 
     def labels(key):
         int64 = arrays[key].astype(np.int64)
@@ -315,7 +320,93 @@ class _RowLSTM(torch.nn.Module):
         return self.lstm(rows)[0][:, -1]
 
 
-def _leaf_module(layer, in_shape, batch_norm):
+class _PatchEmbed(torch.nn.Module):
+    """A conv of kernel and stride `patch`, its (h, w) grid read as tokens in row-major order."""
+
+    def __init__(self, channels, patch, width):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(channels, width, patch, stride=patch)
+
+    def forward(self, x):
+        return self.conv(x).flatten(2).transpose(1, 2)
+
+
+class _ClassToken(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.token = torch.nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        return torch.cat([self.token.expand(len(x), 1, -1), x], dim=1)
+
+
+class _PositionEmbedding(torch.nn.Module):
+    def __init__(self, shape):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.zeros(shape))
+
+    def forward(self, x):
+        return x + self.table
+
+
+class _Attention(torch.nn.Module):
+    """Multi-head self-attention through PyTorch's fused kernel, F.scaled_dot_product_attention (flash or
+    memory-efficient attention where the device has them), between the fused input and the output projection."""
+
+    KERNEL = "torch.nn.functional.scaled_dot_product_attention"
+
+    def __init__(self, width, heads, causal):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.heads, self.causal = heads, causal
+
+    def forward(self, x):
+        n, tokens, width = x.shape
+        q, k, v = self.qkv(x).view(n, tokens, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.out(mixed.transpose(1, 2).reshape(n, tokens, width))
+
+
+class _TokenPool(torch.nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        return x[:, 0] if self.kind == "class" else x.mean(dim=1)
+
+
+class _TiedHead(torch.nn.Module):
+    """The language-model head tied to the token embedding: its table, transposed (GPT-2's, nanoGPT's)."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, x):
+        return F.linear(x, self.embedding.weight)
+
+
+def _leaf_module(layer, in_shape, batch_norm, built):
+    """The module of one leaf; `built` holds the leaves built so far (a tied head finds its embedding there)."""
+    if isinstance(layer, specs.PatchEmbed):
+        return _PatchEmbed(in_shape[-1], layer.patch, layer.width)
+    if isinstance(layer, specs.ClassToken):
+        return _ClassToken(in_shape[-1])
+    if isinstance(layer, specs.PositionEmbedding):
+        return _PositionEmbedding(in_shape)
+    if isinstance(layer, specs.TokenEmbedding):
+        return torch.nn.Embedding(layer.vocabulary, layer.width)
+    if isinstance(layer, specs.LayerNorm):
+        return torch.nn.LayerNorm(in_shape[-1], eps=layer.epsilon)
+    if isinstance(layer, specs.Attention):
+        return _Attention(in_shape[-1], layer.heads, layer.causal)
+    if isinstance(layer, specs.TokenPool):
+        return _TokenPool(layer.kind)
+    if isinstance(layer, specs.LMHead):
+        if layer.tied:
+            return _TiedHead(next(module for module in built if isinstance(module, torch.nn.Embedding)))
+        return torch.nn.Linear(in_shape[-1], layer.vocabulary, bias=False)
     if isinstance(layer, specs.Conv):
         return torch.nn.Conv2d(
             in_shape[-1], layer.filters, layer.kernel, stride=layer.stride, padding=layer.padding, bias=layer.bias
@@ -335,13 +426,19 @@ def _leaf_module(layer, in_shape, batch_norm):
         return torch.nn.Dropout(layer.rate)
     if isinstance(layer, specs.LSTM):
         return _RowLSTM(in_shape[1] * in_shape[2], layer.units)
-    return torch.nn.Linear(in_shape[0], layer.units)
+    return torch.nn.Linear(in_shape[-1], layer.units)
 
 
 def _parameters_of(module):
     """The module's weights in the neutral order (channels-first layout), as tensors."""
     if isinstance(module, torch.nn.Linear):
-        return [module.weight.T, module.bias]
+        return [module.weight.T] + ([module.bias] if module.bias is not None else [])
+    if isinstance(module, (torch.nn.LayerNorm, _PatchEmbed)):
+        return _parameters_of(module.conv) if isinstance(module, _PatchEmbed) else [module.weight, module.bias]
+    if isinstance(module, _Attention):
+        return _parameters_of(module.qkv) + _parameters_of(module.out)
+    if isinstance(module, (_ClassToken, _PositionEmbedding, torch.nn.Embedding)):
+        return list(module.parameters())
     if isinstance(module, _BatchNorm):  # BatchNorm2d, SyncBatchNorm
         return [module.weight, module.bias, module.running_mean, module.running_var]
     if isinstance(module, _RowLSTM):
@@ -375,12 +472,13 @@ def _sequential(spec, input_shape, weights, leaves, batch_norm):
                 shortcut = _sequential(layer.shortcut, in_shape, weights, leaves, batch_norm)
             modules.append(_Residual(body, shortcut, layer.activation))
             continue
-        module = _leaf_module(layer, in_shape, batch_norm)
+        module = _leaf_module(layer, in_shape, batch_norm, leaves)
         _load_weights(module, next(weights))
         leaves.append(module)
         modules.append(module)
-        if getattr(layer, "activation", None) == "relu":
-            modules.append(torch.nn.ReLU())
+        activation = getattr(layer, "activation", None)
+        if activation:
+            modules.append(torch.nn.ReLU() if activation == "relu" else torch.nn.GELU())
     return torch.nn.Sequential(*modules)
 
 
@@ -478,6 +576,8 @@ def engaged(model):
     }
     if variant.mode == "compile":
         result.update(compile_engagement(variant.compile_mode, model.compile_counters))
+    if any(isinstance(module, _Attention) for module in model.leaves):
+        result["attention"] = _Attention.KERNEL
     if model.distributed is not None:
         result.update(_data_parallel(model.distributed, model.network))
     return result
@@ -528,6 +628,11 @@ def compile_engagement(mode, before):
     return result
 
 
+def _cross_entropy(logits, labels, reduction="mean"):
+    """Over the last axis: per image, or per token of a sequence (a language model's next-token loss)."""
+    return F.cross_entropy(logits.flatten(0, -2), labels.flatten(), reduction=reduction)
+
+
 def _train_steps(model, batches):
     """One training step per batch; the mean loss stays on the device until the caller reads it."""
     run, optimizer, scaler = model.run, model.optimizer, model.scaler
@@ -536,7 +641,7 @@ def _train_steps(model, batches):
     for images, labels in batches:
         optimizer.zero_grad(set_to_none=True)
         with _autocast(model):
-            loss = F.cross_entropy(run(images), labels)
+            loss = _cross_entropy(run(images), labels)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
@@ -594,16 +699,16 @@ def evaluate(model, staged, batch_size):
     with torch.no_grad(), _autocast(model):
         for images, labels in _test_batches(staged, batch_size, model.memory_format):
             logits = run(images).float()
-            loss_sum += F.cross_entropy(logits, labels, reduction="sum")
-            correct += (logits.argmax(dim=1) == labels).sum()
-    count = len(staged.test_y)
+            loss_sum += _cross_entropy(logits, labels, reduction="sum")
+            correct += (logits.argmax(dim=-1) == labels).sum()
+    count = staged.test_y.numel() if torch.is_tensor(staged.test_y) else staged.test_y.size
     return loss_sum.item() / count, correct.item() / count
 
 
 def logits(model, images):
     model.network.eval()
     with torch.no_grad(), _autocast(model):
-        inputs = torch.from_numpy(images.transpose(0, 3, 1, 2).copy()).to(model.device)
+        inputs = torch.from_numpy(_channels_first(images)).to(model.device)
         return model.inference(inputs.contiguous(memory_format=model.memory_format)).float().cpu().numpy()
 
 
