@@ -50,6 +50,30 @@ def synthetic(shape, classes, train_size, test_size, seed):
     return train_x, train_y, test_x, test_y, {"kind": "synthetic", "seed": seed, "noise_std": 96}
 
 
+SUCCESSORS = 4  # the tokens that may follow each token in synthetic sequences
+
+
+def synthetic_tokens(vocabulary, context, train_size, test_size, seed):
+    """Seeded sequences of a random Markov chain in which each token is followed by one of SUCCESSORS tokens
+    (chosen per token, equally likely): learnable, the best next-token loss ln(SUCCESSORS) against ln(vocabulary)
+    for a guess. Inputs are each sequence's first `context` tokens, targets the same shifted by one."""
+    rng = np.random.default_rng(seed)
+    successors = rng.integers(0, vocabulary, size=(vocabulary, SUCCESSORS))
+
+    def draw(count):
+        tokens = np.empty((count, context + 1), dtype=np.int32)
+        tokens[:, 0] = rng.integers(0, vocabulary, size=count)
+        for position in range(context):
+            choice = rng.integers(0, SUCCESSORS, size=count)
+            tokens[:, position + 1] = successors[tokens[:, position], choice]
+        return tokens[:, :-1], tokens[:, 1:]
+
+    train_x, train_y = draw(train_size)
+    test_x, test_y = draw(test_size)
+    source = {"kind": "synthetic-tokens", "seed": seed, "successors": SUCCESSORS}
+    return train_x, train_y, test_x, test_y, source
+
+
 def digits(seed):
     """scikit-learn's 8x8 digits (0..16), bilinearly upsampled to 28x28 grayscale, stratified 80/20 split."""
     import sklearn
@@ -186,7 +210,7 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     staging.chmod(0o755)
     np.savez(staging / data.ARRAYS, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y)
-    mean, std = channel_stats(train_x)
+    mean, std = channel_stats(train_x) if train_x.dtype == np.uint8 else (None, None)  # token ids: no statistics
     meta = {
         "name": name,
         "shape": list(train_x.shape[1:]),
@@ -203,7 +227,8 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(staging, folder)
-    print(f"{name}: {len(train_x)} train / {len(test_x)} test images of shape {meta['shape']} -> {folder}")
+    examples = "images" if mean is not None else "sequences"
+    print(f"{name}: {len(train_x)} train / {len(test_x)} test {examples} of shape {meta['shape']} -> {folder}")
 
 
 def main():
@@ -228,6 +253,9 @@ def main():
         elif kind == "synthetic":
             sizes = options["synthetic"]
             arrays = synthetic(shape, classes, sizes["train_size"], sizes["test_size"], sizes["seed"])
+        elif kind == "synthetic-tokens":
+            sizes = options["synthetic"]
+            arrays = synthetic_tokens(classes, shape[0], sizes["train_size"], sizes["test_size"], sizes["seed"])
         elif kind == "synthetic-imagenet":
             sizes = options["synthetic_imagenet"]
             arrays = synthetic(shape, classes, sizes["train_size"], sizes["test_size"], sizes["seed"])

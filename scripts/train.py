@@ -80,6 +80,9 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record.update(section)
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = meta["test_size"] / statistics.median(steady_eval)
+    if data.holds_tokens(meta):  # its examples are sequences of `context` tokens
+        sequences_per_s, record["tokens_per_example"] = record["train_images_per_s"], shape[0]
+        record["train_tokens_per_s"] = sequences_per_s * shape[0] if sequences_per_s else None
     record["final_test_loss"], record["final_test_accuracy"] = test_loss, accuracy
     record["allocator_peak_mb"] = adapter.allocator_peak_mb(device)
     record["engaged"].update(adapter.engaged(model))  # read back after training: compiled graphs, XLA, breaks

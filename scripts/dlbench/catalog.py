@@ -3,19 +3,29 @@
 Kinds: `download` (files in the registry, workflow/resources/datasets.yaml), `digits` (ships with scikit-learn),
 `synthetic` (synthetic-<H>x<W>x<C>), `synthetic-imagenet` (seeded 1000-class 256x256x3), `imagenet` (a local
 ILSVRC2012 folder) and `image-folder` (any folder of ImageNet's layout named in config `image_folders`). Image
-folders are the datasets that can stream (data placement `stream`).
+folders are the datasets that can stream (data placement `stream`). One dataset of tokens, for language models:
+`synthetic-tokens` (synthetic-tokens-<vocabulary>x<context>), sequences of token ids whose shape is (context,) and
+whose classes are the vocabulary.
 """
 
 import re
 
 SYNTHETIC = re.compile(r"synthetic-(?P<height>\d+)x(?P<width>\d+)x(?P<channels>\d+)")
+SYNTHETIC_TOKENS = re.compile(r"synthetic-tokens-(?P<vocabulary>\d+)x(?P<context>\d+)")
+MAX_VOCABULARY = 2**31 - 1  # token ids are stored as int32
 DIGITS_SHAPE = (28, 28, 1)
 DIGITS_TRAIN_SIZE = 1437  # 80% of scikit-learn's 1,797 digits (the test split is rounded up: 360)
 IMAGENET_CLASSES = 1000
 SYNTHETIC_IMAGENET_SHAPE = (256, 256, 3)
 IMAGE_FOLDER_KINDS = ("imagenet", "image-folder")
 IMAGE_FOLDER_DEFAULTS = {"resolution": 224, "max_images_per_class": None}  # as the config schema's `image_folders`
-FIXED_NAMES = ("digits", "imagenet", "synthetic-imagenet", "synthetic-<H>x<W>x<C> (e.g. synthetic-28x28x1)")
+FIXED_NAMES = (
+    "digits",
+    "imagenet",
+    "synthetic-imagenet",
+    "synthetic-<H>x<W>x<C> (e.g. synthetic-28x28x1)",
+    "synthetic-tokens-<vocabulary>x<context> (e.g. synthetic-tokens-256x64)",
+)
 
 
 def dataset_info(name, config, registry):
@@ -46,6 +56,17 @@ def dataset_info(name, config, registry):
     if name in config.get("image_folders", {}):  # optional where a script is given some sections only
         size = image_folder_options(name, config)[0]["resolution"]
         return {"kind": "image-folder", "shape": (size, size, 3), "classes": IMAGENET_CLASSES, "train_size": None}
+    match = SYNTHETIC_TOKENS.fullmatch(name)
+    if match:
+        vocabulary, context = int(match["vocabulary"]), int(match["context"])
+        if not 2 <= vocabulary <= MAX_VOCABULARY or context < 1:
+            raise ValueError(f"dataset {name!r}: the vocabulary must be 2 to {MAX_VOCABULARY} and the context positive")
+        return {
+            "kind": "synthetic-tokens",
+            "shape": (context,),
+            "classes": vocabulary,
+            "train_size": config["synthetic"]["train_size"],
+        }
     match = SYNTHETIC.fullmatch(name)
     if match:
         shape = tuple(int(match[key]) for key in ("height", "width", "channels"))

@@ -123,15 +123,14 @@ def read_meta(folder):
 
 
 def load(folder):
-    """(arrays, meta): arrays holds normalised float32 NHWC images and int32 labels for train and test."""
+    """(arrays, meta): arrays holds normalised float32 NHWC images (or int32 token ids: a dataset of tokens has no
+    channel statistics) and int32 labels (per image, or per token: the next one) for train and test."""
     meta = read_meta(folder)
-    mean = np.asarray(meta["mean"], dtype=np.float32)
-    std = np.asarray(meta["std"], dtype=np.float32)
     with np.load(Path(folder) / "arrays.npz") as raw:
         arrays = {
-            "train_x": normalise(raw["train_x"], mean, std),
+            "train_x": model_inputs(raw["train_x"], meta),
             "train_y": raw["train_y"].astype(np.int32),
-            "test_x": normalise(raw["test_x"], mean, std),
+            "test_x": model_inputs(raw["test_x"], meta),
             "test_y": raw["test_y"].astype(np.int32),
         }
     return arrays, meta
@@ -143,6 +142,19 @@ def streaming_line(meta, loader, workers):
         f"streaming {meta['root']}: {meta['train_size']} train / {meta['test_size']} val images through {loader}, "
         f"{workers} workers ({len(meta['skipped'])} files skipped at indexing)"
     )
+
+
+def holds_tokens(meta):
+    """Whether a prepared dataset holds token ids (a language model's sequences: no channel statistics)."""
+    return meta["mean"] is None
+
+
+def model_inputs(stored, meta):
+    """A split's stored inputs as models read them: uint8 images normalised with the dataset's channel statistics,
+    token ids as int32."""
+    if holds_tokens(meta):
+        return stored.astype(np.int32)
+    return normalise(stored, np.asarray(meta["mean"], dtype=np.float32), np.asarray(meta["std"], dtype=np.float32))
 
 
 def normalise(images, mean, std):

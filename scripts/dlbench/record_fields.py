@@ -304,6 +304,12 @@ class Timing:
         0, "the first epoch's, compilation and warm-up included", "images/s"
     )
     inference_images_per_s: float | None = at_least(0, "test images / median evaluation time", "images/s")
+    tokens_per_example: int | None = entry(
+        "a language model's context, the tokens each training sequence predicts (a token dataset's examples, which the"
+        " images/s fields count, are its sequences); null for images",
+        minimum=1,
+    )
+    train_tokens_per_s: float | None = at_least(0, "train_images_per_s x tokens_per_example", "tokens/s")
     target_accuracy: float | None = entry("the test accuracy time_to_target_s counts to (config target_accuracy)")
     time_to_target_s: float | None = at_least(0, "training seconds until test accuracy >= target", "s")
     min_steady_seconds: float | None = at_least(0, "the config's shortest steady window", "s")

@@ -62,6 +62,24 @@ def test_an_exception_in_training_is_recorded_with_its_message(tmp_path, env_pyt
     assert record["host_rss_peak_mb"] > 0
 
 
+def test_a_language_model_trains_on_tokens_and_records_tokens_per_second(tmp_path, env_python):
+    """gpt-tiny on a synthetic token dataset through the runner: next-token loss falls below a guess's (ln of the
+    vocabulary), and the record counts tokens: sequences/s x context."""
+    dataset = prepare_synthetic(env_python("tools"), tmp_path / "dataset", 10, 256, 64, "synthetic-tokens-32x16")
+    row = experiment(dataset="synthetic-tokens-32x16", model="gpt-tiny", batch_size=32, target_accuracy=None)
+    result = subprocess.run(
+        runner_command(env_python("torch-2.13-cpu"), row, dataset, tmp_path), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "record.json").read_text())
+    jsonschema.validate(record, RECORD_SCHEMA)
+    assert record["status"] == "ok", record["error"]
+    assert record["final_test_loss"] < math.log(32) - 0.5
+    assert record["tokens_per_example"] == 16
+    assert record["train_tokens_per_s"] == pytest.approx(16 * record["train_images_per_s"])
+    assert record["engaged"]["attention"] == "torch.nn.functional.scaled_dot_product_attention"
+
+
 def test_a_compile_mode_that_fails_ends_its_run_with_the_compilers_message(tmp_path, env_python):
     """torch.compile in max-autotune with no working C++ compiler (Inductor's CPU backend needs one): the run ends
     `error` with Inductor's own message, as any compiler failure would."""

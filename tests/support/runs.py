@@ -89,10 +89,10 @@ def strict_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
-def prepare_synthetic(tools_python, folder, classes, train_size, test_size):
-    """A synthetic-8x8x1 dataset prepared into folder by scripts/prepare_dataset.py in the tools env, as the workflow's
-    prepare rule does."""
+def prepare_synthetic(tools_python, folder, classes, train_size, test_size, name="synthetic-8x8x1"):
+    """A synthetic dataset (default synthetic-8x8x1) prepared into folder by scripts/prepare_dataset.py in the tools
+    env, as the workflow's prepare rule does."""
     options = {"synthetic": {"classes": classes, "train_size": train_size, "test_size": test_size, "seed": 0}}
-    command = [str(tools_python), str(REPO / "scripts" / "prepare_dataset.py"), "synthetic-8x8x1", str(folder)]
+    command = [str(tools_python), str(REPO / "scripts" / "prepare_dataset.py"), name, str(folder)]
     subprocess.run([*command, "--options", json.dumps(options)], check=True)
     return folder

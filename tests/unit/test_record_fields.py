@@ -13,6 +13,7 @@ from conftest import REPO
 # A name's ending and the unit it promises, most specific first.
 UNIT_OF_SUFFIX = (
     ("_images_per_s", "images/s"),
+    ("_tokens_per_s", "tokens/s"),
     ("_flops_per_s", "FLOP/s"),
     ("_mhz", "MHz"),
     ("_hz", "Hz"),

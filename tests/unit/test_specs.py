@@ -16,6 +16,11 @@ PUBLISHED = {
     ("resnet18", (224, 224, 3), 1000): 11_689_512,
     ("resnet50", (224, 224, 3), 1000): 25_557_032,
     ("vgg16", (224, 224, 3), 1000): 138_357_544,
+    # timm's vit_small_patch16_224 and vit_base_patch16_224; GPT-2 124M (OpenAI's, nanoGPT's with its tied head and
+    # the position embeddings counted).
+    ("vit-s16", (224, 224, 3), 1000): 22_050_664,
+    ("vit-b16", (224, 224, 3), 1000): 86_567_656,
+    ("gpt2-small", (1024,), 50257): 124_439_808,
 }
 
 
@@ -40,13 +45,67 @@ def test_flops_per_image():
     )
 
 
+def transformer_hand_count(tokens, width, depth, mlp):
+    """Forward FLOPs of `depth` pre-LN blocks on one sequence, counted by hand: the projections (qkv 3 d^2, output
+    d^2, MLP 2 d * mlp) at 2 FLOPs per multiply-add per token, attention's scores and weighted sum 2 * 2 T^2 d,
+    two LayerNorms (2 per element) and two residual additions per block."""
+    projections = 2 * tokens * (3 * width * width + width * width + 2 * width * mlp)
+    return depth * (projections + 4 * tokens * tokens * width + 2 * 2 * tokens * width + 2 * tokens * width)
+
+
+def test_flops_of_the_attention_models_by_hand():
+    # vit-tiny at 32x32x3: 64 patches of 4x4x3 plus the class token, width 128, 4 blocks, 10 classes.
+    tokens, width = 65, 128
+    patches = 2 * 64 * (4 * 4 * 3) * width
+    head = 2 * width * tokens + tokens * width + 2 * width * 10  # final LayerNorm, positions, classifier
+    expected = patches + transformer_hand_count(tokens, width, 4, 4 * width) + head
+    assert specs.flops_per_image(specs.model_spec("vit-tiny", 10), (32, 32, 3)) == expected
+    # gpt-tiny: context 64, width 128, 2 blocks, a vocabulary of 256 in the tied head (the look-up costs none).
+    tokens, vocabulary = 64, 256
+    expected = tokens * width + transformer_hand_count(tokens, width, 2, 4 * width) + 2 * tokens * width
+    expected += 2 * tokens * width * vocabulary
+    assert specs.flops_per_image(specs.model_spec("gpt-tiny", vocabulary), (tokens,)) == expected
+
+
+def test_training_flops_per_token_follow_nanogpt():
+    """nanoGPT's GPT-2 124M: 123.65 M parameters without the position embeddings, 6 N + 12 L T d = 0.855 GFLOP per
+    token at context 1024; three forward passes of the spec's own count agree within what it adds (LayerNorms,
+    residuals) and leaves out (biases)."""
+    spec, shape = specs.model_spec("gpt2-small", 50257), (1024,)
+    per_token = specs.training_flops_per_token(spec, shape)
+    assert per_token == 6 * (124_439_808 - 1024 * 768) + 12 * 12 * 1024 * 768
+    assert 3 * specs.flops_per_image(spec, shape) / 1024 == pytest.approx(per_token, rel=2e-3)
+
+
+@pytest.mark.parametrize(
+    "spec, shape, message",
+    [
+        ([specs.PatchEmbed(5, 8)], (32, 32, 3), "patch divides"),
+        ([specs.PatchEmbed(4, 6), specs.Attention(4)], (8, 8, 3), "4 heads do not divide the width 6"),
+        ([specs.TokenEmbedding(10, 8)], (32, 32, 3), "reads a sequence of token ids"),
+        ([specs.Flatten(), specs.LayerNorm()], (4, 4, 1), r"needs a sequence \(tokens, width\)"),
+        ([specs.TokenEmbedding(10, 8), specs.LMHead(12)], (16,), "tied to a token embedding"),
+    ],
+)
+def test_shapes_a_transformer_leaf_cannot_take_are_refused(spec, shape, message):
+    with pytest.raises(ValueError, match=message):
+        specs.layer_shapes(spec, shape)
+
+
+def test_a_tied_head_has_no_weights_of_its_own():
+    spec, shape = specs.model_spec("gpt-tiny", 32), (16,)
+    untied = [*spec[:-1], specs.LMHead(32, tied=False)]
+    assert specs.initial_weights(spec, shape, 0)[-1] == []
+    assert specs.parameter_count(untied, shape) - specs.parameter_count(spec, shape) == 128 * 32
+
+
 def test_lstm_hidden_size_is_in_the_name():
     assert specs.model_spec("lstm256", 10)[0] == specs.LSTM(256)
     assert specs.known_model("lstm64") and not specs.known_model("lstmx")
 
 
 def test_unknown_model_names_the_known_ones():
-    with pytest.raises(ValueError, match="known models: cnn, lenet, lstm, mlp, resnet18"):
+    with pytest.raises(ValueError, match="known models: cnn, gpt-tiny, gpt2-small, lenet, lstm, mlp, resnet18"):
         specs.model_spec("resnet9000", 10)
 
 
@@ -76,7 +135,7 @@ def test_dropout_removal_keeps_the_weights_aligned():
     assert specs.parameter_count(stripped, (32, 32, 3)) == specs.parameter_count(spec, (32, 32, 3))
 
 
-@pytest.mark.parametrize("name", ["lenet", "vgg16", "resnet20"])
+@pytest.mark.parametrize("name", ["lenet", "vgg16", "resnet20", "vit-tiny"])
 def test_channels_first_conversion_round_trips(name):
     spec, shape = specs.model_spec(name, 5), (32, 32, 3)
     weights = specs.initial_weights(spec, shape, 0)
