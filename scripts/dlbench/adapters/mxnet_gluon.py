@@ -3,7 +3,11 @@
 mx.contrib.amp, float16 compute with float32 master weights and dynamic loss scaling; amp.init patches the
 operators of the whole process, which is one run's). Layout NCHW otherwise, neutral weights
 converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) rescales summed gradients by
-1/batch_size, which makes the per-sample loss a batch mean as elsewhere.
+1/batch_size, which makes the per-sample loss a batch mean as elsewhere (a language model's: the mean over its tokens).
+
+Attention models as GluonNLP builds them: self-attention through MXNet's interleaved attention operators (see
+_Attention; MXNet 1.x has no fused scaled-dot-product attention), exact GELU (LeakyReLU act_type "gelu"), a tied
+language-model head sharing the token embedding's parameter.
 
 Data-parallel replicas, as Gluon's users train on several devices: one process, a context list (the first N GPUs, or
 N CPU contexts cpu(0..N-1), each with its own engine worker, sharing the cores and memory), the parameters on every
@@ -110,6 +114,13 @@ def _image_axes(channels_last):
     return (0, 1, 2, 3) if channels_last else (0, 3, 1, 2)
 
 
+def _network_inputs(inputs, channels_last):
+    """NHWC images in the network's layout; token ids (N, tokens) as they are. float32 either way: MXNet's Embedding
+    reads float ids (exact up to 2^24), and split_and_load and mx.nd.array make every host array float32."""
+    laid_out = inputs.transpose(_image_axes(channels_last)) if inputs.ndim == 4 else inputs
+    return np.ascontiguousarray(laid_out, dtype=np.float32)
+
+
 def stage(arrays, experiment):
     """Device placement: the dataset as NDArrays on the training context (replica 0's). Host placement: NumPy arrays
     in the network's layout, from which every step's batch is gathered and copied (see _batches)."""
@@ -118,7 +129,7 @@ def stage(arrays, experiment):
     on_host = experiment["data_placement"] == "host"
 
     def images(key):
-        laid_out = np.ascontiguousarray(arrays[key].transpose(_image_axes(channels_last)))
+        laid_out = _network_inputs(arrays[key], channels_last)
         return laid_out if on_host else mx.nd.array(laid_out, ctx=ctx, dtype="float32")
 
     def labels(key):
@@ -283,7 +294,132 @@ class _RowLSTM(gluon.HybridBlock):
         return F.squeeze(F.slice_axis(self.lstm(rows), axis=1, begin=-1, end=None), axis=1)
 
 
-def _leaf_block(layer, in_shape, channels_last, synchronised_over):
+class _PatchEmbed(gluon.HybridBlock):
+    """A conv of kernel and stride `patch`, its (h, w) grid read as tokens in row-major order."""
+
+    def __init__(self, channels, patch, width, channels_last):
+        super().__init__()
+        layout = "NHWC" if channels_last else "NCHW"
+        self.conv = gluon.nn.Conv2D(width, patch, strides=patch, in_channels=channels, layout=layout)
+        self.channels_last = channels_last
+
+    def hybrid_forward(self, F, x):
+        grid = self.conv(x)
+        if self.channels_last:
+            return grid.reshape((0, -1, 0))
+        return F.swapaxes(grid.reshape((0, 0, -1)), 1, 2)
+
+
+class _ClassToken(gluon.HybridBlock):
+    def __init__(self, width):
+        super().__init__()
+        self.token = self.params.get("token", shape=(width,))
+
+    def hybrid_forward(self, F, x, token):
+        tokens = F.broadcast_like(token.reshape((1, 1, -1)), x, lhs_axes=(0,), rhs_axes=(0,))
+        return F.concat(tokens, x, dim=1)
+
+
+class _PositionEmbedding(gluon.HybridBlock):
+    def __init__(self, shape):
+        super().__init__()
+        self.table = self.params.get("table", shape=shape)
+
+    def hybrid_forward(self, F, x, table):
+        return F.broadcast_add(x, F.expand_dims(table, axis=0))
+
+
+class _Attention(gluon.HybridBlock):
+    """Multi-head self-attention through MXNet's attention operators, interleaved_matmul_selfatt_qk (scores, scaled
+    by 1 / sqrt(head width)) and interleaved_matmul_selfatt_valatt (the weighted sum), with the softmax between, as
+    GluonNLP's BERT runs them. They read one (tokens, N, 3 * width) projection whose columns hold each head's query,
+    key and value side by side: the qkv kernel is stored in that order (_interleaved_columns). A causal softmax
+    reads, for query i, only the first i + 1 keys (softmax's lengths: MXNet has no fused causal attention)."""
+
+    KERNEL = "mx.nd.contrib.interleaved_matmul_selfatt_qk, softmax, interleaved_matmul_selfatt_valatt"
+
+    def __init__(self, width, heads, causal):
+        super().__init__()
+        self.qkv = gluon.nn.Dense(3 * width, flatten=False, in_units=width)
+        self.out = gluon.nn.Dense(width, flatten=False, in_units=width)
+        self.heads, self.causal = heads, causal
+
+    def hybrid_forward(self, F, x):
+        qkv = self.qkv(F.swapaxes(x, 0, 1))  # the operators' layout: tokens first
+        scores = F.contrib.interleaved_matmul_selfatt_qk(qkv, heads=self.heads)  # (N * heads, tokens, tokens)
+        if self.causal:
+            visible = F.contrib.arange_like(scores, start=1, axis=-1).astype("int32")  # query i sees i + 1 keys
+            lengths = F.broadcast_like(visible.reshape((1, -1)), scores, lhs_axes=(0,), rhs_axes=(0,))
+            weights = F.softmax(scores, length=lengths, use_length=True, axis=-1)
+        else:
+            weights = F.softmax(scores, axis=-1)
+        mixed = F.contrib.interleaved_matmul_selfatt_valatt(qkv, weights, heads=self.heads)  # (tokens, N, width)
+        return self.out(F.swapaxes(mixed, 0, 1))
+
+
+def _interleaved_columns(attention):
+    """The neutral qkv column each stored column holds: head by head, its query, key and value columns."""
+    width = attention.out.weight.shape[0]
+    return np.arange(3 * width).reshape(3, attention.heads, -1).transpose(1, 0, 2).ravel()
+
+
+class _TokenPool(gluon.HybridBlock):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def hybrid_forward(self, F, x):
+        if self.kind == "class":
+            return F.squeeze(F.slice_axis(x, axis=1, begin=0, end=1), axis=1)
+        return F.mean(x, axis=1)
+
+
+class _TiedHead(gluon.nn.Dense):
+    """The language-model head tied to the token embedding, as GluonNLP's GPT-2 ties it: a bias-free dense layer
+    given the embedding's parameters, whose (vocabulary, width) table is then its weight."""
+
+    def __init__(self, embedding):
+        vocabulary, width = embedding.weight.shape
+        super().__init__(vocabulary, use_bias=False, flatten=False, in_units=width, params=embedding.params)
+
+
+def _sequence_block(layer, in_shape, channels_last, built):
+    """The block of an attention model's leaf; `built` holds the leaves built so far (a tied head finds its
+    embedding there)."""
+    if isinstance(layer, specs.PatchEmbed):
+        return _PatchEmbed(in_shape[-1], layer.patch, layer.width, channels_last)
+    if isinstance(layer, specs.ClassToken):
+        return _ClassToken(in_shape[-1])
+    if isinstance(layer, specs.PositionEmbedding):
+        return _PositionEmbedding(in_shape)
+    if isinstance(layer, specs.TokenEmbedding):
+        return gluon.nn.Embedding(layer.vocabulary, layer.width)
+    if isinstance(layer, specs.LayerNorm):
+        return gluon.nn.LayerNorm(epsilon=layer.epsilon, in_channels=in_shape[-1])
+    if isinstance(layer, specs.Attention):
+        return _Attention(in_shape[-1], layer.heads, layer.causal)
+    if isinstance(layer, specs.TokenPool):
+        return _TokenPool(layer.kind)
+    if isinstance(layer, specs.LMHead) and layer.tied:
+        return _TiedHead(next(block for block in built if isinstance(block, gluon.nn.Embedding)))
+    return gluon.nn.Dense(layer.vocabulary, use_bias=False, flatten=False, in_units=in_shape[-1])  # untied LMHead
+
+
+_SEQUENCE_LEAVES = (
+    specs.PatchEmbed,
+    specs.ClassToken,
+    specs.PositionEmbedding,
+    specs.TokenEmbedding,
+    specs.LayerNorm,
+    specs.Attention,
+    specs.TokenPool,
+    specs.LMHead,
+)
+
+
+def _leaf_block(layer, in_shape, channels_last, synchronised_over, built):
+    if isinstance(layer, _SEQUENCE_LEAVES):
+        return _sequence_block(layer, in_shape, channels_last, built)
     activation = getattr(layer, "activation", None)
     layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
@@ -317,13 +453,30 @@ def _leaf_block(layer, in_shape, channels_last, synchronised_over):
         return gluon.nn.Dropout(layer.rate)
     if isinstance(layer, specs.LSTM):
         return _RowLSTM(in_shape[1] * in_shape[2], layer.units, channels_last)
-    return gluon.nn.Dense(layer.units, activation=activation, in_units=in_shape[0])
+    # Dense flattens an image's features (global pooling leaves (N, C, 1, 1)); a sequence's it applies per token.
+    # Its Activation operator has no GELU: _sequential adds one after it.
+    return gluon.nn.Dense(
+        layer.units,
+        activation=None if activation == "gelu" else activation,
+        flatten=len(in_shape) == 1,
+        in_units=in_shape[-1],
+    )
 
 
 def _parameters_of(block):
-    """The block's parameters in the neutral order (see `_transposed` for the ones stored transposed)."""
+    """The block's parameters in the neutral order (see `_stored` for the ones stored in another layout)."""
+    if isinstance(block, _TiedHead):  # the embedding's, loaded there
+        return []
     if isinstance(block, gluon.nn.Dense):
-        return [block.weight, block.bias]
+        return [block.weight] + ([block.bias] if block.bias is not None else [])
+    if isinstance(block, _Attention):
+        return _parameters_of(block.qkv) + _parameters_of(block.out)
+    if isinstance(block, _PatchEmbed):
+        return _parameters_of(block.conv)
+    if isinstance(block, gluon.nn.LayerNorm):
+        return [block.gamma, block.beta]
+    if isinstance(block, (_ClassToken, _PositionEmbedding, gluon.nn.Embedding)):
+        return list(block.params.values())
     if isinstance(block, gluon.nn.BatchNorm):
         return [block.gamma, block.beta, block.running_mean, block.running_var]
     if isinstance(block, _RowLSTM):
@@ -335,8 +488,27 @@ def _parameters_of(block):
 
 
 def _transposed(block, index):
-    """Whether neutral array `index` of this block is stored transposed: dense and LSTM kernels are (out, in)."""
+    """Whether neutral array `index` of this block is stored transposed: dense, LSTM and attention kernels are
+    (out, in)."""
+    if isinstance(block, _Attention):
+        return index in (0, 2)
     return index < 2 and isinstance(block, (gluon.nn.Dense, _RowLSTM))
+
+
+def _stored(block, index, array):
+    """Neutral array `index` of this block in the block's layout: transposed (_transposed), attention's qkv kernel
+    and bias in the interleaved column order."""
+    if isinstance(block, _Attention) and index < 2:
+        array = array[..., _interleaved_columns(block)]
+    return array.T if _transposed(block, index) else array
+
+
+def _neutral(block, index, array):
+    """The inverse of _stored."""
+    array = array.T if _transposed(block, index) else array
+    if isinstance(block, _Attention) and index < 2:
+        return array[..., np.argsort(_interleaved_columns(block))]
+    return array
 
 
 def _sequential(spec, input_shape, channels_last, leaves, synchronised_over=None):
@@ -352,16 +524,18 @@ def _sequential(spec, input_shape, channels_last, leaves, synchronised_over=None
                 shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves, synchronised_over)
             network.add(_Residual(body, shortcut, layer.activation))
         else:
-            leaves.append(_leaf_block(layer, in_shape, channels_last, synchronised_over))
+            leaves.append(_leaf_block(layer, in_shape, channels_last, synchronised_over, leaves))
             network.add(leaves[-1])
             if isinstance(layer, specs.BatchNorm) and layer.activation == "relu":
                 network.add(gluon.nn.Activation("relu"))
+            if getattr(layer, "activation", None) == "gelu":  # the exact (erf) one: LeakyReLU act_type "gelu"
+                network.add(gluon.nn.GELU())
     return network
 
 
 def _ohwi_kernels(spec, input_shape, weights, axes):
     return [
-        [params[0].transpose(axes)] + params[1:] if isinstance(layer, specs.Conv) else params
+        [params[0].transpose(axes)] + params[1:] if isinstance(layer, (specs.Conv, specs.PatchEmbed)) else params
         for (layer, _, _), params in zip(specs.leaves(spec, input_shape), weights)
     ]
 
@@ -410,7 +584,7 @@ def build(spec, input_shape, weights, experiment):
     network.initialize(ctx=contexts)
     for block, params in zip(leaves, _layout_weights(spec, input_shape, weights, variant.channels_last)):
         for index, (param, value) in enumerate(zip(_parameters_of(block), params)):  # set_data: on every context
-            param.set_data(mx.nd.array(value.T if _transposed(block, index) else value, ctx=ctx))
+            param.set_data(mx.nd.array(_stored(block, index, value), ctx=ctx))
         if isinstance(block, _RowLSTM):  # the spec has one bias vector: the second stays zero
             block.lstm.l0_h2h_bias.set_data(mx.nd.zeros(block.lstm.l0_h2h_bias.shape, ctx=ctx))
             block.lstm.l0_h2h_bias.grad_req = "null"
@@ -440,7 +614,7 @@ def weights(model, spec, input_shape):
     variant, current, ctx = model.variant, [], model.contexts[0]
     for block in model.leaves:
         arrays = [param.data(ctx).asnumpy() for param in _parameters_of(block)]
-        current.append([array.T if _transposed(block, index) else array for index, array in enumerate(arrays)])
+        current.append([_neutral(block, index, array) for index, array in enumerate(arrays)])
     if variant.channels_last:
         return _ohwi_kernels(spec, input_shape, current, (1, 2, 3, 0))
     return specs.channels_first_weights(spec, input_shape, current, inverse=True)
@@ -465,6 +639,8 @@ def engaged(model):
         "loss_scaling": hasattr(model.trainer, "_amp_loss_scaler"),
         "omp_threads": _omp_threads(),
     }
+    if any(isinstance(block, _Attention) for block in model.leaves):
+        result["attention"] = _Attention.KERNEL
     if len(contexts) == 1:
         return result
     synchronised = any(isinstance(block, gluon.contrib.nn.SyncBatchNorm) for block in model.leaves)
@@ -552,19 +728,20 @@ def loader_pass(staged, order, batch_size):
 
 
 def evaluate(model, staged, batch_size):
+    """The mean loss and accuracy per label: per image, or per token of a language model's sequences."""
     network, loss_fn, ctx = model.network, model.loss, model.contexts[0]
     loss_sum, correct = mx.nd.zeros((1,), ctx=ctx), mx.nd.zeros((1,), ctx=ctx)
     for images, labels in _test_batches(staged, batch_size):
         logits = network(images)
-        loss_sum += loss_fn(logits, labels).sum()
-        correct += (logits.argmax(axis=1) == labels).sum()
-    count = len(staged.test_y)
-    return loss_sum.asscalar() / count, correct.asscalar() / count
+        loss_sum += loss_fn(logits, labels).sum()  # per example: the mean over its tokens, all equally many
+        correct += (logits.argmax(axis=-1) == labels).sum()
+    examples, count = len(staged.test_y), staged.test_y.size
+    return loss_sum.asscalar() / examples, correct.asscalar() / count
 
 
-def logits(model, images):
-    inputs = images.transpose(_image_axes(model.variant.channels_last))
-    return model.network(mx.nd.array(inputs, ctx=model.contexts[0])).asnumpy()
+def logits(model, inputs):
+    laid_out = _network_inputs(inputs, model.variant.channels_last)
+    return model.network(mx.nd.array(laid_out, ctx=model.contexts[0])).asnumpy()
 
 
 def sync(device):
