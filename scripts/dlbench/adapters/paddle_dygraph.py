@@ -5,7 +5,10 @@ dynamic graph; the step loop stays dynamic, as Paddle's guide to to_static train
 the programs, PHI kernels or the CINN compiler, is read back), -nhwc (data_format NHWC for convolutions, pooling and
 batch norm; kernels stay OIHW), -amp (GPU only: paddle.amp.auto_cast O1, float16 with GradScaler; auto_cast does
 nothing on CPU). Layout NCHW otherwise, neutral weights converted by specs.channels_first_weights; Linear weights are
-(in, out) as in the spec, and batch norm's momentum is, as there, the decay of the running averages.
+(in, out) as in the spec, and batch norm's momentum is, as there, the decay of the running averages. Attention runs
+through paddle.nn.functional.scaled_dot_product_attention, whose (batch, tokens, heads, head width) layout is the
+fused projection's own; the backend its dispatcher picks (flash or memory-efficient attention on a GPU, on CPU the
+composed matmul-softmax-matmul) is read back.
 """
 
 import contextlib
@@ -19,6 +22,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 from paddle.base import core
+from paddle.nn.functional import sdpa
 
 from .. import data, mathmode, specs, variants
 from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
@@ -114,6 +118,13 @@ def _image_axes(channels_last):
     return (0, 1, 2, 3) if channels_last else (0, 3, 1, 2)
 
 
+def _laid_out(inputs, channels_last):
+    """NHWC images in the network's layout; token ids (N, tokens) as int64, the labels' integer type."""
+    if inputs.ndim == 4:
+        return np.ascontiguousarray(inputs.transpose(_image_axes(channels_last)))
+    return inputs.astype(np.int64)
+
+
 def stage(arrays, experiment):
     """Device placement: the dataset as tensors on the training device. Host placement: NumPy arrays in the
     network's layout, from which every step's batch is gathered and copied (see _batches)."""
@@ -121,7 +132,7 @@ def stage(arrays, experiment):
     on_host = experiment["data_placement"] == "host"
 
     def images(key):
-        laid_out = np.ascontiguousarray(arrays[key].transpose(_image_axes(channels_last)))
+        laid_out = _laid_out(arrays[key], channels_last)
         return laid_out if on_host else paddle.to_tensor(laid_out, place=place)
 
     def labels(key):
@@ -271,7 +282,96 @@ class _RowLSTM(nn.Layer):
         return self.lstm(paddle.flatten(rows, start_axis=2))[0][:, -1]
 
 
-def _leaf_layer(layer, in_shape, channels_last):
+class _PatchEmbed(nn.Layer):
+    """A conv of kernel and stride `patch`, its (h, w) grid read as tokens in row-major order."""
+
+    def __init__(self, channels, patch, width, channels_last):
+        super().__init__()
+        layout = "NHWC" if channels_last else "NCHW"
+        self.conv = nn.Conv2D(channels, width, patch, stride=patch, data_format=layout)
+        self.channels_last = channels_last
+
+    def forward(self, x):
+        grid = self.conv(x)
+        return grid.flatten(1, 2) if self.channels_last else grid.flatten(2).transpose([0, 2, 1])
+
+
+class _ClassToken(nn.Layer):
+    def __init__(self, width):
+        super().__init__()
+        self.token = self.create_parameter([width], default_initializer=nn.initializer.Constant(0.0))
+
+    def forward(self, x):
+        return paddle.concat([self.token.expand([x.shape[0], 1, -1]), x], axis=1)
+
+
+class _PositionEmbedding(nn.Layer):
+    def __init__(self, shape):
+        super().__init__()
+        self.table = self.create_parameter(list(shape), default_initializer=nn.initializer.Constant(0.0))
+
+    def forward(self, x):
+        return x + self.table
+
+
+class _Attention(nn.Layer):
+    """Multi-head self-attention through paddle.nn.functional.scaled_dot_product_attention, between the fused input
+    and the output projection. The projection's columns, [q | k | v] each head-major, are already the function's
+    (batch, tokens, heads, head width) layout: a reshape, no transpose."""
+
+    KERNEL = "paddle.nn.functional.scaled_dot_product_attention"
+
+    def __init__(self, tokens, width, heads, causal):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.tokens, self.heads, self.causal = tokens, heads, causal
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).reshape([0, 0, 3, self.heads, -1]).unbind(axis=2)
+        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.out(mixed.flatten(2))
+
+
+class _TokenPool(nn.Layer):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        return x[:, 0] if self.kind == "class" else x.mean(axis=1)
+
+
+class _TiedHead(nn.Layer):
+    """The language-model head tied to the token embedding: its table, transposed (GPT-2's, nanoGPT's)."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, x):
+        return paddle.matmul(x, self.embedding.weight, transpose_y=True)
+
+
+def _leaf_layer(layer, in_shape, channels_last, built):
+    """The layer of one leaf; `built` holds the leaves built so far (a tied head finds its embedding there)."""
+    if isinstance(layer, specs.PatchEmbed):
+        return _PatchEmbed(in_shape[-1], layer.patch, layer.width, channels_last)
+    if isinstance(layer, specs.ClassToken):
+        return _ClassToken(in_shape[-1])
+    if isinstance(layer, specs.PositionEmbedding):
+        return _PositionEmbedding(in_shape)
+    if isinstance(layer, specs.TokenEmbedding):
+        return nn.Embedding(layer.vocabulary, layer.width)
+    if isinstance(layer, specs.LayerNorm):
+        return nn.LayerNorm(in_shape[-1], epsilon=layer.epsilon)
+    if isinstance(layer, specs.Attention):
+        return _Attention(*in_shape, layer.heads, layer.causal)
+    if isinstance(layer, specs.TokenPool):
+        return _TokenPool(layer.kind)
+    if isinstance(layer, specs.LMHead):
+        if layer.tied:
+            return _TiedHead(next(built_layer for built_layer in built if isinstance(built_layer, nn.Embedding)))
+        return nn.Linear(in_shape[-1], layer.vocabulary, bias_attr=False)
     layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
         return nn.Conv2D(
@@ -297,13 +397,21 @@ def _leaf_layer(layer, in_shape, channels_last):
         return nn.Dropout(layer.rate)
     if isinstance(layer, specs.LSTM):
         return _RowLSTM(in_shape[1] * in_shape[2], layer.units, channels_last)
-    return nn.Linear(in_shape[0], layer.units)
+    return nn.Linear(in_shape[-1], layer.units)
 
 
 def _parameters_of(layer):
     """The layer's weights in the neutral order (see `_transposed` for the ones stored transposed)."""
     if isinstance(layer, nn.Linear):
+        return [layer.weight] + ([layer.bias] if layer.bias is not None else [])
+    if isinstance(layer, nn.LayerNorm):
         return [layer.weight, layer.bias]
+    if isinstance(layer, _PatchEmbed):
+        return _parameters_of(layer.conv)
+    if isinstance(layer, _Attention):
+        return _parameters_of(layer.qkv) + _parameters_of(layer.out)
+    if isinstance(layer, (_ClassToken, _PositionEmbedding, nn.Embedding)):
+        return layer.parameters()
     if isinstance(layer, nn.BatchNorm2D):
         return [layer.weight, layer.bias, layer._mean, layer._variance]
     if isinstance(layer, _RowLSTM):
@@ -326,7 +434,7 @@ def _layout_weights(spec, input_shape, weights, channels_last, inverse=False):
         return specs.channels_first_weights(spec, input_shape, weights, inverse)
     axes = (2, 3, 1, 0) if inverse else (3, 2, 0, 1)
     return [
-        [params[0].transpose(axes), *params[1:]] if isinstance(layer, specs.Conv) else params
+        [params[0].transpose(axes), *params[1:]] if isinstance(layer, (specs.Conv, specs.PatchEmbed)) else params
         for (layer, _, _), params in zip(specs.leaves(spec, input_shape), weights)
     ]
 
@@ -343,10 +451,11 @@ def _sequential(spec, input_shape, channels_last, leaves):
                 shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves)
             layers.append(_Residual(body, shortcut, layer.activation))
             continue
-        leaves.append(_leaf_layer(layer, in_shape, channels_last))
+        leaves.append(_leaf_layer(layer, in_shape, channels_last, leaves))
         layers.append(leaves[-1])
-        if getattr(layer, "activation", None) == "relu":
-            layers.append(nn.ReLU())
+        activation = getattr(layer, "activation", None)
+        if activation:
+            layers.append(nn.ReLU() if activation == "relu" else nn.GELU())  # GELU: the exact (erf) one by default
     return nn.Sequential(*layers)
 
 
@@ -430,14 +539,41 @@ def _to_static(network):
     return {"full_graph": True, "programs": len(forward.program_cache), "backend": forward._kwargs["backend"].name}
 
 
+def _attention_backend(model, attention):
+    """The backend scaled_dot_product_attention's dispatcher picks for this layer's queries under the autocast, asked
+    as the function asks it (Paddle reads none back): flash_attn or mem_efficient on a GPU, else math, the composed
+    matmul-softmax-matmul (always on CPU)."""
+    with paddle.no_grad(), _autocast(model):
+        inputs = paddle.zeros([1, attention.tokens, attention.qkv.weight.shape[0]])
+        query = attention.qkv(inputs).reshape([0, 0, 3, attention.heads, -1])[:, :, 0]
+    if not sdpa._config:  # the function's own lazy set-up of the kernels' dtype and SM limits
+        sdpa.init_config()
+    shape = query.shape
+    return sdpa.select_sdp_for_sdpa(
+        sdpa.SDPParams(
+            query_shape=shape,
+            key_shape=shape,
+            value_shape=shape,
+            attn_mask_shape=None,
+            dropout=0.0,
+            is_causal=attention.causal,
+            scale=None,
+            query_stop_gradient=False,
+            dtype=(query.dtype,) * 3,
+            place=(query.place,) * 3,
+        )
+    )
+
+
 def engaged(model):
     """What ran, read back: to_static's programs, the parameters' dtype, the dtype of the logits' matmul under the
-    autocast, the layout, loss scaling."""
+    autocast, the layout, loss scaling; for attention models, the attention function and its backend."""
     network, variant = model.network, model.variant
     dense = next(layer for layer in reversed(model.leaves) if isinstance(layer, nn.Linear))
     with paddle.no_grad(), _autocast(model):
         matmul_dtype = dense(paddle.zeros([1, dense.weight.shape[0]])).dtype
-    return {
+    attention = next((layer for layer in model.leaves if isinstance(layer, _Attention)), None)
+    result = {
         "variant": variant.name,
         "graph": variant.mode == "graph",
         "to_static": _to_static(network),
@@ -446,6 +582,14 @@ def engaged(model):
         "layout": "NHWC" if variant.channels_last else "NCHW",
         "loss_scaling": model.scaler.is_enable(),
     }
+    if attention is not None:
+        result["attention"] = f"{_Attention.KERNEL} (backend {_attention_backend(model, attention)})"
+    return result
+
+
+def _cross_entropy(logits, labels, reduction="mean"):
+    """Over the last axis: per image, or per token of a sequence (a language model's next-token loss)."""
+    return F.cross_entropy(logits.flatten(0, -2), labels.flatten(), reduction=reduction)
 
 
 def _train_steps(model, batches):
@@ -455,7 +599,7 @@ def _train_steps(model, batches):
     total, steps = paddle.zeros([]), 0
     for images, labels in batches:
         with _autocast(model):
-            loss = F.cross_entropy(network(images), labels)
+            loss = _cross_entropy(network(images), labels)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
@@ -501,15 +645,15 @@ def evaluate(model, staged, batch_size):
     with paddle.no_grad(), _autocast(model):
         for images, labels in _test_batches(staged, batch_size):
             logits = network(images).astype("float32")
-            loss_sum += F.cross_entropy(logits, labels, reduction="sum")
-            correct += (logits.argmax(axis=1) == labels).astype("int64").sum()
-    count = len(staged.test_y)
+            loss_sum += _cross_entropy(logits, labels, reduction="sum")
+            correct += (logits.argmax(axis=-1) == labels).astype("int64").sum()
+    count = staged.test_y.size  # images, or tokens
     return loss_sum.item() / count, correct.item() / count
 
 
 def logits(model, images):
     model.network.eval()
-    inputs = np.ascontiguousarray(images.transpose(_image_axes(model.variant.channels_last)))
+    inputs = _laid_out(images, model.variant.channels_last)
     with paddle.no_grad(), _autocast(model):
         return model.network(paddle.to_tensor(inputs, place=model.place)).astype("float32").numpy()
 
