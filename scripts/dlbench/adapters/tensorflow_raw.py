@@ -13,10 +13,17 @@ slice of each global batch. Each replica's loss is its slice's mean divided by t
 are summed over the replicas (all-reduce), which gives the global batch's mean gradient; each replica then applies
 the same update to its own copy. Batch-norm statistics are each replica's own (of its slice), replica 0's read back,
 as DistributedDataParallel broadcasts rank 0's. XLA is refused with replicas (see build).
+
+Attention models: TensorFlow core has no fused attention op, so self-attention is composed as TensorFlow's own
+models write it (Keras' MultiHeadAttention): einsum, a causal mask, tf.nn.softmax, einsum; under jit_compile XLA
+fuses the scaling, mask and softmax around the two matmuls. Dense layers on a sequence run one GEMM over every token;
+a language model's inputs are int token ids, its loss the mean over every token; a tied head reads the token
+embedding's variable (one variable, counted and updated once).
 """
 
 import dataclasses
 import itertools
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -285,21 +292,32 @@ def _plan(spec, input_shape, leaf_indices):
     return steps
 
 
+# The activations a leaf or residual may name; GELU the exact (erf) one, tf.nn.gelu's default.
+_ACTIVATIONS = {"relu": tf.nn.relu, "gelu": tf.nn.gelu}
+
+
 class _Network(tf.Module):
     """The spec applied with tf.nn ops to tf.Variables holding the neutral weights (one list per leaf), computing
-    in `compute_dtype` (float32 variables are cast per call under mixed precision)."""
+    in `compute_dtype` (float32 variables are cast per call under mixed precision). token_table: the token
+    embedding's variable, which a tied head reads (found while the variables are made: no further walk of the
+    spec); attends: whether the spec has self-attention."""
 
     def __init__(self, spec, input_shape, weights, compute_dtype=tf.float32, synchronised=False):
         super().__init__()
         self.compute_dtype, self.synchronised = compute_dtype, synchronised
-        self.params = []
+        self.params, self.token_table, self.attends = [], None, False
         for (layer, in_shape, _), arrays in zip(specs.leaves(spec, input_shape), weights):
             trainable = specs.parameter_shapes(layer, in_shape)[1]
             self.params.append([tf.Variable(array, trainable=index < trainable) for index, array in enumerate(arrays)])
+            if isinstance(layer, specs.TokenEmbedding):
+                self.token_table = self.params[-1][0]
+            self.attends |= isinstance(layer, specs.Attention)
         self.steps = _plan(spec, input_shape, iter(range(len(self.params))))
 
-    def __call__(self, images, training):
-        logits = self.apply(self.steps, tf.cast(images, self.compute_dtype), training)
+    def __call__(self, inputs, training):
+        if inputs.dtype.is_floating:  # images; token ids stay integers
+            inputs = tf.cast(inputs, self.compute_dtype)
+        logits = self.apply(self.steps, inputs, training)
         return tf.cast(logits, tf.float32)  # the loss and softmax in float32, as Keras' mixed policies do
 
     def apply(self, steps, x, training):
@@ -313,14 +331,27 @@ class _Network(tf.Module):
                 x = self.apply(first, x, training) + shortcut
             else:
                 x = self.leaf(layer, first, x, training, self.params[second])
-            if getattr(layer, "activation", None) == "relu":
-                x = tf.nn.relu(x)
+            activation = getattr(layer, "activation", None)
+            if activation:
+                x = _ACTIVATIONS[activation](x)
         return x
 
     def leaf(self, layer, in_shape, x, training, params):
         if isinstance(layer, specs.BatchNorm):
             return _batch_norm(layer, x, training, self.synchronised, *params)
+        if isinstance(layer, specs.LayerNorm):
+            return _layer_norm(x, layer.epsilon, *params)
+        if isinstance(layer, specs.TokenEmbedding):  # the rows looked up, then cast: not the whole table
+            return tf.cast(tf.gather(params[0], x), self.compute_dtype)
         params = [tf.cast(param, self.compute_dtype) for param in params]
+        if isinstance(layer, (specs.PatchEmbed, specs.ClassToken, specs.PositionEmbedding, specs.TokenPool)):
+            return _token_leaf(layer, x, params)
+        if isinstance(layer, specs.Attention):
+            return _attention(x, layer.heads, layer.causal, *params)
+        if isinstance(layer, specs.LMHead):  # tied: the token embedding's table transposed, no weights of its own
+            if layer.tied:
+                return _last_axis_matmul(x, tf.cast(self.token_table, self.compute_dtype), transpose_kernel=True)
+            return _last_axis_matmul(x, params[0])
         if isinstance(layer, specs.Conv):
             x = tf.nn.conv2d(x, params[0], [1, layer.stride, layer.stride, 1], _spatial_padding(layer.padding))
             return x + params[1] if layer.bias else x
@@ -337,7 +368,55 @@ class _Network(tf.Module):
             return tf.nn.dropout(x, layer.rate) if training else x
         if isinstance(layer, specs.LSTM):
             return _row_lstm(x, in_shape, *params)
-        return tf.matmul(x, params[0]) + params[1]
+        return _last_axis_matmul(x, params[0]) + params[1]
+
+
+def _last_axis_matmul(x, kernel, transpose_kernel=False):
+    """x times the kernel over x's last axis. A sequence (N, tokens, width) as one (N * tokens, width) matrix: one
+    GEMM over every token, as Keras' Dense runs it (tensordot), not a batched matmul per sequence."""
+    if x.shape.rank == 2:
+        return tf.matmul(x, kernel, transpose_b=transpose_kernel)
+    rows = _last_axis_matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel, transpose_kernel)
+    return tf.reshape(rows, [-1, *x.shape[1:-1], rows.shape[-1]])
+
+
+def _token_leaf(layer, x, params):
+    """The parameter-light leaves of a transformer: patches to tokens, the class token, positions, pooling."""
+    if isinstance(layer, specs.PatchEmbed):  # a conv whose kernel is its stride; its (h, w) grid row-major as tokens
+        x = tf.nn.conv2d(x, params[0], layer.patch, "VALID") + params[1]
+        return tf.reshape(x, [-1, x.shape[1] * x.shape[2], layer.width])
+    if isinstance(layer, specs.ClassToken):
+        return tf.concat([tf.broadcast_to(params[0], [tf.shape(x)[0], 1, x.shape[-1]]), x], axis=1)
+    if isinstance(layer, specs.PositionEmbedding):
+        return x + params[0]
+    return x[:, 0] if layer.kind == "class" else tf.reduce_mean(x, axis=1)
+
+
+def _layer_norm(x, epsilon, gamma, beta):
+    """Over the last axis, biased variance; statistics and normalisation in float32 whatever the compute dtype (as
+    Keras' LayerNormalization under mixed precision), the result in the input's dtype."""
+    dtype, x = x.dtype, tf.cast(x, tf.float32)
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return tf.cast(tf.nn.batch_normalization(x, mean, variance, beta, gamma, epsilon), dtype)
+
+
+# What self-attention runs (engaged): TensorFlow core has no fused attention op.
+_COMPOSED_ATTENTION = "composed: tf.einsum, tf.nn.softmax, tf.einsum"
+
+
+def _attention(x, heads, causal, qkv_kernel, qkv_bias, out_kernel, out_bias):
+    """Multi-head self-attention as Keras' MultiHeadAttention composes it: the query scaled by 1 / sqrt(head width),
+    scores and weighted sum by einsum straight on the (N, tokens, heads, head width) split of the projection; a
+    causal mask sets later tokens' scores to -inf (the diagonal stays, so no row is all -inf)."""
+    tokens, width = x.shape[1:]
+    qkv = tf.reshape(_last_axis_matmul(x, qkv_kernel) + qkv_bias, [-1, tokens, 3, heads, width // heads])
+    query, key, value = tf.unstack(qkv, axis=2)  # columns [q | k | v], each head-major
+    scores = tf.einsum("nqhd,nkhd->nhqk", query * (1 / math.sqrt(width // heads)), key)
+    if causal:
+        earlier = np.tril(np.ones((tokens, tokens), bool))
+        scores = tf.where(earlier, scores, tf.constant(-np.inf, scores.dtype))
+    mixed = tf.einsum("nhqk,nkhd->nqhd", tf.nn.softmax(scores), value)
+    return _last_axis_matmul(tf.reshape(mixed, [-1, tokens, width]), out_kernel) + out_bias
 
 
 def _batch_norm(layer, x, training, synchronised, gamma, beta, moving_mean, moving_variance):
@@ -493,7 +572,9 @@ def build(spec, input_shape, weights, experiment):
             if strategy:  # summed over the replicas' equal slices, these shares make the global batch's mean
                 loss /= strategy.num_replicas_in_sync
             scaled = loss * loss_scale.scale if loss_scale else loss
-        gradients = tape.gradient(scaled, variables)
+        # Dense: the token embedding's gather gives IndexedSlices, and the update (momentum, decay, Adam's moments),
+        # the loss scale's check and the all-reduce take every row, as PyTorch's dense embedding gradient does.
+        gradients = [tf.convert_to_tensor(gradient) for gradient in tape.gradient(scaled, variables)]
         if strategy:
             gradients = tf.distribute.get_replica_context().all_reduce(_GRADIENT_REDUCTION, gradients)
         if loss_scale:
@@ -554,6 +635,9 @@ def engaged(model):
         "layout": "NHWC",
         "loss_scaling": model.loss_scale is not None,
     }
+    if model.network.attends:
+        fused = ", its scale, mask and softmax fused by XLA (jit_compile)" if variant.mode == "xla" else ""
+        result["attention"] = _COMPOSED_ATTENTION + fused
     if variant.mode == "xla" and model.example is not None:
         step, arguments = model.example
         hlo = step.experimental_get_compiler_ir(*arguments)(stage="hlo")
@@ -667,11 +751,11 @@ def _test_batches(staged, batch_size):
 def evaluate(model, staged, batch_size):
     with tf.device(staged.device):
         loss_sum, correct = tf.zeros(()), tf.zeros((), tf.int32)
-        count = len(staged.test_y)
+        count = math.prod(staged.test_y.shape)  # images, or every token of every sequence
         for images, labels in _test_batches(staged, batch_size):
             logits = model.predict(images)
             loss_sum += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-            correct += tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1, output_type=tf.int32) == labels, tf.int32))
+            correct += tf.reduce_sum(tf.cast(tf.argmax(logits, axis=-1, output_type=tf.int32) == labels, tf.int32))
         return float(loss_sum) / count, int(correct) / count
 
 
