@@ -140,6 +140,30 @@ def idx_dataset(entry, archives):
     return train_x, train_y.astype(np.int32), test_x, test_y.astype(np.int32), {"kind": "idx", "files": entry["files"]}
 
 
+TRAIN_SHARE = 0.9  # of a text corpus: the first 90 % trains, the last 10 % tests (nanoGPT's shakespeare_char split)
+
+
+def text_bytes_dataset(entry, archives):
+    """A plain text file tokenized as bytes (a vocabulary of 256, no tokenizer to download), split in order into
+    training and test text, each cut into whole sequences of the entry's context whose targets are the next bytes."""
+    path = Path(archives) / entry["files"]["text"]["name"]
+    verify(path, entry["files"]["text"]["sha256"])
+    tokens = np.frombuffer(path.read_bytes(), dtype=np.uint8).astype(np.int32)
+    (context,), cut = entry["shape"], int(len(tokens) * TRAIN_SHARE)
+
+    def sequences(text, role):
+        count = (len(text) - 1) // context
+        if count < 1:
+            raise DatasetError(
+                f"{path}: its {role} text has {len(text)} bytes, too few for one sequence of the context {context} "
+                "and its next token; set a shorter `shape` in the dataset's registry entry"
+            )
+        return text[: count * context].reshape(count, context), text[1 : count * context + 1].reshape(count, context)
+
+    source = {"kind": "text-bytes", "files": entry["files"], "train_share": TRAIN_SHARE}
+    return (*sequences(tokens[:cut], "training"), *sequences(tokens[cut:], "test"), source)
+
+
 def cifar_dataset(entry, archives):
     """The CIFAR-10 python tarball: data_batch_1..5 and test_batch, pickles of 3072-byte CHW rows."""
     spec = entry["files"]["archive"]
@@ -210,7 +234,8 @@ def write_dataset(folder, name, classes, train_x, train_y, test_x, test_y, sourc
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     staging.chmod(0o755)
     np.savez(staging / data.ARRAYS, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y)
-    mean, std = channel_stats(train_x) if train_x.dtype == np.uint8 else (None, None)  # token ids: no statistics
+    # Images are uint8, token ids int32: the ids have no channel statistics.
+    mean, std = channel_stats(train_x) if train_x.dtype == np.uint8 else (None, None)
     meta = {
         "name": name,
         "shape": list(train_x.shape[1:]),
@@ -248,7 +273,8 @@ def main():
     kind, shape, classes = info["kind"], info["shape"], info["classes"]
     try:
         if kind == "download":
-            reader = {"idx": idx_dataset, "cifar-python": cifar_dataset}[entry["format"]]
+            readers = {"idx": idx_dataset, "cifar-python": cifar_dataset, "text-bytes": text_bytes_dataset}
+            reader = readers[entry["format"]]
             arrays = reader(entry, args.archives)
         elif kind == "synthetic":
             sizes = options["synthetic"]

@@ -18,11 +18,17 @@ OPTIONS = {
 }
 
 
+CORPUS = "".join(f"{index}: Now is the winter of our discontent\n" for index in range(40)).encode()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("served")
     mnist, mnist_files = mnist_like(root / "mnist")
     cifar, cifar_files = cifar_like(root / "cifar10")
+    corpus = root / "corpus" / "input.txt"
+    corpus.parent.mkdir()
+    corpus.write_bytes(CORPUS)
     httpd, url = serve(root)
     yield {
         "root": root,
@@ -31,6 +37,7 @@ def server(tmp_path_factory):
         "mnist_files": mnist_files,
         "cifar": cifar,
         "cifar_files": cifar_files,
+        "corpus_files": {"text": {"name": "input.txt", "sha256": sha256(corpus)}},
     }
     httpd.shutdown()
 
@@ -102,6 +109,34 @@ def test_cifar_tarball_is_parsed_into_nhwc(server, env_python, tmp_path):
     assert arrays["train_y"][:6].tolist() == first_labels
     assert arrays["train_x"].shape == (30, 32, 32, 3) and arrays["test_x"].shape == (6, 32, 32, 3)
     assert len(meta["mean"]) == 3
+
+
+def test_a_text_corpus_is_tokenized_as_bytes_into_next_token_sequences(server, env_python, tmp_path):
+    python = env_python("tools")
+    entry = dict(registry_entry("text-bytes", (16,), server["corpus_files"], server["url"] + "/corpus/"), classes=256)
+    code, output = fetch(python, "corpus", entry["files"]["text"], entry["urls"], tmp_path, tmp_path / "none")
+    assert code == 0, output
+    code, output = prepare(python, "corpus", tmp_path / "data", entry, tmp_path)
+    assert code == 0, output
+    arrays, meta = load(tmp_path / "data")
+    tokens, cut = np.frombuffer(CORPUS, dtype=np.uint8), int(len(CORPUS) * 0.9)
+    assert arrays["train_x"].shape == ((cut - 1) // 16, 16) and arrays["test_x"].shape == (
+        (len(CORPUS) - cut - 1) // 16,
+        16,
+    )
+    np.testing.assert_array_equal(arrays["train_x"][1], tokens[16:32])
+    np.testing.assert_array_equal(arrays["train_y"][1], tokens[17:33])
+    np.testing.assert_array_equal(arrays["test_x"][0], tokens[cut : cut + 16])
+    assert (meta["shape"], meta["classes"], meta["mean"]) == ([16], 256, None)
+
+
+def test_a_context_longer_than_a_corpus_split_is_refused_naming_it(server, env_python, tmp_path):
+    (tmp_path / "input.txt").write_bytes(CORPUS)
+    entry = dict(registry_entry("text-bytes", (400,), server["corpus_files"], "unused"), classes=256)
+    code, output = prepare(env_python("tools"), "corpus", tmp_path / "data", entry, tmp_path)
+    assert code != 0
+    assert f"{tmp_path / 'input.txt'}: its test text has {len(CORPUS) - int(len(CORPUS) * 0.9)} bytes" in output
+    assert "too few for one sequence of the context 400" in output and not (tmp_path / "data").exists()
 
 
 def test_no_network_names_dataset_url_and_offline_folder(server, env_python, tmp_path):
