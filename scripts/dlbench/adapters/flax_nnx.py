@@ -10,6 +10,12 @@ other stacks run it): it has float32's exponent range, so no loss scaling. Layou
 weights load unchanged: HWIO conv kernels, (in, out) dense kernels, and the LSTM's Keras-layout kernels are
 nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear's).
 
+Attention models: self-attention runs JAX's fused kernel, jax.nn.dot_product_attention, on the (batch, tokens, heads,
+head width) layout the fused projection's columns reshape to, no transposes; the patch embedding is an nnx.Conv whose
+(h, w) grid is read as tokens, the token embedding an nnx.Embed whose attend is the tied head (the same variable, one
+parameter), the class token and learned positions nnx.Params. Language models take int token ids (N, tokens) and
+next-token labels (N, tokens): the losses and accuracy are over every token.
+
 Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and put on
 the device per step (_placed); streamed image folders go through tf.data (tensorflow_raw.stream, as Keras on JAX), and
 their uint8 batches are made float and normalised as the step's first operations, on the device.
@@ -213,9 +219,80 @@ def _plan(spec, input_shape, leaf_indices):
     return tuple(steps)
 
 
-def _leaf_module(layer, in_shape, dtype, rngs):
-    """The nnx module of one spec leaf (None for a leaf without state), computing in `dtype` on float32 weights."""
+class _ClassToken(nnx.Module):
+    """A learned token put before the sequence, in the sequence's dtype (bfloat16 under mixed precision, as Flax's
+    layers cast their float32 weights)."""
+
+    def __init__(self, width):
+        self.token = nnx.Param(jnp.zeros(width))
+
+    def __call__(self, x):
+        token = jnp.broadcast_to(self.token[...].astype(x.dtype), (x.shape[0], 1, x.shape[-1]))
+        return jnp.concatenate([token, x], axis=1)
+
+
+class _PositionEmbedding(nnx.Module):
+    """A learned vector per position, added in the sequence's dtype."""
+
+    def __init__(self, shape):
+        self.table = nnx.Param(jnp.zeros(shape))
+
+    def __call__(self, x):
+        return x + self.table[...].astype(x.dtype)
+
+
+class _Attention(nnx.Module):
+    """Multi-head self-attention through JAX's fused kernel, jax.nn.dot_product_attention, between the fused input
+    projection and the output projection. The implementation is XLA's, named rather than left to JAX's default (None,
+    which picks XLA's in this version) so that what engaged reports is what ran: cuDNN's, the other, runs only on GPUs
+    and only in 16-bit, neither a CPU nor the float32 variants."""
+
+    IMPLEMENTATION = "xla"
+    KERNEL = f"jax.nn.dot_product_attention (implementation={IMPLEMENTATION!r})"
+
+    def __init__(self, width, heads, causal, **options):
+        self.qkv, self.out = nnx.Linear(width, 3 * width, **options), nnx.Linear(width, width, **options)
+        self.heads, self.causal = heads, causal
+
+    def __call__(self, x):
+        n, tokens, width = x.shape
+        # The columns [q | k | v], each head-major: (n, tokens, 3, heads, head width), the kernel's own layout.
+        q, k, v = jnp.unstack(self.qkv(x).reshape(n, tokens, 3, self.heads, -1), axis=2)
+        mixed = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal, implementation=self.IMPLEMENTATION)
+        return self.out(mixed.reshape(n, tokens, width))
+
+
+class _TiedHead(nnx.Module):
+    """The language-model head tied to the token embedding: its table, transposed (nnx.Embed.attend, Flax's tied
+    head); the embedding's variable is shared, not copied, so it is counted and trained once."""
+
+    def __init__(self, embedding):
+        self.embedding = embedding
+
+    def __call__(self, x):
+        return self.embedding.attend(x)
+
+
+def _leaf_module(layer, in_shape, dtype, rngs, built):
+    """The nnx module of one spec leaf (None for a leaf without state), computing in `dtype` on float32 weights;
+    `built` holds the leaves' modules so far (a tied head finds its embedding there)."""
     options = {"dtype": dtype, "param_dtype": jnp.float32, "rngs": rngs}
+    if isinstance(layer, specs.PatchEmbed):
+        return nnx.Conv(in_shape[-1], layer.width, (layer.patch,) * 2, layer.patch, padding="VALID", **options)
+    if isinstance(layer, specs.ClassToken):
+        return _ClassToken(in_shape[-1])
+    if isinstance(layer, specs.PositionEmbedding):
+        return _PositionEmbedding(in_shape)
+    if isinstance(layer, specs.TokenEmbedding):
+        return nnx.Embed(layer.vocabulary, layer.width, **options)
+    if isinstance(layer, specs.LayerNorm):
+        return nnx.LayerNorm(in_shape[-1], epsilon=layer.epsilon, **options)
+    if isinstance(layer, specs.Attention):
+        return _Attention(in_shape[-1], layer.heads, layer.causal, **options)
+    if isinstance(layer, specs.LMHead):
+        if layer.tied:
+            return _TiedHead(next(module for module in built if isinstance(module, nnx.Embed)))
+        return nnx.Linear(in_shape[-1], layer.vocabulary, use_bias=False, **options)
     if isinstance(layer, specs.Conv):
         padding = ((layer.padding, layer.padding),) * 2
         return nnx.Conv(
@@ -230,7 +307,7 @@ def _leaf_module(layer, in_shape, dtype, rngs):
     if isinstance(layer, specs.BatchNorm):  # Flax's momentum is the decay, as the spec's
         return nnx.BatchNorm(in_shape[-1], momentum=layer.momentum, epsilon=layer.epsilon, **options)
     if isinstance(layer, specs.Dense):
-        return nnx.Linear(in_shape[0], layer.units, **options)
+        return nnx.Linear(in_shape[-1], layer.units, **options)
     if isinstance(layer, specs.LSTM):
         return nnx.RNN(nnx.OptimizedLSTMCell(in_shape[1] * in_shape[2], layer.units, **options), rngs=rngs)
     if isinstance(layer, specs.Dropout):
@@ -247,22 +324,38 @@ def _variables(module):
         return [module.scale, module.bias, module.mean, module.var]
     if isinstance(module, (nnx.Conv, nnx.Linear)):
         return [module.kernel] + ([module.bias] if module.bias is not None else [])
-    return []
+    if isinstance(module, nnx.LayerNorm):
+        return [module.scale, module.bias]
+    if isinstance(module, _Attention):
+        return _variables(module.qkv) + _variables(module.out)
+    if isinstance(module, nnx.Embed):
+        return [module.embedding]
+    if isinstance(module, _ClassToken):
+        return [module.token]
+    if isinstance(module, _PositionEmbedding):
+        return [module.table]
+    return []  # a tied head's weights are its embedding's
+
+
+# jax.nn.gelu defaults to the tanh approximation; the spec's GELU is the exact one (erf).
+_ACTIVATIONS = {"relu": jax.nn.relu, "gelu": functools.partial(jax.nn.gelu, approximate=False)}
 
 
 class _Network(nnx.Module):
     """The spec applied to nnx modules holding the neutral weights, one per leaf (None where a leaf has none)."""
 
     def __init__(self, spec, input_shape, weights, dtype, rngs):
-        leaves = specs.leaves(spec, input_shape)
-        self.leaves = nnx.List([_leaf_module(layer, in_shape, dtype, rngs) for layer, in_shape, _ in leaves])
+        modules = []
+        for layer, in_shape, _ in specs.leaves(spec, input_shape):
+            modules.append(_leaf_module(layer, in_shape, dtype, rngs, modules))
+        self.leaves = nnx.List(modules)
         for module, params in zip(self.leaves, weights):
             for variable, value in zip(_variables(module), params):
                 variable[...] = jnp.asarray(value)
         self.plan = _plan(spec, input_shape, itertools.count())
 
-    def __call__(self, images, training):
-        return self._apply(self.plan, images, training).astype(jnp.float32)  # the loss and softmax in float32
+    def __call__(self, inputs, training):
+        return self._apply(self.plan, inputs, training).astype(jnp.float32)  # the loss and softmax in float32
 
     def _apply(self, steps, x, training):
         for layer, first, second in steps:
@@ -270,8 +363,9 @@ class _Network(nnx.Module):
                 x = self._apply(first, x, training) + self._shortcut(layer, second, x, training)
             else:
                 x = self._leaf(layer, first, x, training, self.leaves[second])
-            if getattr(layer, "activation", None) == "relu":
-                x = jax.nn.relu(x)
+            activation = getattr(layer, "activation", None)
+            if activation:
+                x = _ACTIVATIONS[activation](x)
         return x
 
     def _shortcut(self, layer, steps, x, training):
@@ -294,6 +388,10 @@ class _Network(nnx.Module):
             return x.mean(axis=(1, 2))
         if isinstance(layer, specs.Flatten):
             return x.reshape(x.shape[0], -1)
+        if isinstance(layer, specs.PatchEmbed):  # the conv's (h, w) grid as tokens, row-major
+            return module(x).reshape(x.shape[0], -1, layer.width)
+        if isinstance(layer, specs.TokenPool):
+            return x[:, 0] if layer.kind == "class" else x.mean(axis=1)
         return module(x)
 
 
@@ -332,6 +430,7 @@ def _make_optimizer(experiment):
 
 
 def _loss(logits, labels):
+    """Over the last axis: per image, or per token of a sequence (a language model's next-token loss)."""
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
@@ -370,7 +469,7 @@ def _gather_and_train(graphdef, layout, state, loss_sum, images, labels, batch):
 def _evaluate_on(graphdef, state, totals, images, labels):
     """totals (loss sum, correct) plus this batch's, in inference mode."""
     logits = _predict(graphdef, state, images)
-    return totals + jnp.stack([_loss(logits, labels).sum(), (logits.argmax(axis=1) == labels).sum()])
+    return totals + jnp.stack([_loss(logits, labels).sum(), (logits.argmax(axis=-1) == labels).sum()])
 
 
 def _predict(graphdef, state, images):
@@ -440,6 +539,8 @@ def engaged(model):
         "loss_scaling": False,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
+    if any(isinstance(module, _Attention) for module in network.leaves):
+        result["attention"] = _Attention.KERNEL
     if model.layout is None:
         return result
     return {**result, **_data_parallel(dense.kernel[...], model.layout, jitted)}
@@ -555,7 +656,7 @@ def evaluate(model, staged, batch_size):
     for images, labels in _test_batches(staged, batch_size, model.replicated):
         totals = model.evaluate_on(model.state, totals, images, labels)
     loss_sum, correct = np.asarray(totals, dtype=np.float64)
-    count = len(staged.test_y)
+    count = staged.test_y.size  # images, or every token of the sequences
     return float(loss_sum) / count, float(correct) / count
 
 
