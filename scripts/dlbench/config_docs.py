@@ -40,7 +40,8 @@ and run again: only the jobs it affects run. On the command line Snakemake reads
 
 Ready-made studies in this folder, each run with `.venv/bin/python -m snakemake --configfile config/<name>.yaml`:
 `frameworks.yaml` (the frameworks people choose between today: PyTorch eager and torch.compile's modes, Keras 3 on
-PyTorch, JAX and TensorFlow, Flax, PaddlePaddle), `versions.yaml` (each framework at two releases), `seeds.yaml` (the GPU-sized grids
+PyTorch, JAX and TensorFlow, Flax, PaddlePaddle), `transformers.yaml` (a Vision Transformer and a GPT language model in
+every stack, fused attention against attention written out), `versions.yaml` (each framework at two releases), `seeds.yaml` (the GPU-sized grids
 of earlier framework comparisons), `imagenet.yaml` (ResNet-50 on a local ImageNet copy, streamed), `scaling.yaml`
 (ResNet-50 on 1, 2, 4 and 8 GPUs, each framework's data-parallel mechanism), `scaling-cpu.yaml` (LeNet on 1 and 2
 CPU replicas: what each mechanism costs where the replicas share the cores), `operators.yaml` (the operator sweep,

@@ -12,7 +12,8 @@ from typing import NotRequired, TypedDict
 from . import axes, parallel, record
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
-from .variants import unsupported_reason
+from .specs import known_model, model_spec
+from .variants import model_problem, unsupported_reason
 
 # The swept axes in the matrix's order and each one's config key (dlbench/axes.py holds every axis).
 CONFIG_AXES = axes.CONFIG_KEYS
@@ -56,7 +57,7 @@ class Experiment(TypedDict):
 
 
 # The key that leaves out the experiments of each kind of skipped entry (experiment_table).
-SKIPPED_BY = {"batch size": "batch_sizes", "variant": "variants", "stream": "data_placements"}
+SKIPPED_BY = {"batch size": "batch_sizes", "variant": "variants", "model": "variants", "stream": "data_placements"}
 
 
 def grids(config):
@@ -152,7 +153,9 @@ def prepared_train_size(meta):
 def experiment_table(config, stacks, train_sizes=None):
     """({id: Experiment}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
     sorted set of ("variant", stack, variant, device, data placement, replica counts, reason) left out because the stack
-    cannot run them (replica counts: those the reason is theirs alone, else (1,)), and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
+    cannot run them (replica counts: those the reason is theirs alone, else (1,)), ("model", model, variant, reason)
+    for a variant that means nothing for a model, and ("stream", dataset, reason) for streamed experiments on a
+    dataset that is no image folder;
     with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
     as (stack, dataset, batch size, reason)."""
     table, skipped = {}, set()
@@ -165,6 +168,10 @@ def experiment_table(config, stacks, train_sizes=None):
             # Said once for every replica count where one replica is left out too, else for this count.
             alone = unsupported_reason(stack, *what, 1) == reason
             skipped.add(("variant", row["stack"], *what, 1 if alone else row["replicas"], reason))
+            continue
+        reason = model_problem(row["variant"], model_spec(row["model"], 2)) if known_model(row["model"]) else None
+        if reason:
+            skipped.add(("model", row["model"], row["variant"], reason))
             continue
         if row["data_placement"] == "stream" and not is_image_folder(row["dataset"], config):
             skipped.add(("stream", row["dataset"], "only image folders stream (`imagenet`, `image_folders`)"))
@@ -250,6 +257,9 @@ def skipped_message(entry):
         _, stack, variant, device, placement, replicas, reason = entry
         on = device if replicas == (1,) else f"{device} with {', '.join(map(str, replicas))} replicas"
         return f"skipping variant {variant!r} with {placement} data for {stack} on {on}: {reason}"
+    if entry[0] == "model":
+        _, model, variant, reason = entry
+        return f"skipping variant {variant!r} for model {model}: {reason}"
     if entry[0] == "stream":
         _, dataset, reason = entry
         return f"skipping data placement 'stream' on {dataset}: {reason}"

@@ -479,6 +479,11 @@ def flops_per_image(spec, input_shape):
     return total
 
 
+def reads_tokens(spec):
+    """Whether a model reads token ids (a language model) rather than images."""
+    return isinstance(spec[0], TokenEmbedding)
+
+
 def attention_layers(spec):
     """The self-attention layers of a spec, at any depth."""
     found = []

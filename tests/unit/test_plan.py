@@ -91,6 +91,45 @@ def test_torch_compile_modes_are_variants_a_device_or_stack_without_them_leaves_
         variants.parse("xla-max-autotune")
 
 
+def test_composed_attention_runs_for_attention_models_and_channels_last_for_images_only(tmp_path, monkeypatch):
+    """A variant that would change nothing in a model (composed attention without attention) or cannot apply to it (a
+    channels-last layout of token ids) is left out saying why; TensorFlow, whose attention is always written out,
+    has no composed variant."""
+    monkeypatch.chdir(tmp_path)
+    config = dict(
+        CONFIG,
+        stacks=["torch-2.13", "tensorflow-2.21"],
+        models=["mlp", "vit-tiny", "gpt-tiny"],
+        datasets=["synthetic-8x8x1", "synthetic-32x32x3", "synthetic-tokens-64x16"],
+        batch_sizes=[32],
+        variants=["eager", "eager-composed", "eager-nhwc"],
+        exclude=[{"model": ["vit-tiny", "mlp"], "dataset": "synthetic-tokens-64x16"}],
+    )
+    config["exclude"] += [{"model": ["gpt-tiny", "vit-tiny"], "dataset": "synthetic-8x8x1"}]
+    config["exclude"] += [{"model": ["gpt-tiny", "mlp"], "dataset": "synthetic-32x32x3"}]
+    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, {}))
+    planned = sorted((row["stack"], row["model"], row["variant"]) for row in table.values())
+    assert [entry for entry in planned if entry[0] == "torch-2.13"] == [
+        ("torch-2.13", "gpt-tiny", "eager"),
+        ("torch-2.13", "gpt-tiny", "eager-composed"),
+        ("torch-2.13", "mlp", "eager"),
+        ("torch-2.13", "mlp", "eager-nhwc"),
+        ("torch-2.13", "vit-tiny", "eager"),
+        ("torch-2.13", "vit-tiny", "eager-composed"),
+        ("torch-2.13", "vit-tiny", "eager-nhwc"),
+    ]
+    messages = [plan.skipped_message(entry) for entry in skipped]
+    assert "skipping variant 'eager-composed' for model mlp: composed attention: the model has no attention layers" in (
+        messages
+    )
+    assert (
+        "skipping variant 'eager-nhwc' for model gpt-tiny: a channels-last layout: the model reads token ids, not "
+        "images" in messages
+    )
+    assert any("for tensorflow-2.21 on cpu: TensorFlow has no fused attention kernel" in line for line in messages)
+    assert variants.parse("compile-nhwc-composed-amp").name == "compile-nhwc-composed-amp"
+
+
 def test_only_image_folders_stream_and_a_streamed_row_carries_its_loader_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = dict(

@@ -1,13 +1,14 @@
 """MXNet Gluon adapter. Variants: eager (imperative), graph (hybridize with static_alloc and static_shape), -nhwc
-(layout NHWC for convolutions, pooling and batch norm; conv kernels OHWI), -amp (GPU only: MXNet's own AMP,
-mx.contrib.amp, float16 compute with float32 master weights and dynamic loss scaling; amp.init patches the
-operators of the whole process, which is one run's). Layout NCHW otherwise, neutral weights
-converted by specs.channels_first_weights. Gluon's Trainer.step(batch_size) rescales summed gradients by
-1/batch_size, which makes the per-sample loss a batch mean as elsewhere (a language model's: the mean over its tokens).
+(layout NHWC for convolutions, pooling and batch norm; conv kernels OHWI), -composed (attention written out with
+batch_dot, as GluonNLP's GPT-2 writes it, instead of the interleaved attention operators), -amp (GPU only: MXNet's own
+AMP, mx.contrib.amp, float16 compute with float32 master weights and dynamic loss scaling; amp.init patches the
+operators of the whole process, which is one run's). Layout NCHW otherwise, neutral weights converted by
+specs.channels_first_weights. Gluon's Trainer.step(batch_size) rescales summed gradients by 1/batch_size, which makes
+the per-sample loss a batch mean as elsewhere (a language model's: the mean over its tokens).
 
-Attention models as GluonNLP builds them: self-attention through MXNet's interleaved attention operators (see
-_Attention; MXNet 1.x has no fused scaled-dot-product attention), exact GELU (LeakyReLU act_type "gelu"), a tied
-language-model head sharing the token embedding's parameter.
+Attention models as GluonNLP builds them: self-attention through MXNet's interleaved attention operators, or written out
+under -composed (see _Attention; MXNet 1.x has no fused scaled-dot-product attention), exact GELU (LeakyReLU act_type
+"gelu"), a tied language-model head sharing the token embedding's parameter.
 
 Data-parallel replicas, as Gluon's users train on several devices: one process, a context list (the first N GPUs, or
 N CPU contexts cpu(0..N-1), each with its own engine worker, sharing the cores and memory), the parameters on every
@@ -19,6 +20,7 @@ over the contexts before Trainer.step(global batch) divides them by the global b
 import ctypes
 import dataclasses
 import itertools
+import math
 
 import mxnet as mx
 import numpy as np
@@ -330,21 +332,32 @@ class _PositionEmbedding(gluon.HybridBlock):
 
 
 class _Attention(gluon.HybridBlock):
-    """Multi-head self-attention through MXNet's attention operators, interleaved_matmul_selfatt_qk (scores, scaled
-    by 1 / sqrt(head width)) and interleaved_matmul_selfatt_valatt (the weighted sum), with the softmax between, as
-    GluonNLP's BERT runs them. They read one (tokens, N, 3 * width) projection whose columns hold each head's query,
-    key and value side by side: the qkv kernel is stored in that order (_interleaved_columns). A causal softmax
-    reads, for query i, only the first i + 1 keys (softmax's lengths: MXNet has no fused causal attention)."""
+    """Multi-head self-attention between the fused input and the output projection, in one of two ways (MXNet 1.x has
+    no fused scaled-dot-product attention):
+    - MXNet's attention operators, interleaved_matmul_selfatt_qk (scores, scaled by 1 / sqrt(head width)) and
+      interleaved_matmul_selfatt_valatt (the weighted sum), with the softmax between, as GluonNLP's BERT runs them.
+      They read one (tokens, N, 3 * width) projection whose columns hold each head's query, key and value side by
+      side: the qkv kernel is stored in that order (_stored_columns). A causal softmax reads, for query i, only the
+      first i + 1 keys (softmax's lengths: MXNet has no fused causal attention).
+    - written out (variant -composed) as GluonNLP's GPT-2 writes it: the projection split into query, key and value,
+      each (N * heads, tokens, head width), batch_dot, a causal mask through where, softmax, batch_dot."""
 
-    KERNEL = "mx.nd.contrib.interleaved_matmul_selfatt_qk, softmax, interleaved_matmul_selfatt_valatt"
+    KERNELS = {
+        False: "mx.nd.contrib.interleaved_matmul_selfatt_qk, softmax, interleaved_matmul_selfatt_valatt",
+        True: "composed: batch_dot, softmax, batch_dot",
+    }
 
-    def __init__(self, width, heads, causal):
+    def __init__(self, width, heads, causal, composed):
         super().__init__()
         self.qkv = gluon.nn.Dense(3 * width, flatten=False, in_units=width)
         self.out = gluon.nn.Dense(width, flatten=False, in_units=width)
-        self.heads, self.causal = heads, causal
+        self.heads, self.causal, self.composed = heads, causal, composed
+        self.scale = 1 / math.sqrt(width // heads)
 
     def hybrid_forward(self, F, x):
+        return self.out(self._composed(F, x) if self.composed else self._interleaved(F, x))
+
+    def _interleaved(self, F, x):
         qkv = self.qkv(F.swapaxes(x, 0, 1))  # the operators' layout: tokens first
         scores = F.contrib.interleaved_matmul_selfatt_qk(qkv, heads=self.heads)  # (N * heads, tokens, tokens)
         if self.causal:
@@ -354,12 +367,38 @@ class _Attention(gluon.HybridBlock):
         else:
             weights = F.softmax(scores, axis=-1)
         mixed = F.contrib.interleaved_matmul_selfatt_valatt(qkv, weights, heads=self.heads)  # (tokens, N, width)
-        return self.out(F.swapaxes(mixed, 0, 1))
+        return F.swapaxes(mixed, 0, 1)
+
+    def _composed(self, F, x):
+        query, key, value = (self._split_heads(F, part) for part in F.split(self.qkv(x), num_outputs=3, axis=-1))
+        scores = F.batch_dot(query, key, transpose_b=True) * self.scale  # (N * heads, tokens, tokens)
+        if self.causal:
+            scores = F.where(_later_keys(F, scores), F.ones_like(scores) * -np.inf, scores)
+        mixed = F.batch_dot(F.softmax(scores, axis=-1), value)  # (N * heads, tokens, head width)
+        return self._merge_heads(F, mixed)
+
+    def _split_heads(self, F, part):
+        """(N, tokens, width) as (N * heads, tokens, head width)."""
+        return F.transpose(part.reshape((0, 0, self.heads, -1)), (0, 2, 1, 3)).reshape((-3, 0, 0))
+
+    def _merge_heads(self, F, mixed):
+        """(N * heads, tokens, head width) back as (N, tokens, width)."""
+        return F.transpose(mixed.reshape((-4, -1, self.heads, 0, 0)), (0, 2, 1, 3)).reshape((0, 0, -1))
 
 
-def _interleaved_columns(attention):
-    """The neutral qkv column each stored column holds: head by head, its query, key and value columns."""
+def _later_keys(F, scores):
+    """True where the key comes after the query, for every (N * heads) row of scores (tokens, tokens)."""
+    positions = F.contrib.arange_like(scores, axis=-1)
+    later = F.broadcast_greater(positions.reshape((1, -1)), positions.reshape((-1, 1)))
+    return F.broadcast_like(F.expand_dims(later, axis=0), scores, lhs_axes=(0,), rhs_axes=(0,))
+
+
+def _stored_columns(attention):
+    """The neutral qkv column each stored column holds: for the interleaved operators, head by head, its query, key
+    and value columns; written out, the neutral order."""
     width = attention.out.weight.shape[0]
+    if attention.composed:
+        return np.arange(3 * width)
     return np.arange(3 * width).reshape(3, attention.heads, -1).transpose(1, 0, 2).ravel()
 
 
@@ -383,11 +422,11 @@ class _TiedHead(gluon.nn.Dense):
         super().__init__(vocabulary, use_bias=False, flatten=False, in_units=width, params=embedding.params)
 
 
-def _sequence_block(layer, in_shape, channels_last, built):
+def _sequence_block(layer, in_shape, variant, built):
     """The block of an attention model's leaf; `built` holds the leaves built so far (a tied head finds its
     embedding there)."""
     if isinstance(layer, specs.PatchEmbed):
-        return _PatchEmbed(in_shape[-1], layer.patch, layer.width, channels_last)
+        return _PatchEmbed(in_shape[-1], layer.patch, layer.width, variant.channels_last)
     if isinstance(layer, specs.ClassToken):
         return _ClassToken(in_shape[-1])
     if isinstance(layer, specs.PositionEmbedding):
@@ -397,7 +436,7 @@ def _sequence_block(layer, in_shape, channels_last, built):
     if isinstance(layer, specs.LayerNorm):
         return gluon.nn.LayerNorm(epsilon=layer.epsilon, in_channels=in_shape[-1])
     if isinstance(layer, specs.Attention):
-        return _Attention(in_shape[-1], layer.heads, layer.causal)
+        return _Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention)
     if isinstance(layer, specs.TokenPool):
         return _TokenPool(layer.kind)
     if isinstance(layer, specs.LMHead) and layer.tied:
@@ -417,10 +456,11 @@ _SEQUENCE_LEAVES = (
 )
 
 
-def _leaf_block(layer, in_shape, channels_last, synchronised_over, built):
+def _leaf_block(layer, in_shape, variant, synchronised_over, built):
     if isinstance(layer, _SEQUENCE_LEAVES):
-        return _sequence_block(layer, in_shape, channels_last, built)
+        return _sequence_block(layer, in_shape, variant, built)
     activation = getattr(layer, "activation", None)
+    channels_last = variant.channels_last
     layout = "NHWC" if channels_last else "NCHW"
     if isinstance(layer, specs.Conv):
         return gluon.nn.Conv2D(
@@ -499,7 +539,7 @@ def _stored(block, index, array):
     """Neutral array `index` of this block in the block's layout: transposed (_transposed), attention's qkv kernel
     and bias in the interleaved column order."""
     if isinstance(block, _Attention) and index < 2:
-        array = array[..., _interleaved_columns(block)]
+        array = array[..., _stored_columns(block)]
     return array.T if _transposed(block, index) else array
 
 
@@ -507,24 +547,24 @@ def _neutral(block, index, array):
     """The inverse of _stored."""
     array = array.T if _transposed(block, index) else array
     if isinstance(block, _Attention) and index < 2:
-        return array[..., np.argsort(_interleaved_columns(block))]
+        return array[..., np.argsort(_stored_columns(block))]
     return array
 
 
-def _sequential(spec, input_shape, channels_last, leaves, synchronised_over=None):
+def _sequential(spec, input_shape, variant, leaves, synchronised_over=None):
     """The spec as blocks, each leaf appended to `leaves`; batch norm synchronised over that many contexts, or not
     (None)."""
     network = gluon.nn.HybridSequential()
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _sequential(layer.body, in_shape, channels_last, leaves, synchronised_over)
+            body = _sequential(layer.body, in_shape, variant, leaves, synchronised_over)
             if layer.shortcut == "zero_pad":
-                shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), channels_last)
+                shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), variant.channels_last)
             else:
-                shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves, synchronised_over)
+                shortcut = _sequential(layer.shortcut, in_shape, variant, leaves, synchronised_over)
             network.add(_Residual(body, shortcut, layer.activation))
         else:
-            leaves.append(_leaf_block(layer, in_shape, channels_last, synchronised_over, leaves))
+            leaves.append(_leaf_block(layer, in_shape, variant, synchronised_over, leaves))
             network.add(leaves[-1])
             if isinstance(layer, specs.BatchNorm) and layer.activation == "relu":
                 network.add(gluon.nn.Activation("relu"))
@@ -570,7 +610,9 @@ def _make_trainer(params, experiment, mixed_precision):
 def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
     if variant.mode not in ("eager", "graph"):
-        raise ValueError(f"mxnet adapter runs eager and graph, optionally -nhwc and -amp, not {variant.name!r}")
+        raise ValueError(
+            f"mxnet adapter runs eager and graph, optionally -nhwc, -composed and -amp, not {variant.name!r}"
+        )
     if variant.channels_last and experiment["device"] == "cpu":
         raise ValueError("MXNet 1.9's CPU convolutions take NCHW only: -nhwc runs on gpu")
     if variant.mixed_precision and experiment["device"] == "cpu":
@@ -580,7 +622,7 @@ def build(spec, input_shape, weights, experiment):
     contexts, leaves = _contexts(experiment["device"], parallel.replicas(experiment)), []
     ctx = contexts[0]
     synchronised_over = len(contexts) if variant.sync_batch_norm else None
-    network = _sequential(spec, input_shape, variant.channels_last, leaves, synchronised_over)
+    network = _sequential(spec, input_shape, variant, leaves, synchronised_over)
     network.initialize(ctx=contexts)
     for block, params in zip(leaves, _layout_weights(spec, input_shape, weights, variant.channels_last)):
         for index, (param, value) in enumerate(zip(_parameters_of(block), params)):  # set_data: on every context
@@ -639,8 +681,9 @@ def engaged(model):
         "loss_scaling": hasattr(model.trainer, "_amp_loss_scaler"),
         "omp_threads": _omp_threads(),
     }
-    if any(isinstance(block, _Attention) for block in model.leaves):
-        result["attention"] = _Attention.KERNEL
+    attention = next((block for block in model.leaves if isinstance(block, _Attention)), None)
+    if attention is not None:
+        result["attention"] = _Attention.KERNELS[attention.composed]
     if len(contexts) == 1:
         return result
     synchronised = any(isinstance(block, gluon.contrib.nn.SyncBatchNorm) for block in model.leaves)
@@ -739,8 +782,8 @@ def evaluate(model, staged, batch_size):
     return loss_sum.asscalar() / examples, correct.asscalar() / count
 
 
-def logits(model, inputs):
-    laid_out = _network_inputs(inputs, model.variant.channels_last)
+def logits(model, images):
+    laid_out = _network_inputs(images, model.variant.channels_last)
     return model.network(mx.nd.array(laid_out, ctx=model.contexts[0])).asnumpy()
 
 

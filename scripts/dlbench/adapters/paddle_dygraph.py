@@ -3,12 +3,13 @@ the network with full_graph=True: its forward translated from the Python source 
 and evaluation mode, which fails at what it cannot translate where the default SOT translation would fall back to the
 dynamic graph; the step loop stays dynamic, as Paddle's guide to to_static training writes it; the backend that runs
 the programs, PHI kernels or the CINN compiler, is read back), -nhwc (data_format NHWC for convolutions, pooling and
-batch norm; kernels stay OIHW), -amp (GPU only: paddle.amp.auto_cast O1, float16 with GradScaler; auto_cast does
-nothing on CPU). Layout NCHW otherwise, neutral weights converted by specs.channels_first_weights; Linear weights are
+batch norm; kernels stay OIHW), -composed (attention written out as paddle.nn.MultiHeadAttention computes it, not
+the fused function), -amp (GPU only: paddle.amp.auto_cast O1, float16 with GradScaler; auto_cast does nothing on
+CPU). Layout NCHW otherwise, neutral weights converted by specs.channels_first_weights; Linear weights are
 (in, out) as in the spec, and batch norm's momentum is, as there, the decay of the running averages. Attention runs
-through paddle.nn.functional.scaled_dot_product_attention, whose (batch, tokens, heads, head width) layout is the
-fused projection's own; the backend its dispatcher picks (flash or memory-efficient attention on a GPU, on CPU the
-composed matmul-softmax-matmul) is read back.
+(but under -composed) through paddle.nn.functional.scaled_dot_product_attention, whose (batch, tokens, heads, head
+width) layout is the fused projection's own; the backend its dispatcher picks (flash or memory-efficient attention on
+a GPU, on CPU the composed matmul-softmax-matmul) is read back.
 """
 
 import contextlib
@@ -315,21 +316,37 @@ class _PositionEmbedding(nn.Layer):
 
 
 class _Attention(nn.Layer):
-    """Multi-head self-attention through paddle.nn.functional.scaled_dot_product_attention, between the fused input
-    and the output projection. The projection's columns, [q | k | v] each head-major, are already the function's
-    (batch, tokens, heads, head width) layout: a reshape, no transpose."""
+    """Multi-head self-attention between the fused input and the output projection: through
+    paddle.nn.functional.scaled_dot_product_attention, or written out (variant -composed). The projection's columns,
+    [q | k | v] each head-major, are already the function's (batch, tokens, heads, head width) layout: a reshape, no
+    transpose."""
 
     KERNEL = "paddle.nn.functional.scaled_dot_product_attention"
+    COMPOSED = "composed: matmul, softmax, matmul"
 
-    def __init__(self, tokens, width, heads, causal):
+    def __init__(self, tokens, width, heads, causal, composed):
         super().__init__()
         self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.tokens, self.heads, self.causal = tokens, heads, causal
+        self.tokens, self.heads, self.causal, self.composed = tokens, heads, causal, composed
 
     def forward(self, x):
         q, k, v = self.qkv(x).reshape([0, 0, 3, self.heads, -1]).unbind(axis=2)
-        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        attend = _composed_attention if self.composed else F.scaled_dot_product_attention
+        mixed = attend(q, k, v, is_causal=self.causal)
         return self.out(mixed.flatten(2))
+
+
+def _composed_attention(q, k, v, is_causal):
+    """Attention as paddle.nn.MultiHeadAttention computes it: heads moved ahead of the tokens, the queries scaled by
+    1/sqrt(head width) before their matmul with the keys, the causal mask added as Transformer's
+    generate_square_subsequent_mask writes it (-inf above the diagonal), softmax over the last axis, the weighted sum
+    of the values; in and out in scaled_dot_product_attention's (batch, tokens, heads, head width) layout."""
+    q, k, v = (tensor.transpose([0, 2, 1, 3]) for tensor in (q, k, v))
+    scores = paddle.matmul(q * q.shape[-1] ** -0.5, k, transpose_y=True)
+    if is_causal:
+        tokens = scores.shape[-1]
+        scores = scores + paddle.full([tokens, tokens], -np.inf, scores.dtype).triu(1)
+    return paddle.matmul(F.softmax(scores), v).transpose([0, 2, 1, 3])
 
 
 class _TokenPool(nn.Layer):
@@ -352,8 +369,10 @@ class _TiedHead(nn.Layer):
         return paddle.matmul(x, self.embedding.weight, transpose_y=True)
 
 
-def _leaf_layer(layer, in_shape, channels_last, built):
-    """The layer of one leaf; `built` holds the leaves built so far (a tied head finds its embedding there)."""
+def _leaf_layer(layer, in_shape, variant, built):
+    """The layer of one leaf in the variant; `built` holds the leaves built so far (a tied head finds its embedding
+    there)."""
+    channels_last = variant.channels_last
     if isinstance(layer, specs.PatchEmbed):
         return _PatchEmbed(in_shape[-1], layer.patch, layer.width, channels_last)
     if isinstance(layer, specs.ClassToken):
@@ -365,7 +384,7 @@ def _leaf_layer(layer, in_shape, channels_last, built):
     if isinstance(layer, specs.LayerNorm):
         return nn.LayerNorm(in_shape[-1], epsilon=layer.epsilon)
     if isinstance(layer, specs.Attention):
-        return _Attention(*in_shape, layer.heads, layer.causal)
+        return _Attention(*in_shape, layer.heads, layer.causal, variant.composed_attention)
     if isinstance(layer, specs.TokenPool):
         return _TokenPool(layer.kind)
     if isinstance(layer, specs.LMHead):
@@ -439,19 +458,20 @@ def _layout_weights(spec, input_shape, weights, channels_last, inverse=False):
     ]
 
 
-def _sequential(spec, input_shape, channels_last, leaves):
-    """The spec as layers; each leaf appended to `leaves` (depth first, the neutral weights' order)."""
+def _sequential(spec, input_shape, variant, leaves):
+    """The spec as layers in the variant (its layout, its attention); each leaf appended to `leaves` (depth first,
+    the neutral weights' order)."""
     layers = []
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _sequential(layer.body, in_shape, channels_last, leaves)
+            body = _sequential(layer.body, in_shape, variant, leaves)
             if layer.shortcut == "zero_pad":
-                shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), channels_last)
+                shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape), variant.channels_last)
             else:
-                shortcut = _sequential(layer.shortcut, in_shape, channels_last, leaves)
+                shortcut = _sequential(layer.shortcut, in_shape, variant, leaves)
             layers.append(_Residual(body, shortcut, layer.activation))
             continue
-        leaves.append(_leaf_layer(layer, in_shape, channels_last, leaves))
+        leaves.append(_leaf_layer(layer, in_shape, variant, leaves))
         layers.append(leaves[-1])
         activation = getattr(layer, "activation", None)
         if activation:
@@ -483,11 +503,13 @@ def _make_optimizer(parameters, experiment):
 def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
     if variant.mode not in ("eager", "graph"):
-        raise ValueError(f"paddle adapter runs eager and graph, optionally -nhwc and -amp, not {variant.name!r}")
+        raise ValueError(
+            f"paddle adapter runs eager and graph, optionally -nhwc, -composed and -amp, not {variant.name!r}"
+        )
     if variant.mixed_precision and experiment["device"] == "cpu":
         raise ValueError("paddle.amp.auto_cast runs on GPU only (on CPU it warns and runs float32): -amp runs on gpu")
     leaves = []
-    network = _sequential(spec, input_shape, variant.channels_last, leaves)
+    network = _sequential(spec, input_shape, variant, leaves)
     _load_weights(leaves, _layout_weights(spec, input_shape, weights, variant.channels_last))
     if variant.mode == "graph":
         network = paddle.jit.to_static(network, full_graph=True)
@@ -567,7 +589,8 @@ def _attention_backend(model, attention):
 
 def engaged(model):
     """What ran, read back: to_static's programs, the parameters' dtype, the dtype of the logits' matmul under the
-    autocast, the layout, loss scaling; for attention models, the attention function and its backend."""
+    autocast, the layout, loss scaling; for attention models, what attention ran: the fused function and its
+    backend, or the composed ops."""
     network, variant = model.network, model.variant
     dense = next(layer for layer in reversed(model.leaves) if isinstance(layer, nn.Linear))
     with paddle.no_grad(), _autocast(model):
@@ -582,7 +605,9 @@ def engaged(model):
         "layout": "NHWC" if variant.channels_last else "NCHW",
         "loss_scaling": model.scaler.is_enable(),
     }
-    if attention is not None:
+    if attention is not None and attention.composed:
+        result["attention"] = _Attention.COMPOSED
+    elif attention is not None:
         result["attention"] = f"{_Attention.KERNEL} (backend {_attention_backend(model, attention)})"
     return result
 

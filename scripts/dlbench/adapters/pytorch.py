@@ -1,6 +1,7 @@
 """PyTorch adapter. Variants: eager, compile (torch.compile of the network, in its default mode or as
 compile-reduce-overhead / compile-max-autotune), -nhwc (channels_last memory format for the weights and every batch),
--amp (torch.autocast; GradScaler with float16 on GPU). Layout NCHW; neutral weights converted by
+-composed (attention written out instead of F.scaled_dot_product_attention), -amp (torch.autocast; GradScaler with
+float16 on GPU). Layout NCHW; neutral weights converted by
 specs.channels_first_weights. Data-parallel replicas: DistributedDataParallel, one process per replica started by
 torchrun (parallel.launch), gloo processes sharing the cores on CPU, NCCL over the node's GPUs.
 """
@@ -9,6 +10,7 @@ import atexit
 import dataclasses
 import datetime
 import itertools
+import math
 
 import numpy as np
 import torch
@@ -350,21 +352,31 @@ class _PositionEmbedding(torch.nn.Module):
 
 
 class _Attention(torch.nn.Module):
-    """Multi-head self-attention through PyTorch's fused kernel, F.scaled_dot_product_attention (flash or
-    memory-efficient attention where the device has them), between the fused input and the output projection."""
+    """Multi-head self-attention between the fused input and the output projection: through PyTorch's fused kernel,
+    F.scaled_dot_product_attention (flash or memory-efficient attention where the device has them), or written out
+    (variant -composed) as nanoGPT writes it without flash attention."""
 
-    KERNEL = "torch.nn.functional.scaled_dot_product_attention"
+    KERNELS = {False: "torch.nn.functional.scaled_dot_product_attention", True: "composed: matmul, softmax, matmul"}
 
-    def __init__(self, width, heads, causal):
+    def __init__(self, width, heads, causal, composed):
         super().__init__()
         self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
-        self.heads, self.causal = heads, causal
+        self.heads, self.causal, self.composed = heads, causal, composed
 
     def forward(self, x):
         n, tokens, width = x.shape
         q, k, v = self.qkv(x).view(n, tokens, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
-        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        attend = _composed_attention if self.composed else F.scaled_dot_product_attention
+        mixed = attend(q, k, v, is_causal=self.causal)
         return self.out(mixed.transpose(1, 2).reshape(n, tokens, width))
+
+
+def _composed_attention(q, k, v, is_causal):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if is_causal:
+        later = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(later, float("-inf"))
+    return F.softmax(scores, dim=-1) @ v
 
 
 class _TokenPool(torch.nn.Module):
@@ -387,8 +399,9 @@ class _TiedHead(torch.nn.Module):
         return F.linear(x, self.embedding.weight)
 
 
-def _leaf_module(layer, in_shape, batch_norm, built):
-    """The module of one leaf; `built` holds the leaves built so far (a tied head finds its embedding there)."""
+def _leaf_module(layer, in_shape, variant, built):
+    """The module of one leaf in the variant; `built` holds the leaves built so far (a tied head finds its embedding
+    there)."""
     if isinstance(layer, specs.PatchEmbed):
         return _PatchEmbed(in_shape[-1], layer.patch, layer.width)
     if isinstance(layer, specs.ClassToken):
@@ -400,7 +413,7 @@ def _leaf_module(layer, in_shape, batch_norm, built):
     if isinstance(layer, specs.LayerNorm):
         return torch.nn.LayerNorm(in_shape[-1], eps=layer.epsilon)
     if isinstance(layer, specs.Attention):
-        return _Attention(in_shape[-1], layer.heads, layer.causal)
+        return _Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention)
     if isinstance(layer, specs.TokenPool):
         return _TokenPool(layer.kind)
     if isinstance(layer, specs.LMHead):
@@ -412,6 +425,8 @@ def _leaf_module(layer, in_shape, batch_norm, built):
             in_shape[-1], layer.filters, layer.kernel, stride=layer.stride, padding=layer.padding, bias=layer.bias
         )
     if isinstance(layer, specs.BatchNorm):
+        # -syncbn: SyncBatchNorm, which all-reduces the batch statistics over the process group (CUDA tensors only).
+        batch_norm = torch.nn.SyncBatchNorm if variant.sync_batch_norm else torch.nn.BatchNorm2d
         # PyTorch's momentum weighs the new batch: 1 - the spec's decay.
         return batch_norm(in_shape[-1], eps=layer.epsilon, momentum=1 - layer.momentum)
     if isinstance(layer, specs.Pool):
@@ -459,20 +474,20 @@ def _load_weights(module, params):
             target.copy_(torch.from_numpy(np.ascontiguousarray(value)))  # a transposed view writes through
 
 
-def _sequential(spec, input_shape, weights, leaves, batch_norm):
-    """The spec as modules, batch norm as `batch_norm` (BatchNorm2d, or SyncBatchNorm); weights (an iterator, depth
-    first) are loaded and each leaf appended to `leaves`."""
+def _sequential(spec, input_shape, weights, leaves, variant):
+    """The spec as modules in the variant (its batch norm, its attention); weights (an iterator, depth first) are
+    loaded and each leaf appended to `leaves`."""
     modules = []
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _sequential(layer.body, in_shape, weights, leaves, batch_norm)
+            body = _sequential(layer.body, in_shape, weights, leaves, variant)
             if layer.shortcut == "zero_pad":
                 shortcut = _ZeroPadShortcut(*specs.zero_pad_geometry(in_shape, out_shape))
             else:
-                shortcut = _sequential(layer.shortcut, in_shape, weights, leaves, batch_norm)
+                shortcut = _sequential(layer.shortcut, in_shape, weights, leaves, variant)
             modules.append(_Residual(body, shortcut, layer.activation))
             continue
-        module = _leaf_module(layer, in_shape, batch_norm, leaves)
+        module = _leaf_module(layer, in_shape, variant, leaves)
         _load_weights(module, next(weights))
         leaves.append(module)
         modules.append(module)
@@ -502,9 +517,7 @@ def build(spec, input_shape, weights, experiment):
     target = _torch_device(experiment["device"])
     leaves = []
     converted = iter(specs.channels_first_weights(spec, input_shape, weights))
-    # -syncbn: SyncBatchNorm, which all-reduces the batch statistics over the process group (CUDA tensors only).
-    batch_norm = torch.nn.SyncBatchNorm if variant.sync_batch_norm else torch.nn.BatchNorm2d
-    network = _sequential(spec, input_shape, converted, leaves, batch_norm)
+    network = _sequential(spec, input_shape, converted, leaves, variant)
     network = network.to(target, memory_format=_memory_format(variant))
     dtype = getattr(torch, variants.compute_dtype(variant, experiment["device"]))
     trainable = [parameter for parameter in network.parameters() if parameter.requires_grad]
@@ -577,7 +590,7 @@ def engaged(model):
     if variant.mode == "compile":
         result.update(compile_engagement(variant.compile_mode, model.compile_counters))
     if any(isinstance(module, _Attention) for module in model.leaves):
-        result["attention"] = _Attention.KERNEL
+        result["attention"] = _Attention.KERNELS[variant.composed_attention]
     if model.distributed is not None:
         result.update(_data_parallel(model.distributed, model.network))
     return result

@@ -29,6 +29,8 @@ from dlbench.analysis.statistics import MIN_REPEATS, is_equivalence
 from dlbench.analysis.summary import PARTLY_INPUT_BOUND
 from dlbench.analysis.tables import GROUP
 
+# A language model's throughput in tokens as well (empty for images): the same ratios, a reader's unit.
+FASTEST_TOKENS = ["train_tokens_per_s_gmean", "train_tokens_per_s_ci95_low", "train_tokens_per_s_ci95_high"]
 DECISIVE, EQUIVALENT, INCONCLUSIVE, UNTESTED = "decisive", "equivalent", "inconclusive", "untested"
 FASTER, SLOWER = "faster", "slower"  # the comparisons' verdicts of a rival against its baseline
 CONTENDED, ALONE, FAILED = "contended", "alone", "failed"
@@ -41,6 +43,7 @@ COLUMNS = [
     "train_images_per_s_gmean",  # the fastest's, under the summary's names: one name from the record to page 1
     "train_images_per_s_ci95_low",
     "train_images_per_s_ci95_high",
+    *FASTEST_TOKENS,
     "runner_up_stack",
     "runner_up_variant",
     "lead",
@@ -350,7 +353,7 @@ def group_row(key, part, compared):
         train_images_per_s_ci95_low=fastest["train_images_per_s_ci95_low"],
         train_images_per_s_ci95_high=fastest["train_images_per_s_ci95_high"],
     )
-    row.update({column: fastest[column] for column in FASTEST_COSTS if column in fastest})
+    row.update({column: fastest[column] for column in [*FASTEST_TOKENS, *FASTEST_COSTS] if column in fastest})
     quicker = order[~order["testable"] & (order["train_images_per_s_gmean"] > fastest["train_images_per_s_gmean"])]
     row["faster_untested"] = ", ".join(name(late) for _, late in quicker.iterrows()) or None
     verdict, others = None, []

@@ -13,7 +13,8 @@ from dlbench.analysis.statistics import MIN_REPEATS, log_interval, mean_interval
 from dlbench.analysis.tables import IDENTITY
 
 STATISTICS = {
-    "train_images_per_s": "steady-epoch training throughput (images/s)",
+    "train_images_per_s": "steady-epoch training throughput (images/s; a language model's sequences/s)",
+    "train_tokens_per_s": "a language model's steady-epoch training throughput (tokens/s)",
     "steady_epoch_s": "mean training time of a steady epoch (s)",
     "first_epoch_s": "training time of the first epoch, compilation included (s)",
     "inference_images_per_s": "evaluation throughput (images/s)",

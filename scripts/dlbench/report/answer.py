@@ -226,8 +226,10 @@ def lead_cell(row):
 
 
 def throughput_cell(row):
-    low, high = row["train_images_per_s_ci95_low"], row["train_images_per_s_ci95_high"]
-    return bracketed(row["train_images_per_s_gmean"], low, high, ",.0f")
+    """Images/s, or a language model's tokens/s (named: the column's unit is images)."""
+    unit = "train_tokens_per_s" if pd.notna(row.get("train_tokens_per_s_gmean")) else "train_images_per_s"
+    low, high = row[f"{unit}_ci95_low"], row[f"{unit}_ci95_high"]
+    return bracketed(row[f"{unit}_gmean"], low, high, ",.0f") + (" tokens/s" if unit == "train_tokens_per_s" else "")
 
 
 def target_cell(row):

@@ -16,6 +16,12 @@ def interval_cell(row, low, high):
     return f"{row[low]:,.0f} – {row[high]:,.0f}"
 
 
+def tokens_cell(row):
+    """A language model's tokens/s beside its sequences/s; nothing for images."""
+    tokens = row.get("train_tokens_per_s_gmean")
+    return f" ({tokens:,.0f} tokens/s)" if pd.notna(tokens) else ""
+
+
 def summary_table(summary):
     header = [
         "stack",
@@ -34,7 +40,7 @@ def summary_table(summary):
         rows = []
         part = part.assign(variant_label=variant_labels(part))
         for _, row in part.sort_values(["stack", "variant_label"]).iterrows():
-            throughput = row["measurement_note"] or cell(row, "train_images_per_s_gmean")
+            throughput = row["measurement_note"] or cell(row, "train_images_per_s_gmean") + tokens_cell(row)
             rows.append(
                 [
                     row["stack"],
@@ -56,7 +62,8 @@ def summary_table(summary):
 def markdown(study, figures):
     return lead_in(
         "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); CV is "
-        "the coefficient of variation across repeats. Whether two experiments differ beyond noise is their "
+        "the coefficient of variation across repeats; a language model's images are its sequences, its tokens/s "
+        "(sequences/s x context) beside them. Whether two experiments differ beyond noise is their "
         "comparison's verdict (Comparisons), whatever the figures' order. Inference images/s is one evaluation pass "
         "over the test set as the stack runs it (Keras: its `predict` call), the median pass after the first epoch, "
         "its fixed cost per pass included: on a small test set that cost can make inference read slower than "
