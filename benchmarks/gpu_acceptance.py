@@ -504,7 +504,7 @@ def inside(args):
 def epoch_setup(args, images, batch_size):
     """(adapter, epoch(order), parameters, engaged()) of the harness's epoch of the adapter (benchmarks/harness.py)."""
     adapter = harness.import_adapter(args.adapter, args.device, "framework", {})
-    arrays = harness.synthetic_arrays(harness.input_shape(args.model, args.image_size), images, batch_size)
+    arrays = harness.synthetic_arrays(args.model, harness.input_shape(args.model, args.image_size), images, batch_size)
     experiment = {"device": args.device, "variant": args.variant, "data_placement": "device"}
     return adapter, *harness.harness_epoch(adapter, args.model, arrays, experiment, batch_size)
 

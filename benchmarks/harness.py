@@ -15,7 +15,17 @@ from dlbench.adapters import load  # noqa: E402
 from dlbench.process import prepare_process, run_child, thread_count  # noqa: E402
 
 LEARNING_RATE = 1e-3
-INPUT_SHAPES = {"lenet": (28, 28, 1), "resnet20": (32, 32, 3), "resnet50": (256, 256, 3)}
+INPUT_SHAPES = {
+    "lenet": (28, 28, 1),
+    "resnet20": (32, 32, 3),
+    "resnet50": (256, 256, 3),
+    "vit-tiny": (32, 32, 3),
+    "gpt-tiny": (64,),  # a context of 64 tokens
+    "gpt2-small": (1024,),
+}
+CLASSES = 10  # of the images
+# Of the language models' tokens: bytes (as tiny-shakespeare's), GPT-2's BPE vocabulary for GPT-2 (its 124M).
+VOCABULARIES = {"gpt-tiny": 256, "gpt2-small": 50257}
 
 
 def stacks():
@@ -66,10 +76,26 @@ def input_shape(model, image_size):
     return (image_size, image_size, 3) if model == "resnet50" else INPUT_SHAPES[model]
 
 
-def synthetic_arrays(shape, images, batch_size):
+def classes(model):
+    """A model's classes: the vocabulary of a language model."""
+    return VOCABULARIES.get(model, CLASSES)
+
+
+def synthetic_arrays(model, shape, images, batch_size):
+    """`images` random examples of a model's input `shape` (a language model's: sequences of token ids whose targets
+    are the next tokens) and one batch of test examples."""
     import numpy as np
 
     rng = np.random.default_rng(0)
+    if model in VOCABULARIES:
+        tokens = rng.integers(0, VOCABULARIES[model], (images + batch_size, shape[0] + 1)).astype(np.int32)
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        return {
+            "train_x": inputs[:images],
+            "train_y": targets[:images],
+            "test_x": inputs[images:],
+            "test_y": targets[images:],
+        }
     return {  # drawn in float32: ResNet-50's images in float64 first would take twice the memory and time
         "train_x": rng.standard_normal(size=(images, *shape), dtype=np.float32),
         "train_y": rng.integers(0, 10, images).astype(np.int32),
@@ -104,7 +130,7 @@ def harness_epoch(adapter, model, arrays, experiment, batch_size):
     }
     run = Run(adapter, experiment)
     staged = run.stage(arrays)
-    network = run.build(specs.model_spec(model, 10), arrays["train_x"].shape[1:])
+    network = run.build(specs.model_spec(model, classes(model)), arrays["train_x"].shape[1:])
     return (
         (lambda order: adapter.train_epoch(network, staged, order, batch_size)),
         adapter.parameter_count(network),

@@ -28,7 +28,7 @@ def measure(args):
     from dlbench.telemetry import Sampler
 
     adapter = harness.import_adapter(args.inside, "cpu", args.threads, {})
-    arrays = harness.synthetic_arrays(harness.INPUT_SHAPES[args.model], args.images, args.batch_size)
+    arrays = harness.synthetic_arrays(args.model, harness.INPUT_SHAPES[args.model], args.images, args.batch_size)
     experiment = {"device": "cpu", "variant": args.variant, "data_placement": "device"}
     epoch, _, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
     seconds = harness.epoch_timer(adapter, "cpu", epoch, args.images, args.batch_size)

@@ -93,7 +93,9 @@ def not_run_reason(entry, variant, device):
 def measure(args):
     """Inside a stack's interpreter: {images_per_s, parameters, framework_version} of one side."""
     adapter = harness.import_adapter(args.inside, args.device, args.threads, {})
-    arrays = harness.synthetic_arrays(harness.input_shape(args.model, args.image_size), args.images, args.batch_size)
+    arrays = harness.synthetic_arrays(
+        args.model, harness.input_shape(args.model, args.image_size), args.images, args.batch_size
+    )
     if args.side == "workflow":
         experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
         epoch, parameters, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)

@@ -57,9 +57,10 @@ def test_parity_runs_every_precision_or_says_why_not(tmp_path):
     assert "its amp row is its fastest layout" in printed
 
 
-def test_the_hand_written_resnets_are_the_specs_resnets(tmp_path):
-    _, rows = parity(tmp_path, "--models", "resnet20", "resnet50", "--precisions", "fp32", "--stacks", *STACKS)
-    assert len(rows) == 2 * len(STACKS) and not any(row["reason"] for row in rows)
+def test_the_hand_written_resnets_and_gpt_are_the_specs(tmp_path):
+    models = ["resnet20", "resnet50", "gpt-tiny"]
+    _, rows = parity(tmp_path, "--models", *models, "--precisions", "fp32", "--stacks", *STACKS)
+    assert len(rows) == len(models) * len(STACKS) and not any(row["reason"] for row in rows)
     for row in rows:
         assert row["workflow_parameters"] == row["bare_parameters"], row
 
@@ -80,6 +81,18 @@ def test_parity_refuses_an_unknown_stack_and_a_wrong_interpreter(tmp_path):
         f"torch-2.11={sys.executable}",
     )
     assert "does not exist" not in rows[0]["reason"] and "torch" in rows[0]["reason"], rows[0]["reason"]
+
+
+def test_the_attention_benchmark_sets_fused_against_composed_or_says_why_not(tmp_path):
+    table = tmp_path / "attention.csv"
+    command = [sys.executable, str(REPO / "benchmarks" / "attention.py"), "--stacks", "torch-2.13", "tensorflow-2.21"]
+    command += ["--examples", "16", "--batch-size", "8", "--warmup", "0", "--trials", "1", "--rounds", "1"]
+    command += ["--threads", "1", "--venv-root", str(VENV_ROOT), "--csv", str(table)]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    torch, tensorflow = read_csv(table)
+    assert float(torch["ratio"]) > 0 and torch["composed"].startswith("composed") and not torch["reason"]
+    assert "TensorFlow has no fused attention kernel" in tensorflow["reason"]
 
 
 def test_the_telemetry_cost_benchmark_runs(tmp_path):
