@@ -12,7 +12,8 @@ then, on the GPU machine, with its own Python (torch and jax preinstalled), the 
 Each step runs in processes of its own under a time limit, its output in OUT/steps/<step>.log and its figures in
 OUT/<step>.csv; OUT/summary.md (and .csv) and OUT/all.tgz (everything) are rewritten after every step, so a step that
 is killed or times out still leaves the finished steps' results. Steps, in priority order: install (the wheels), parity-<stack> (benchmarks/
-parity.py: ResNet-50 against each framework's own script), compile-modes (torch.compile's three modes, their compile
+parity.py: ResNet-50 against each framework's own script), gpt2-<stack> (GPT-2 124M, fused attention, fp32 and AMP,
+against the framework's own nanoGPT-style script, with tokens/s and MFU by nanoGPT's accounting), compile-modes (torch.compile's three modes, their compile
 cost), one-replica-mechanisms (each data-parallel mechanism at one replica against the plain run), nvml (the energy
 counter against integrated power, the idle draw, a foreign GPU process under each policy, throttle reasons), max-batch
 (the largest batch that fits, found by a real out-of-memory error), workflow (a tiny study on the GPU through to its
@@ -81,6 +82,9 @@ class Sizes:
             "lenet" if cpu else "resnet20"
         )  # torch.compile's modes: max-autotune on ResNet-50 takes minutes
         self.max_batch_limit = 64 if cpu else 8192
+        # GPT-2 124M at its context of 1024 (nanoGPT's 12 sequences a micro-batch), gpt-tiny on CPU.
+        self.language_model = "gpt-tiny" if cpu else "gpt2-small"
+        self.sequences, self.sequence_batch = (16, 8) if cpu else (240, 12)
 
 
 def log(out, message):
@@ -109,7 +113,45 @@ def python_options(args, stacks):
 
 
 def parity_step(args, sizes, role, precisions):
+    return workload_parity_step(args, sizes, role, precisions, "parity", sizes.model, sizes.images, sizes.batch_size)
+
+
+def gpt2_step(args, sizes, role):
+    """GPT-2 124M (fused attention, the default) in fp32 and AMP against the framework's own nanoGPT-style script:
+    parity, tokens/s and MFU by nanoGPT's accounting (6 N + 12 L T d per token) against the GPU's datasheet peak."""
+    name, commands, ratios = workload_parity_step(
+        args, sizes, role, ["fp32", "amp"], "gpt2", sizes.language_model, sizes.sequences, sizes.sequence_batch
+    )
+
+    def figures(out):
+        return f"{ratios(out)}; {language_model_figures(args, sizes, out / f'{name}.csv')}"
+
+    return name, commands, figures
+
+
+def language_model_figures(args, sizes, table):
+    """Each row's tokens/s and MFU (nanoGPT's accounting), from the parity table's sequences/s."""
+    from dlbench import peaks, specs
+
+    shape = harness.INPUT_SHAPES[sizes.language_model]
+    spec = specs.model_spec(sizes.language_model, harness.classes(sizes.language_model))
+    per_token = specs.training_flops_per_token(spec, shape)
+    gpu = None if args.cpu else harness.gpu_description().split(",")[0]
+    figures = []
+    for row in read_rows(table):
+        if not row["ratio"]:
+            continue
+        tokens = float(row["workflow_images_per_s"]) * shape[0]
+        peak, _ = peaks.peak(gpu, "bf16" if row["precision"] == "amp" else "tf32")
+        mfu = f", MFU {per_token * tokens / peak:.1%}" if peak else ""
+        figures.append(f"{row['precision']} {tokens:,.0f} tokens/s{mfu}")
+    return "; ".join(figures)
+
+
+def workload_parity_step(args, sizes, role, precisions, kind, model, examples, batch_size):
+    """benchmarks/parity.py for one stack on one model: the step's name, its commands and its ratios' figures."""
     stack = stacks_for(args)[role]
+    name = f"{kind}-{stack}"
 
     def commands(out):
         return [
@@ -122,29 +164,29 @@ def parity_step(args, sizes, role, precisions):
                 stack,
                 *python_options(args, [stack]),
                 "--models",
-                sizes.model,
+                model,
                 "--precisions",
                 *(["fp32"] if args.cpu else precisions),
                 f"--image-size={sizes.image_size}",
-                f"--images={sizes.images}",
-                f"--batch-size={sizes.batch_size}",
+                f"--images={examples}",
+                f"--batch-size={batch_size}",
                 f"--warmup={sizes.warmup}",
                 f"--trials={sizes.trials}",
                 "--rounds=1",
                 "--threads=framework",
                 f"--venv-root={args.venv_root}",
                 "--csv",
-                out / f"parity-{stack}.csv",
+                out / f"{name}.csv",
             ]
         ]
 
     def figures(out):
         return "; ".join(
             f"{row['precision']} {row['ratio'][:5]}" if row["ratio"] else f"{row['precision']} not run"
-            for row in read_rows(out / f"parity-{stack}.csv")
+            for row in read_rows(out / f"{name}.csv")
         )
 
-    return f"parity-{stack}", commands, figures
+    return name, commands, figures
 
 
 def inside_step(name, args, runs):
@@ -364,6 +406,8 @@ def steps(args):
     return [
         parity_step(args, sizes, "torch", ["fastest", "fp32", "amp"]),
         parity_step(args, sizes, "keras-jax", ["fp32", "amp"]),
+        gpt2_step(args, sizes, "torch"),
+        gpt2_step(args, sizes, "keras-jax"),
         parity_step(args, sizes, "flax", ["fp32", "amp"]),
         parity_step(args, sizes, "keras-torch", ["fp32", "amp"]),
         nvml_step(args, sizes),
@@ -378,6 +422,8 @@ LIMITS_S = {  # each step's time on a GPU (three times as much on CPU, whose pro
     "install": 60,
     "parity-torch-2.11": 150,  # about 40 s a row on an H200: channels-last AMP, then fp32 and AMP
     "parity-keras-3-jax": 170,
+    "gpt2-torch-2.11": 150,  # estimated: two rows of 240 sequences of 1024 tokens, one process a side
+    "gpt2-keras-3-jax": 170,
     "parity-flax-0.12": 170,
     "parity-keras-3-torch": 240,  # on an H200 its fp32 row alone took most of 120 s (Keras fit feeds from the host)
     "nvml": 60,

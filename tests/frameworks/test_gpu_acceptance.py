@@ -10,6 +10,8 @@ from conftest import REPO, VENV_ROOT, read_csv
 STEPS = [
     "parity-torch-2.13",
     "parity-keras-3-jax",
+    "gpt2-torch-2.13",
+    "gpt2-keras-3-jax",
     "parity-flax-0.12",
     "parity-keras-3-torch",
     "nvml",
@@ -35,6 +37,10 @@ def test_every_acceptance_step_runs_on_cpu(tmp_path):
         for row in read_csv(out / f"parity-{stack}.csv")
     ]
     assert len(parity) == 4 and all(float(row["ratio"]) > 0 for row in parity)
+    language_models = [row for stack in ("torch-2.13", "keras-3-jax") for row in read_csv(out / f"gpt2-{stack}.csv")]
+    assert [row["model"] for row in language_models] == ["gpt-tiny"] * 2  # GPT-2 124M on a GPU
+    assert all(float(row["ratio"]) > 0 for row in language_models)
+    assert "tokens/s" in next(row["figures"] for row in summary if row["step"] == "gpt2-torch-2.13")
     mechanisms = {(row["stack"], row["through_mechanism"]): row for row in read_csv(out / "one-replica-mechanisms.csv")}
     assert {stack for stack, _ in mechanisms} == {"torch-2.13", "flax-0.12", "keras-3-jax"}
     for stack, engaged in (("torch-2.13", "DistributedDataParallel"), ("flax-0.12", "Mesh"), ("keras-3-jax", "")):
