@@ -33,6 +33,14 @@ HOSTILE = [
     ({"datasets": ["synthetic-100000x100000x3"]}, "synthetic-100000x100000x3 needs at least 57,220.5 GiB"),
     ({"datasets": ["synthetic-4x4x1"]}, "model 'lenet' cannot run on dataset 'synthetic-4x4x1'"),
     ({"datasets": ["synthetic-8x8x2"]}, "height and width must be positive and channels 1 or 3"),
+    (
+        {"datasets": ["synthetic-30x30x3"], "models": ["vit-tiny"]},
+        "model 'vit-tiny' cannot run on dataset 'synthetic-30x30x3': PatchEmbed(patch=4, width=128) needs an image "
+        "whose sides the patch divides, got shape (30, 30, 3)",
+    ),
+    ({"models": ["gpt-tiny"]}, "model 'gpt-tiny' cannot run on dataset 'digits': TokenEmbedding(vocabulary=10"),
+    ({"datasets": ["synthetic-tokens-256x64"]}, "model 'lenet' cannot run on dataset 'synthetic-tokens-256x64'"),
+    ({"datasets": ["synthetic-tokens-1x16"]}, "synthetic-tokens-1x16': the vocabulary must be 2 to 2147483647"),
     ({"datasets": ["synthetic-0x8x1"]}, "height and width must be positive and channels 1 or 3"),
     ({"datasets": ["imagenet"]}, "dataset 'imagenet' needs `imagenet.path`"),
     ({"synthetic": {"train_size": 10**9}}, "synthetic-32x32x3 needs at least 2,861.0 GiB"),
