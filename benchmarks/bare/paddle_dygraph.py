@@ -44,7 +44,43 @@ class Bottleneck(nn.Layer):
         return F.relu(self.body(x) + self.shortcut(x))
 
 
+class Block(nn.Layer):
+    """A pre-LN GPT block of Paddle's layers, its causal attention through the fused F.scaled_dot_product_attention
+    (nn.MultiHeadAttention writes attention out as matmul, softmax, matmul)."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.norm1, self.qkv, self.out = nn.LayerNorm(width), nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.norm2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.heads = heads
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).reshape([0, 0, 3, self.heads, -1]).unbind(axis=2)  # (N, T, heads, dim)
+        x = x + self.out(F.scaled_dot_product_attention(q, k, v, is_causal=True).flatten(2))
+        return x + self.mlp(self.norm2(x))
+
+
+class GPT(nn.Layer):
+    """Token and position embeddings, pre-LN blocks, a final LayerNorm, the head tied to the token embedding (a matmul
+    with its table, as PaddleNLP's GPT head computes it)."""
+
+    def __init__(self, vocabulary, context, width, depth, heads):
+        super().__init__()
+        self.word_embeddings, self.position_embeddings = nn.Embedding(vocabulary, width), nn.Embedding(context, width)
+        self.blocks = nn.LayerList([Block(width, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, tokens):
+        x = self.word_embeddings(tokens) + self.position_embeddings(paddle.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return paddle.matmul(self.norm(x), self.word_embeddings.weight, transpose_y=True)
+
+
 def build_network(model, layout):
+    if model == "gpt-tiny":  # 64 tokens of a 256-byte vocabulary
+        return GPT(vocabulary=256, context=64, width=128, depth=2, heads=4)
     if model == "lenet":  # 28x28x1
         return nn.Sequential(
             nn.Conv2D(1, 6, 5, data_format=layout),
@@ -78,13 +114,15 @@ def build_network(model, layout):
 
 
 def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision, channels_last):
-    """The dynamic graph, as Paddle's guides train: the dataset as tensors on the device, data_format NHWC where
-    asked, auto_cast O1 with GradScaler (float16; Paddle's AMP runs on GPU only), TF32 and kernel autotuning on."""
+    """The dynamic graph, as Paddle's guides train: the dataset (images, or token ids and their next tokens) as tensors
+    on the device, data_format NHWC where asked, auto_cast O1 with GradScaler (float16; Paddle's AMP runs on GPU
+    only), TF32 and kernel autotuning on."""
     paddle.set_device("gpu:0" if device == "gpu" else "cpu")
     paddle.base.core.set_cublas_switch(True)
     paddle.incubate.autotune.set_config({"kernel": {"enable": True}})
     layout = "NHWC" if channels_last else "NCHW"
-    images = paddle.to_tensor(arrays["train_x"] if channels_last else arrays["train_x"].transpose(0, 3, 1, 2))
+    inputs = arrays["train_x"]  # NHWC images, or token ids
+    inputs = paddle.to_tensor(inputs if channels_last or model == "gpt-tiny" else inputs.transpose(0, 3, 1, 2))
     labels = paddle.to_tensor(arrays["train_y"].astype("int64"))
     network = build_network(model, layout)
     optimizer = paddle.optimizer.Adam(learning_rate, epsilon=1e-7, parameters=network.parameters())
@@ -95,7 +133,7 @@ def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
             with paddle.amp.auto_cast(level="O1") if mixed_precision else nullcontext():
-                loss = F.cross_entropy(network(paddle.gather(images, batch)), paddle.gather(labels, batch))
+                loss = F.cross_entropy(network(paddle.gather(inputs, batch)), paddle.gather(labels, batch))
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()

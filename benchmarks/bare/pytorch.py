@@ -35,7 +35,59 @@ class Bottleneck(nn.Module):
         return F.relu(self.body(x) + self.shortcut(x))
 
 
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's: one projection to q, k and v, F.scaled_dot_product_attention (flash attention where it can)."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.c_attn, self.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = (y.view(B, T, self.heads, C // self.heads).transpose(1, 2) for y in self.c_attn(x).split(C, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(width), CausalSelfAttention(width, heads), nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """nanoGPT's model.py: token and position embeddings, pre-LN blocks, a final LayerNorm, the head tied to wte."""
+
+    def __init__(self, vocabulary, context, width, depth, heads):
+        super().__init__()
+        self.transformer = nn.ModuleDict(
+            {
+                "wte": nn.Embedding(vocabulary, width),
+                "wpe": nn.Embedding(context, width),
+                "h": nn.ModuleList(Block(width, heads) for _ in range(depth)),
+                "ln_f": nn.LayerNorm(width),
+            }
+        )
+        self.lm_head = nn.Linear(width, vocabulary, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
 def build_network(model):
+    if model == "gpt-tiny":  # 64 tokens of a 256-byte vocabulary
+        return GPT(vocabulary=256, context=64, width=128, depth=2, heads=4)
     if model == "lenet":  # 28x28x1
         return nn.Sequential(
             nn.Conv2d(1, 6, 5),
@@ -67,13 +119,16 @@ def build_network(model):
 
 
 def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision, channels_last):
-    """A practitioner's loop: the dataset as tensors on the device, autocast (with GradScaler for float16) and
-    channels_last where asked, cuDNN autotuning and TF32 on."""
+    """A practitioner's loop: the dataset (images, or token ids and their next tokens) as tensors on the device,
+    autocast (with GradScaler for float16) and channels_last where asked, cuDNN autotuning and TF32 on."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     target = torch.device("cuda" if device == "gpu" else "cpu")
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    images = torch.from_numpy(arrays["train_x"].transpose(0, 3, 1, 2).copy()).to(target, memory_format=layout)
+    if model == "gpt-tiny":  # token ids
+        inputs = torch.from_numpy(arrays["train_x"].astype("int64")).to(target)
+    else:
+        inputs = torch.from_numpy(arrays["train_x"].transpose(0, 3, 1, 2).copy()).to(target, memory_format=layout)
     labels = torch.from_numpy(arrays["train_y"].astype("int64")).to(target)
     network = build_network(model).to(target, memory_format=layout)
     optimizer = torch.optim.Adam(network.parameters(), lr=learning_rate, eps=1e-7)
@@ -86,7 +141,8 @@ def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision
             batch = order[start : start + batch_size]
             optimizer.zero_grad(set_to_none=True)
             with torch.autocast(target.type, half, enabled=mixed_precision):
-                loss = F.cross_entropy(network(images[batch]), labels[batch])
+                logits = network(inputs[batch])
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels[batch].view(-1))
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()

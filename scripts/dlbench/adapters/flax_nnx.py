@@ -6,14 +6,16 @@ jits the same step the way Flax's performance guide recommends for speed: the mo
 merges them, trains and returns the new state (no graph traversal and no copy of the weights per call); xla-amp
 builds the modules with dtype=bfloat16 and param_dtype=float32, Flax's mixed precision: float32 weights, bfloat16
 matmuls and convolutions, batch-norm statistics in float32. bfloat16 on CPU and GPU alike (not float16 on GPU as the
-other stacks run it): it has float32's exponent range, so no loss scaling. Layout NHWC, the neutral layout, so
-weights load unchanged: HWIO conv kernels, (in, out) dense kernels, and the LSTM's Keras-layout kernels are
-nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear's).
+other stacks run it): it has float32's exponent range, so no loss scaling. -composed (eager-composed, xla-composed,
+xla-composed-amp) writes attention out instead of calling JAX's fused kernel (see _Attention). Layout NHWC, the
+neutral layout, so weights load unchanged: HWIO conv kernels, (in, out) dense kernels, and the LSTM's Keras-layout
+kernels are nnx.OptimizedLSTMCell's (gates i, f, c, o; the one bias is its recurrent Linear's).
 
 Attention models: self-attention runs JAX's fused kernel, jax.nn.dot_product_attention, on the (batch, tokens, heads,
-head width) layout the fused projection's columns reshape to, no transposes; the patch embedding is an nnx.Conv whose
-(h, w) grid is read as tokens, the token embedding an nnx.Embed whose attend is the tied head (the same variable, one
-parameter), the class token and learned positions nnx.Params. Language models take int token ids (N, tokens) and
+head width) layout the fused projection's columns reshape to, no transposes (or, -composed, Flax's written-out
+einsum, softmax, einsum on the same layout); the patch embedding is an nnx.Conv whose (h, w) grid is read as tokens,
+the token embedding an nnx.Embed whose attend is the tied head (the same variable, one parameter), the class token
+and learned positions nnx.Params. Language models take int token ids (N, tokens) and
 next-token labels (N, tokens): the losses and accuracy are over every token.
 
 Input: device-staged data is gathered inside the jitted step (jnp.take); host data is gathered in NumPy and put on
@@ -62,7 +64,7 @@ FRAMEWORK = "flax"
 STREAM_ADAPTER = "tensorflow_raw"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"
-_VARIANTS = ("eager", "xla", "xla-amp")
+_VARIANTS = ("eager", "xla", "xla-amp", "eager-composed", "xla-composed", "xla-composed-amp")
 
 
 @dataclasses.dataclass
@@ -242,24 +244,43 @@ class _PositionEmbedding(nnx.Module):
 
 
 class _Attention(nnx.Module):
-    """Multi-head self-attention through JAX's fused kernel, jax.nn.dot_product_attention, between the fused input
-    projection and the output projection. The implementation is XLA's, named rather than left to JAX's default (None,
-    which picks XLA's in this version) so that what engaged reports is what ran: cuDNN's, the other, runs only on GPUs
-    and only in 16-bit, neither a CPU nor the float32 variants."""
+    """Multi-head self-attention between the fused input projection and the output projection: through JAX's fused
+    kernel, jax.nn.dot_product_attention, or written out (variant -composed, _composed_attention). The fused kernel's
+    implementation is XLA's, named rather than left to JAX's default (None, which picks XLA's in this version) so that
+    what engaged reports is what ran: cuDNN's, the other, runs only on GPUs and only in 16-bit, neither a CPU nor the
+    float32 variants."""
 
     IMPLEMENTATION = "xla"
-    KERNEL = f"jax.nn.dot_product_attention (implementation={IMPLEMENTATION!r})"
+    KERNELS = {
+        False: f"jax.nn.dot_product_attention (implementation={IMPLEMENTATION!r})",
+        True: "composed: einsum, softmax, einsum",
+    }
 
-    def __init__(self, width, heads, causal, **options):
+    def __init__(self, width, heads, causal, composed, **options):
         self.qkv, self.out = nnx.Linear(width, 3 * width, **options), nnx.Linear(width, width, **options)
-        self.heads, self.causal = heads, causal
+        self.heads, self.causal, self.composed = heads, causal, composed
 
     def __call__(self, x):
         n, tokens, width = x.shape
         # The columns [q | k | v], each head-major: (n, tokens, 3, heads, head width), the kernel's own layout.
         q, k, v = jnp.unstack(self.qkv(x).reshape(n, tokens, 3, self.heads, -1), axis=2)
-        mixed = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal, implementation=self.IMPLEMENTATION)
+        if self.composed:
+            mixed = _composed_attention(q, k, v, self.causal)
+        else:
+            mixed = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal, implementation=self.IMPLEMENTATION)
         return self.out(mixed.reshape(n, tokens, width))
+
+
+def _composed_attention(q, k, v, causal):
+    """Attention written out as Flax's nnx.dot_product_attention writes it where it does not hand over to JAX's kernel
+    (with attention dropout, or the weights sown; flax/nnx/nn/attention.py, dot_product_attention_weights): q scaled by
+    1/sqrt(head width), einsum with k, later tokens masked with the dtype's lowest value, softmax, einsum with v. All
+    in the computing dtype (bfloat16 under -amp), where the fused kernel takes its scores and softmax in float32."""
+    scores = jnp.einsum("...qhd,...khd->...hqk", q / jnp.sqrt(q.shape[-1]).astype(q.dtype), k)
+    if causal:
+        earlier = jnp.tril(jnp.ones(scores.shape[-2:], dtype=bool))
+        scores = jnp.where(earlier, scores, jnp.finfo(scores.dtype).min)
+    return jnp.einsum("...hqk,...khd->...qhd", jax.nn.softmax(scores, axis=-1), v)
 
 
 class _TiedHead(nnx.Module):
@@ -273,9 +294,11 @@ class _TiedHead(nnx.Module):
         return self.embedding.attend(x)
 
 
-def _leaf_module(layer, in_shape, dtype, rngs, built):
-    """The nnx module of one spec leaf (None for a leaf without state), computing in `dtype` on float32 weights;
-    `built` holds the leaves' modules so far (a tied head finds its embedding there)."""
+def _leaf_module(layer, in_shape, variant, rngs, built):
+    """The nnx module of one spec leaf in the variant (None for a leaf without state), computing in bfloat16 under
+    mixed precision, else float32, on float32 weights; `built` holds the leaves' modules so far (a tied head finds its
+    embedding there)."""
+    dtype = jnp.bfloat16 if variant.mixed_precision else jnp.float32
     options = {"dtype": dtype, "param_dtype": jnp.float32, "rngs": rngs}
     if isinstance(layer, specs.PatchEmbed):
         return nnx.Conv(in_shape[-1], layer.width, (layer.patch,) * 2, layer.patch, padding="VALID", **options)
@@ -288,7 +311,7 @@ def _leaf_module(layer, in_shape, dtype, rngs, built):
     if isinstance(layer, specs.LayerNorm):
         return nnx.LayerNorm(in_shape[-1], epsilon=layer.epsilon, **options)
     if isinstance(layer, specs.Attention):
-        return _Attention(in_shape[-1], layer.heads, layer.causal, **options)
+        return _Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention, **options)
     if isinstance(layer, specs.LMHead):
         if layer.tied:
             return _TiedHead(next(module for module in built if isinstance(module, nnx.Embed)))
@@ -344,10 +367,10 @@ _ACTIVATIONS = {"relu": jax.nn.relu, "gelu": functools.partial(jax.nn.gelu, appr
 class _Network(nnx.Module):
     """The spec applied to nnx modules holding the neutral weights, one per leaf (None where a leaf has none)."""
 
-    def __init__(self, spec, input_shape, weights, dtype, rngs):
+    def __init__(self, spec, input_shape, weights, variant, rngs):
         modules = []
         for layer, in_shape, _ in specs.leaves(spec, input_shape):
-            modules.append(_leaf_module(layer, in_shape, dtype, rngs, modules))
+            modules.append(_leaf_module(layer, in_shape, variant, rngs, modules))
         self.leaves = nnx.List(modules)
         for module, params in zip(self.leaves, weights):
             for variable, value in zip(_variables(module), params):
@@ -495,8 +518,7 @@ def build(spec, input_shape, weights, experiment):
     variant = variants.parse(experiment["variant"])
     if variant.name not in _VARIANTS:
         raise ValueError(f"flax adapter runs {', '.join(_VARIANTS)}, not {variant.name!r}")
-    dtype = jnp.bfloat16 if variant.mixed_precision else jnp.float32
-    network = _Network(spec, input_shape, weights, dtype, nnx.Rngs(_seed))
+    network = _Network(spec, input_shape, weights, variant, nnx.Rngs(_seed))
     optimizer = nnx.Optimizer(network, _make_optimizer(experiment), wrt=nnx.Param)
     graphdef, state = nnx.split((network, optimizer))
     replicated, batch = _shardings(experiment)
@@ -540,7 +562,7 @@ def engaged(model):
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
     if any(isinstance(module, _Attention) for module in network.leaves):
-        result["attention"] = _Attention.KERNEL
+        result["attention"] = _Attention.KERNELS[variant.composed_attention]
     if model.layout is None:
         return result
     return {**result, **_data_parallel(dense.kernel[...], model.layout, jitted)}
