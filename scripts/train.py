@@ -25,7 +25,7 @@ from dlbench.io import write_json_atomic
 from dlbench.losses import Diverged, check_finite, recorded_loss
 from dlbench.measure import steady_window
 from dlbench.process import prepare_process, thread_count, thread_policy
-from dlbench.record import add_epoch, base_record, peak_rss_mb, utc_now, write_epochs_csv
+from dlbench.record import add_epoch, aim_at, base_record, peak_rss_mb, utc_now, write_epochs_csv
 from dlbench.run import Run, dataset_description
 from dlbench.run_telemetry import record_telemetry, start_telemetry
 
@@ -46,6 +46,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     if record["stream"]:
         log(data.streaming_line(meta, adapter.LOADER, record["stream"]["workers"]))
     record["dataset_description"] = dataset_description(meta)
+    aim_at(record, data.holds_tokens(meta))
     spec, shape = specs.model_spec(experiment["model"], meta["classes"]), tuple(meta["shape"])
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
     sampler.mark("build")
@@ -63,7 +64,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, eval_batch_size)
         loss, test_loss = recorded_loss(loss), recorded_loss(test_loss)
         figures = (epoch + 1, train_s, eval_s, loss, test_loss, accuracy, len(order))
-        row = add_epoch(record, epoch_rows, figures, experiment.get("target_accuracy"))
+        row = add_epoch(record, epoch_rows, figures)
         log(
             f"epoch {epoch + 1}/{experiment['epochs']}: train {train_s:.3f}s ({row['images_per_s']:.0f} img/s) "
             f"loss {loss:.4f} | eval {eval_s:.3f}s test loss {test_loss:.4f} accuracy {accuracy:.4f}"

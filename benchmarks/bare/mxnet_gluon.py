@@ -53,7 +53,58 @@ class Bottleneck(gluon.HybridBlock):
         return F.relu(self.body(x) + (self.shortcut(x) if self.shortcut else x))
 
 
+class CausalSelfAttention(gluon.HybridBlock):
+    """GluonNLP's self-attention on MXNet's interleaved attention operators, tokens first (MXNet 1.x has no fused
+    scaled-dot-product attention); causal through softmax's lengths: query i sees the first i + 1 keys."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.qkv, self.proj, self.heads = nn.Dense(3 * width, flatten=False), nn.Dense(width, flatten=False), heads
+
+    def hybrid_forward(self, F, x):
+        qkv = self.qkv(x)
+        scores = F.contrib.interleaved_matmul_selfatt_qk(qkv, heads=self.heads)  # (N * heads, tokens, tokens)
+        visible = F.contrib.arange_like(scores, start=1, axis=-1).astype("int32").expand_dims(0)
+        lengths = F.broadcast_like(visible, scores, lhs_axes=(0,), rhs_axes=(0,))
+        weights = F.softmax(scores, length=lengths, use_length=True, axis=-1)
+        return self.proj(F.contrib.interleaved_matmul_selfatt_valatt(qkv, weights, heads=self.heads))
+
+
+class Block(gluon.HybridBlock):
+    """A pre-LN GPT block: x + attention(norm(x)), then x + mlp(norm(x)) with exact GELU."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln1, self.attention, self.ln2 = nn.LayerNorm(), CausalSelfAttention(width, heads), nn.LayerNorm()
+        self.mlp = nn.HybridSequential()
+        self.mlp.add(nn.Dense(4 * width, flatten=False), nn.GELU(), nn.Dense(width, flatten=False))
+
+    def hybrid_forward(self, F, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(gluon.HybridBlock):
+    """GluonNLP's GPT-2 in the interleaved operators' layout (tokens, N, width): token and position embeddings, the
+    blocks, a final LayerNorm and a head tied to the token embedding (it shares the embedding's parameters)."""
+
+    def __init__(self, vocabulary=256, context=64, width=128, depth=2, heads=4):
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, width, weight_initializer=mx.init.Normal(0.02))
+        self.position = self.params.get("position", shape=(context, 1, width), init=mx.init.Normal(0.02))
+        self.blocks = nn.HybridSequential()
+        self.blocks.add(*(Block(width, heads) for _ in range(depth)))
+        self.norm = nn.LayerNorm()
+        self.head = nn.Dense(vocabulary, use_bias=False, flatten=False, in_units=width, params=self.embed.params)
+
+    def hybrid_forward(self, F, tokens, position):
+        x = F.broadcast_add(self.embed(F.transpose(tokens)), position)
+        return F.swapaxes(self.head(self.norm(self.blocks(x))), 0, 1)  # logits (N, tokens, vocabulary)
+
+
 def build_network(model, layout):
+    if model == "gpt-tiny":
+        return GPT()
     network = nn.HybridSequential()
     if model == "lenet":
         network.add(
@@ -90,7 +141,8 @@ def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision
     if mixed_precision:
         amp.init()
     context, layout = mx.gpu(0) if device == "gpu" else mx.cpu(), "NHWC" if channels_last else "NCHW"
-    images = mx.nd.array(arrays["train_x"] if channels_last else arrays["train_x"].transpose(0, 3, 1, 2), ctx=context)
+    inputs = arrays["train_x"] if channels_last or model == "gpt-tiny" else arrays["train_x"].transpose(0, 3, 1, 2)
+    images = mx.nd.array(inputs, ctx=context)  # token ids as float32, which Embedding reads
     labels = mx.nd.array(arrays["train_y"], ctx=context)
     network = build_network(model, layout)
     network.initialize(mx.init.Xavier(), ctx=context)

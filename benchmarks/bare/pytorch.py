@@ -88,6 +88,8 @@ class GPT(nn.Module):
 def build_network(model):
     if model == "gpt-tiny":  # 64 tokens of a 256-byte vocabulary
         return GPT(vocabulary=256, context=64, width=128, depth=2, heads=4)
+    if model == "gpt2-small":  # GPT-2 124M, nanoGPT's GPTConfig
+        return GPT(vocabulary=50257, context=1024, width=768, depth=12, heads=12)
     if model == "lenet":  # 28x28x1
         return nn.Sequential(
             nn.Conv2d(1, 6, 5),
@@ -125,7 +127,7 @@ def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     target = torch.device("cuda" if device == "gpu" else "cpu")
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    if model == "gpt-tiny":  # token ids
+    if model.startswith("gpt"):  # token ids
         inputs = torch.from_numpy(arrays["train_x"].astype("int64")).to(target)
     else:
         inputs = torch.from_numpy(arrays["train_x"].transpose(0, 3, 1, 2).copy()).to(target, memory_format=layout)

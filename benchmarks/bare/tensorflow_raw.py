@@ -1,6 +1,7 @@
 import tensorflow as tf
 
 GLOROT = tf.initializers.GlorotUniform(seed=0)
+NORMAL = tf.initializers.RandomNormal(stddev=0.02, seed=0)  # GPT-2's embeddings
 LOSS_SCALE = 1024.0  # float16 only: a fixed scale, cheaper than dynamic scaling, so the bare side is not slowed
 
 
@@ -12,7 +13,7 @@ class Net:
 
     def __call__(self, x, training):
         self.cursor = {"trainable": 0, "moving": 0}
-        return self.forward(self, tf.cast(x, self.dtype), training)
+        return self.forward(self, x if x.dtype.is_integer else tf.cast(x, self.dtype), training)  # token ids stay
 
     def variable(self, kind, shape, initial):
         store, index = getattr(self, kind), self.cursor[kind]
@@ -39,6 +40,15 @@ class Net:
             mean.assign(0.9 * mean + 0.1 * batch_mean)
             variance.assign(0.9 * variance + 0.1 * batch_variance)
             mean, variance = batch_mean, batch_variance
+        return tf.cast(tf.nn.batch_normalization(x32, mean, variance, beta, gamma, 1e-5), self.dtype)
+
+    def layer_norm(self, x):  # in float32, as mixed precision keeps it
+        gamma, beta = (
+            self.variable("trainable", x.shape[-1:], tf.ones),
+            self.variable("trainable", x.shape[-1:], tf.zeros),
+        )
+        x32 = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x32, [-1], keepdims=True)
         return tf.cast(tf.nn.batch_normalization(x32, mean, variance, beta, gamma, 1e-5), self.dtype)
 
     def dense(self, x, units):
@@ -83,6 +93,30 @@ def resnet50(net, x, training):
     return net.dense(tf.reduce_mean(x, [1, 2]), 10)
 
 
+def causal_attention(net, x, heads):
+    """Self-attention written out as Keras' MultiHeadAttention composes it (TensorFlow has no fused attention op):
+    einsum over the (N, tokens, heads, head width) split of the qkv projection, later keys masked, softmax, einsum."""
+    tokens, width = x.shape[1:]
+    qkv = tf.reshape(net.dense(x, 3 * width), [-1, tokens, 3, heads, width // heads])
+    query, key, value = tf.unstack(qkv, axis=2)
+    scores = tf.einsum("nqhd,nkhd->nhqk", query * (width // heads) ** -0.5, key)
+    earlier = tf.range(tokens)[:, None] >= tf.range(tokens)
+    weights = tf.nn.softmax(tf.where(earlier, scores, float("-inf")))
+    return net.dense(tf.reshape(tf.einsum("nhqk,nkhd->nqhd", weights, value), [-1, tokens, width]), width)
+
+
+def gpt_tiny(net, tokens, training, vocabulary=256, width=128, depth=2, heads=4):
+    """nanoGPT's GPT-2: token and position embeddings, pre-LN blocks (exact GELU), a final LayerNorm, a head tied to
+    the token embedding."""
+    table = net.variable("trainable", (vocabulary, width), NORMAL)
+    positions = net.variable("trainable", (tokens.shape[1], width), NORMAL)
+    x = tf.cast(tf.gather(table, tokens) + positions, net.dtype)  # the rows looked up, then cast
+    for _ in range(depth):
+        x += causal_attention(net, net.layer_norm(x), heads)
+        x += net.dense(tf.nn.gelu(net.dense(net.layer_norm(x), 4 * width)), width)
+    return tf.einsum("ntw,vw->ntv", net.layer_norm(x), tf.cast(table, net.dtype))
+
+
 def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision, channels_last):
     """tf.function over tf.nn ops and Adam written out; mixed precision: float16 (GPU, fixed loss scale) or bfloat16
     (CPU) compute on float32 variables. TensorFlow runs NHWC only (channels_last changes nothing)."""
@@ -90,7 +124,7 @@ def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision
         images, labels = tf.constant(arrays["train_x"]), tf.constant(arrays["train_y"])
     compute = (tf.float16 if device == "gpu" else tf.bfloat16) if mixed_precision else tf.float32
     scale = LOSS_SCALE if compute == tf.float16 else 1.0
-    net = Net({"lenet": lenet, "resnet20": resnet20, "resnet50": resnet50}[model], compute)
+    net = Net({"lenet": lenet, "resnet20": resnet20, "resnet50": resnet50, "gpt-tiny": gpt_tiny}[model], compute)
     net(images[:1], False)  # creates the variables
     moments = [(tf.Variable(tf.zeros_like(p)), tf.Variable(tf.zeros_like(p))) for p in net.trainable]
     step_count = tf.Variable(0.0)

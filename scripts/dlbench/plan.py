@@ -47,6 +47,7 @@ class Experiment(TypedDict):
     momentum: float  # SGD's momentum (config `momentum`; other optimisers ignore it)
     weight_decay: float  # coupled L2 weight decay (config `weight_decay`)
     target_accuracy: float | None  # the test accuracy whose first crossing gives time_to_target_s; None: not timed
+    target_loss: float | None  # a language model's: the test loss whose first crossing gives time_to_target_s
     telemetry_hz: float  # the telemetry sampler's rate
     measure_input_share: bool  # whether the run times real and fixed-batch epochs after training (input_share)
     math_mode: dict  # {tf32, autotune}: the math-mode policy (dlbench/mathmode.py)
@@ -227,6 +228,7 @@ def experiment_row(axes, config, stacks) -> Experiment:
         momentum=config["momentum"],
         weight_decay=config["weight_decay"],
         target_accuracy=config["target_accuracy"],
+        target_loss=config["target_loss"],
         telemetry_hz=config["telemetry_hz"],
         measure_input_share=config["measure_input_share"],
         math_mode=config["math_mode"],

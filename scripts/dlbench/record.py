@@ -193,6 +193,11 @@ def provenance(env_description, repo, threads):
     return described
 
 
+def aim_at(record, tokens):
+    """The record's one target: a language model's test loss (`tokens`), else the test accuracy; the other null."""
+    record["target_accuracy" if tokens else "target_loss"] = None
+
+
 def base_record(experiment, env_description, repo):
     """A record with identity and provenance filled and every measurement empty: each section's defaults
     (dlbench/record_fields.py), status 'error' until set; the identity's keys first, in the axes' order."""
@@ -204,6 +209,7 @@ def base_record(experiment, env_description, repo):
         record.update(record_fields.empty(section))
     record.update(
         target_accuracy=experiment.get("target_accuracy"),
+        target_loss=experiment.get("target_loss"),
         min_steady_seconds=experiment.get("min_steady_seconds"),
         telemetry_hz=experiment.get("telemetry_hz"),
         provenance=provenance(env_description, repo, experiment.get("threads")),
@@ -224,17 +230,21 @@ def batch_sizes(experiment):
     }
 
 
-def add_epoch(record, rows, figures, target_accuracy):
+def add_epoch(record, rows, figures):
     """An epoch's figures (epoch, train_s, eval_s, train_loss, test_loss, test_accuracy, images) into the record's
-    lists and a row of epochs.csv, and the time to the target accuracy once the epoch reached it (never an epoch
-    whose loss was not finite, which ends the run as diverged); returns the row."""
+    lists and a row of epochs.csv, and the time to the record's target (its test accuracy, or a language model's
+    test loss) once the epoch reached it (never an epoch whose loss was not finite, which ends the run as diverged);
+    returns the row."""
     row = dict(zip(EPOCH_COLUMNS, (*figures, figures[-1] / figures[1]), strict=True))
     record["epoch_train_s"].append(row["train_s"])
     record["epoch_eval_s"].append(row["eval_s"])
     record["loss_curve"].append(row["train_loss"])
     rows.append(row)
     finite = math.isfinite(row["train_loss"]) and math.isfinite(row["test_loss"])
-    reached = finite and target_accuracy is not None and row["test_accuracy"] >= target_accuracy
+    accuracy, loss = record["target_accuracy"], record.get("target_loss")
+    reached = finite and (
+        (accuracy is not None and row["test_accuracy"] >= accuracy) or (loss is not None and row["test_loss"] <= loss)
+    )
     if reached and record["time_to_target_s"] is None:
         record["time_to_target_s"] = sum(record["epoch_train_s"])
     return row

@@ -310,8 +310,15 @@ class Timing:
         minimum=1,
     )
     train_tokens_per_s: float | None = at_least(0, "train_images_per_s x tokens_per_example", "tokens/s")
-    target_accuracy: float | None = entry("the test accuracy time_to_target_s counts to (config target_accuracy)")
-    time_to_target_s: float | None = at_least(0, "training seconds until test accuracy >= target", "s")
+    target_accuracy: float | None = entry(
+        "the test accuracy time_to_target_s counts to (config target_accuracy); null for a language model"
+    )
+    target_loss: float | None = entry(
+        "a language model's: the test loss time_to_target_s counts down to (config target_loss); null for images"
+    )
+    time_to_target_s: float | None = at_least(
+        0, "training seconds until test accuracy >= target_accuracy (a language model: test loss <= target_loss)", "s"
+    )
     min_steady_seconds: float | None = at_least(0, "the config's shortest steady window", "s")
     extra_steady_epochs_s: list[Seconds] = times(
         "passes over the training set timed after the last evaluation, each like a steady epoch (a fresh shuffle, no"

@@ -281,7 +281,7 @@ def test_page_one_says_what_ran_without_contradicting_itself(report):
     math_mode = next(line for line in answer.splitlines() if line.startswith("**Math mode**"))
     assert "on GPU TF32 on, convolution autotuning on (keras-3-jax, torch-2.11, torch-2.13)" in math_mode
     assert "on CPU float32 throughout" in math_mode and "neither exists" not in math_mode
-    assert "| to target accuracy (0.9) |" in answer
+    assert "| to target (accuracy 0.9) |" in answer
 
 
 def test_the_workload_describes_each_dataset_and_when_the_target_was_reached(report):

@@ -36,6 +36,7 @@ CONFIG = dict(
     momentum=0.9,
     weight_decay=0.0,
     target_accuracy=None,
+    target_loss=None,
     telemetry_hz=10,
     measure_input_share=True,
     min_steady_seconds=1.0,

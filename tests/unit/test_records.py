@@ -2,10 +2,10 @@
 run's tables beside its record, which Snakemake does not track, are checked for by the aggregation."""
 
 import numpy as np
-from dlbench.analysis.records import TRACE_MIN_BIN_S, missing_run_tables, trace_rows
 from conftest import read_csv
+from dlbench.analysis.records import TRACE_MIN_BIN_S, missing_run_tables, trace_rows
 from dlbench.io import write_json_atomic
-from dlbench.record import EPOCH_COLUMNS, add_epoch, write_epochs_csv
+from dlbench.record import EPOCH_COLUMNS, add_epoch, aim_at, write_epochs_csv
 from runs import strict_json
 
 
@@ -88,9 +88,10 @@ def test_a_short_runs_trace_is_binned_into_means_of_at_least_half_a_second(tmp_p
 
 def test_an_epoch_adds_its_figures_and_the_time_to_target_is_the_training_time_until_it_is_first_reached():
     record = {"epoch_train_s": [], "epoch_eval_s": [], "loss_curve": [], "time_to_target_s": None}
+    record.update(target_accuracy=0.9, target_loss=None)
     rows = []
     for epoch, (train_s, accuracy) in enumerate([(2.0, 0.5), (1.0, 0.92), (1.0, 0.95)], start=1):
-        row = add_epoch(record, rows, (epoch, train_s, 0.1, 0.3, 0.4, accuracy, 100), target_accuracy=0.9)
+        row = add_epoch(record, rows, (epoch, train_s, 0.1, 0.3, 0.4, accuracy, 100))
     assert record["epoch_train_s"] == [2.0, 1.0, 1.0] and record["loss_curve"] == [0.3] * 3
     assert record["time_to_target_s"] == 3.0
     assert row == dict(zip(EPOCH_COLUMNS, (3, 1.0, 0.1, 0.3, 0.4, 0.95, 100, 100.0)))
@@ -100,5 +101,15 @@ def test_an_epoch_adds_its_figures_and_the_time_to_target_is_the_training_time_u
 def test_an_epoch_whose_loss_is_not_finite_never_reaches_the_target():
     """The run ends as diverged after that epoch (losses.check_finite): its accuracy is no time to target."""
     record = {"epoch_train_s": [], "epoch_eval_s": [], "loss_curve": [], "time_to_target_s": None}
-    add_epoch(record, [], (1, 1.0, 0.1, float("nan"), 0.4, 0.95, 100), target_accuracy=0.9)
+    record.update(target_accuracy=0.9, target_loss=None)
+    add_epoch(record, [], (1, 1.0, 0.1, float("nan"), 0.4, 0.95, 100))
     assert record["time_to_target_s"] is None and len(record["epoch_train_s"]) == 1
+
+
+def test_a_language_models_time_to_target_is_the_training_time_until_its_test_loss_first_falls_to_the_target():
+    record = {"epoch_train_s": [], "epoch_eval_s": [], "loss_curve": [], "time_to_target_s": None}
+    record.update(target_accuracy=0.9, target_loss=2.5)
+    aim_at(record, tokens=True)  # a token dataset: the loss is its target, its next-token accuracy none
+    for epoch, test_loss in enumerate([4.0, 2.6, 2.4, 2.2], start=1):
+        add_epoch(record, [], (epoch, 1.5, 0.1, 3.0, test_loss, 0.95, 100))
+    assert record["target_accuracy"] is None and record["time_to_target_s"] == 4.5

@@ -390,9 +390,13 @@ def bottom_line(fastest):
 
 
 def target_heading(runs):
-    """The "to target accuracy" column's heading, with the target the runs were given (each, where they differ)."""
-    targets = sorted(set(runs["target_accuracy"].dropna()))
-    return f"to target accuracy ({', '.join(f'{target:g}' for target in targets)})" if targets else "to target accuracy"
+    """The "to target" column's heading, with the targets the runs were given (each, where they differ): a test
+    accuracy, a language model's test loss."""
+    named = []
+    for column, words in (("target_accuracy", "accuracy"), ("target_loss", "test loss")):
+        targets = sorted(set(runs[column].dropna())) if column in runs else []
+        named += [f"{words} {', '.join(f'{target:g}' for target in targets)}"] * bool(targets)
+    return f"to target ({'; '.join(named)})" if named else "to target accuracy"
 
 
 def answer_table(fastest, runs, shared, titles):

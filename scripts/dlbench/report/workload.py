@@ -46,6 +46,13 @@ def reached_text(row):
     return f"{int(row['runs_reached_target'])} of {int(row['runs_ok'])} runs"
 
 
+def target_text(row):
+    """A group's target: its test accuracy, or a language model's test loss."""
+    if pd.notna(row.get("target_loss")):
+        return f"test loss {row['target_loss']:g}"
+    return "none" if pd.isna(row["target_accuracy"]) else f"accuracy {row['target_accuracy']:g}"
+
+
 def trainings_text(row):
     if row["runs_ok"] == 0:
         return "–"
@@ -57,7 +64,7 @@ def group_table(workload):
         [
             group_title(row),
             number(row["steps_per_epoch"]),
-            "none" if pd.isna(row["target_accuracy"]) else f"{row['target_accuracy']:g}",
+            target_text(row),
             reached_text(row),
             trainings_text(row),
             percent(row["first_epoch_share_median"]),
@@ -67,7 +74,7 @@ def group_table(workload):
     header = [
         "group",
         "steps per epoch",
-        "target accuracy",
+        "target",
         "target reached",
         "whole training, s (min-max)",
         "first epoch's share (median)",
