@@ -501,7 +501,11 @@ class Model:
     parameters: int | None = entry(
         "trainable parameters, counted in the framework and checked against the spec", minimum=1
     )
-    flops_per_image: int | None = entry("forward FLOPs, from the spec (multiply-add = 2)", "FLOP", minimum=0)
+    flops_per_image: int | None = entry(
+        "forward FLOPs per example (an image, a language model's sequence), from the spec (multiply-add = 2)",
+        "FLOP",
+        minimum=0,
+    )
     train_flops_per_s: float | None = at_least(
         0, "achieved in training: 3 x flops_per_image x train_images_per_s (backward = 2 x forward)", "FLOP/s"
     )

@@ -31,11 +31,13 @@ def engagement_label(engaged):
 
 
 def read_back(row):
-    """What one run's framework read back: the switches and counts engaged, its matmul dtype and layout."""
+    """What one run's framework read back: the switches and counts engaged, its matmul dtype and layout, and the
+    attention it ran where the model has attention."""
     engaged = json.loads(row["engaged"])
+    attention = f"; attention: {engaged['attention']}" if "attention" in engaged else ""
     return (
         f"{engagement_label(engaged)} ({engaged.get('matmul_dtype', 'dtype not read back')}, "
-        f"{engaged.get('layout', 'layout not read back')})"
+        f"{engaged.get('layout', 'layout not read back')}{attention})"
     )
 
 
@@ -67,7 +69,7 @@ def model_table(runs):
         [row["model"], row["dataset"], f"{int(row['parameters']):,}", f"{row['flops_per_image'] / 1e6:,.1f}"]
         for _, row in models.iterrows()
     ]
-    return markdown_table(["model", "dataset", "parameters", "MFLOPs/image"], rows)
+    return markdown_table(["model", "dataset", "parameters", "MFLOPs/example"], rows)
 
 
 def markdown(study, figures):
