@@ -98,14 +98,54 @@ class ResNet(nnx.Module):
         return self.head(x.mean(axis=(1, 2)))
 
 
+class Block(nnx.Module):
+    """GPT-2's pre-LN block: causal nnx.MultiHeadAttention (JAX's fused kernel, through nnx.dot_product_attention),
+    then the exact-GELU MLP, each added to the residual stream."""
+
+    def __init__(self, width, heads, dtype, rngs):
+        self.attention_norm = nnx.LayerNorm(width, epsilon=1e-5, dtype=dtype, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(heads, width, decode=False, dtype=dtype, rngs=rngs)
+        self.mlp_norm = nnx.LayerNorm(width, epsilon=1e-5, dtype=dtype, rngs=rngs)
+        self.hidden = nnx.Linear(width, 4 * width, dtype=dtype, rngs=rngs)
+        self.output = nnx.Linear(4 * width, width, dtype=dtype, rngs=rngs)
+
+    def __call__(self, x):
+        x = x + self.attention(self.attention_norm(x), is_causal=True)
+        return x + self.output(nnx.gelu(self.hidden(self.mlp_norm(x)), approximate=False))
+
+
+class GPT(nnx.Module):
+    """nanoGPT in NNX: token and learned position embeddings, the blocks, a final LayerNorm and the head tied to the
+    token embedding (nnx.Embed.attend)."""
+
+    def __init__(self, vocabulary, context, width, depth, heads, dtype, rngs):
+        self.tokens = nnx.Embed(vocabulary, width, dtype=dtype, rngs=rngs)
+        self.positions = nnx.Embed(context, width, dtype=dtype, rngs=rngs)
+        self.blocks = nnx.List([Block(width, heads, dtype, rngs) for _ in range(depth)])
+        self.norm = nnx.LayerNorm(width, epsilon=1e-5, dtype=dtype, rngs=rngs)
+
+    def __call__(self, tokens):
+        x = self.tokens(tokens) + self.positions(jnp.arange(tokens.shape[-1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.tokens.attend(self.norm(x))
+
+
+def build_network(model, input_shape, dtype, rngs):
+    if model == "gpt-tiny":
+        return GPT(256, input_shape[0], 128, 2, 4, dtype, rngs)
+    if model == "lenet":
+        return LeNet(input_shape[-1], dtype, rngs)
+    return ResNet(model, input_shape[-1], dtype, rngs)
+
+
 def make_epoch(arrays, batch_size, learning_rate, model, device, mixed_precision, channels_last):
     """Flax's performance guide: the model and optimiser split once, a jax.jit functional step with the state donated;
     the dataset as JAX arrays on the device, each batch gathered inside the step; mixed precision as Flax runs it,
     bfloat16 compute on float32 parameters (no loss scaling). Flax runs NHWC only (channels_last changes nothing)."""
     images, labels = jax.device_put((arrays["train_x"], arrays["train_y"]))
-    dtype, rngs = jnp.bfloat16 if mixed_precision else jnp.float32, nnx.Rngs(0)
-    channels = images.shape[-1]
-    network = LeNet(channels, dtype, rngs) if model == "lenet" else ResNet(model, channels, dtype, rngs)
+    dtype = jnp.bfloat16 if mixed_precision else jnp.float32
+    network = build_network(model, images.shape[1:], dtype, nnx.Rngs(0))
     optimizer = nnx.Optimizer(network, optax.adam(learning_rate, eps=1e-7), wrt=nnx.Param)
     graphdef, state = nnx.split((network, optimizer))
 

@@ -36,7 +36,37 @@ def resnet50(inputs):
     return x
 
 
+class TokenAndPositionEmbedding(layers.Layer):
+    """keras.io's miniature GPT: token and learned position embeddings; the token embedding, a ReversibleEmbedding,
+    called in reverse is the head tied to it."""
+
+    def __init__(self, vocabulary, context, width):
+        super().__init__()
+        self.tokens = layers.ReversibleEmbedding(vocabulary, width)
+        self.positions = layers.Embedding(context, width)
+
+    def call(self, x):
+        return self.tokens(x) + self.positions(keras.ops.arange(keras.ops.shape(x)[-1]))
+
+
+def gpt(inputs, vocabulary=256, width=128, depth=2, heads=4):
+    """Pre-LN blocks with layers.MultiHeadAttention (use_causal_mask: Keras' fused dot_product_attention, causal)."""
+    embedding = TokenAndPositionEmbedding(vocabulary, inputs.shape[-1], width)
+    x = embedding(inputs)
+    for _ in range(depth):
+        y = layers.LayerNormalization(epsilon=1e-5)(x)
+        x = layers.Add()([x, layers.MultiHeadAttention(heads, width // heads)(y, y, use_causal_mask=True)])
+        y = layers.Dense(4 * width, activation="gelu")(layers.LayerNormalization(epsilon=1e-5)(x))
+        x = layers.Add()([x, layers.Dense(width)(y)])
+    logits = embedding.tokens(layers.LayerNormalization(epsilon=1e-5)(x), reverse=True)
+    return keras.Model(inputs, layers.Activation("linear", dtype="float32")(logits))
+
+
 def build_network(model, input_shape):
+    if model == "gpt-tiny":
+        return gpt(keras.Input(input_shape, dtype="int32"))
+    if model == "gpt2-small":  # GPT-2 124M
+        return gpt(keras.Input(input_shape, dtype="int32"), vocabulary=50257, width=768, depth=12, heads=12)
     inputs = keras.Input(input_shape)
     if model == "lenet":
         x = layers.AveragePooling2D(2)(layers.Conv2D(6, 5, activation="relu")(inputs))
