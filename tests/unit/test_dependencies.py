@@ -205,3 +205,42 @@ def test_an_edit_changes_exactly_the_code_of_the_jobs_whose_process_imports_the_
 def test_a_backend_an_adapter_declares_nothing_for_is_refused():
     with pytest.raises(ValueError, match="adapter keras3 declares no BACKEND_ADAPTERS entry for backend 'numpy'"):
         code_name("scripts/run_experiment.py", "keras3", "numpy")
+
+
+# What code run inside a framework's environment may import beyond the standard library and the library itself: NumPy,
+# Pillow (streamed images decoded in the loaders) and pynvml (GPU telemetry, imported on a GPU only); each adapter its
+# own framework too. The driver's packages (Snakemake, pandas, PyYAML, jsonschema, matplotlib) are not in those envs.
+IN_ENV_PACKAGES = {"numpy", "PIL", "pynvml", "dlbench"}
+FRAMEWORKS = {"torch", "tensorflow", "keras", "jax", "flax", "optax", "mxnet", "paddle"}
+
+
+def top_level_imports(path):
+    """The top-level names of the absolute imports in a file, wherever they stand."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse((REPOSITORY / path).read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_code_that_runs_in_a_framework_env_imports_only_the_standard_library_and_numpy():
+    """The package's boundary: what a training, max-batch or operator job runs inside a stack's env (the scripts,
+    every library module they import and every adapter) stays apart from the driver's (planning, aggregation, the
+    report), so that no stack env needs the driver's packages."""
+    import sys
+
+    adapters = [path.stem for path in (REPOSITORY / "scripts/dlbench/adapters").glob("*.py")]
+    modules = tuple(f"dlbench.adapters.{name}" for name in adapters if name not in ("__init__", "contract"))
+    in_env = library_files(
+        "scripts/run_experiment.py", "scripts/max_batch.py", "scripts/run_ops.py", extra_modules=modules
+    )
+    problems = []
+    for path in in_env:
+        allowed = set(sys.stdlib_module_names) | IN_ENV_PACKAGES | (FRAMEWORKS if "/adapters/" in path else set())
+        problems += [f"{path} imports {name}" for name in sorted(top_level_imports(path) - allowed)]
+    assert not problems and "scripts/dlbench/adapters/pytorch.py" in in_env, problems
+    assert "pandas" in top_level_imports("scripts/dlbench/analysis/summary.py")  # the driver's side has it
