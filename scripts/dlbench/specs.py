@@ -554,7 +554,8 @@ def glorot(rng, kernel_shape):
 
 def initial_weights(spec, input_shape, seed):
     """Per leaf: Glorot-uniform kernels, zero biases, unit batch-norm and LayerNorm scales, orthogonal recurrent
-    kernels, embeddings normal with EMBEDDING_STD, in the neutral layout, from the seed alone. Every adapter loads these, so all frameworks start bit-identical."""
+    kernels, embeddings normal with EMBEDDING_STD, in the neutral layout, from the seed alone. Every adapter loads
+    these, so all frameworks start bit-identical."""
     import numpy as np
 
     rng = np.random.default_rng(seed)

@@ -71,8 +71,8 @@ def unsupported_reason(stack, variant, device, data_placement="device", replicas
     with this many data-parallel replicas; None when it can.
 
     `unsupported` keys are a whole variant (`eager-amp`), a mode, compile mode or modifier (`xla`,
-    `compile-max-autotune`, `composed`, `amp`, ...), a data placement (`device-data`, `host-data`) or, above one replica,
-    `replicas` and `<variant or mode> with replicas`, optionally `<key> on <device>`."""
+    `compile-max-autotune`, `composed`, `amp`, ...), a data placement (`device-data`, `host-data`) or, above one
+    replica, `replicas` and `<variant or mode> with replicas`, optionally `<key> on <device>`."""
     reasons = stack.get("unsupported", {})
     parsed = parse(variant)
     compile_mode = [f"compile-{parsed.compile_mode}"] * (parsed.compile_mode != "default")

@@ -7,6 +7,12 @@ scales the loss) and mixed_bfloat16 on CPU. What was engaged is read back from t
 weights load unchanged; padding is "same" where that equals the spec's symmetric padding and explicit
 (ZeroPadding2D) where it does not (stride 2 on even sizes).
 
+Attention models: self-attention runs Keras' fused op, keras.ops.dot_product_attention, on the (batch, tokens, heads,
+head width) layout it takes; Keras dispatches it to its backend's kernel (_ATTENTION_KERNELS). -composed
+(eager-composed, xla-composed, ...) writes it out instead, as Keras' MultiHeadAttention does without the fused op (_composed_attention).
+A language model's token embedding is Keras' ReversibleEmbedding, which the tied head calls in reverse: one variable,
+its table.
+
 Input: fit and predict read each epoch's batches, in the order every framework trains in, through the backend's
 own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
 its own order, and on JAX it converts a JAX array back to NumPy every epoch (keras/src/trainers/data_adapters/
@@ -22,6 +28,7 @@ gradient XLA all-reduces. Keras on torch has none (keras.distribution runs on JA
 """
 
 import contextlib
+import math
 
 import keras
 import numpy as np
@@ -183,10 +190,136 @@ def _zero_pad_channels(pad):
     return keras.layers.Lambda(lambda x: keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [pad, pad]]))
 
 
-def _leaf_layers(layer, in_shape, synchronized):
-    """The Keras layers of one spec leaf; the last one holds the leaf's weights. `synchronized`: batch norm over the
-    replicas' global batch (Keras' synchronized BatchNormalization, a TensorFlow-backend option)."""
+class _PatchEmbed(keras.layers.Conv2D):
+    """ViT's patch embedding: a conv of kernel and stride `patch` (its kernel HWIO, as the neutral layout's), its
+    (h, w) grid read as tokens in row-major order."""
+
+    def __init__(self, patch, width):
+        super().__init__(width, patch, strides=patch)
+
+    def call(self, images):
+        grid = super().call(images)
+        return keras.ops.reshape(grid, (-1, grid.shape[1] * grid.shape[2], self.filters))
+
+    def compute_output_shape(self, input_shape):
+        batch, height, width, channels = super().compute_output_shape(input_shape)
+        return batch, height * width, channels
+
+
+class _ClassToken(keras.layers.Layer):
+    """A learned token put before the sequence."""
+
+    def build(self, input_shape):
+        self.token = self.add_weight(shape=input_shape[-1:], initializer="zeros", name="token")
+
+    def call(self, sequence):
+        batch, _, width = keras.ops.shape(sequence)
+        return keras.ops.concatenate([keras.ops.broadcast_to(self.token, (batch, 1, width)), sequence], axis=1)
+
+
+class _PositionEmbedding(keras.layers.Layer):
+    """A learned vector per position, added: a (tokens, width) table as long as the sequence it reads."""
+
+    def build(self, input_shape):
+        self.table = self.add_weight(shape=input_shape[1:], initializer="zeros", name="table")
+
+    def call(self, sequence):
+        return keras.ops.add(sequence, self.table)
+
+
+# What keras.ops.dot_product_attention runs on each backend (keras/src/backend/<backend>/nn.py): JAX's fused kernel
+# (its XLA implementation; on a GPU cuDNN's flash attention where Keras finds it usable), PyTorch's; TensorFlow has
+# none, and Keras composes it there. -composed: _composed_attention.
+_COMPOSED_ATTENTION = "composed: einsum, softmax, einsum"
+_ATTENTION_KERNELS = {
+    "jax": "keras.ops.dot_product_attention: jax.nn.dot_product_attention",
+    "tensorflow": "keras.ops.dot_product_attention, composed: einsum, softmax, einsum",
+    "torch": "keras.ops.dot_product_attention: torch.nn.functional.scaled_dot_product_attention",
+}
+# On torch, Keras 3.15 probes for flash attention by building a pybind11 SDPAParams, which torch.compile cannot trace:
+# a graph break at every attention call. False skips the probe and leaves the kernel to scaled_dot_product_attention's
+# own dispatcher (flash attention where it can), as Keras' fix does while tracing (keras-team/keras PR 23327).
+_FLASH_ATTENTION = False if keras.backend.backend() == "torch" else None
+
+
+class _Attention(keras.layers.Layer):
+    """Multi-head self-attention between the fused input projection and the output projection: through Keras' fused
+    op, keras.ops.dot_product_attention, or written out (variant -composed, _composed_attention)."""
+
+    def __init__(self, width, heads, causal, composed):
+        super().__init__()
+        self.qkv, self.out = keras.layers.Dense(3 * width), keras.layers.Dense(width)
+        self.softmax = keras.layers.Softmax()  # -composed's: its masking value fits the compute dtype
+        self.heads, self.causal, self.composed = heads, causal, composed
+
+    def build(self, input_shape):
+        self.qkv.build(input_shape)
+        self.out.build(input_shape)
+
+    def call(self, sequence):
+        _, tokens, width = sequence.shape
+        # [query | key | value], each head-major: (batch, tokens, heads, head width), the layout Keras' op takes.
+        qkv = keras.ops.reshape(self.qkv(sequence), (-1, tokens, 3, self.heads, width // self.heads))
+        query, key, value = keras.ops.unstack(qkv, axis=2)
+        if self.composed:
+            mixed = self._composed_attention(query, key, value)
+        else:
+            mixed = keras.ops.dot_product_attention(
+                query, key, value, is_causal=self.causal, flash_attention=_FLASH_ATTENTION
+            )
+        return self.out(keras.ops.reshape(mixed, (-1, tokens, width)))
+
+    def _composed_attention(self, query, key, value):
+        """Attention written out as Keras' MultiHeadAttention writes it where it does not hand over to the fused op
+        (with attention dropout, or its scores returned; keras/src/layers/attention/multi_head_attention.py): the
+        query scaled by 1/sqrt(head width), einsum with the key, a Softmax layer masking later tokens, einsum with the
+        value. All in the compute dtype (bfloat16 under -amp)."""
+        query = keras.ops.multiply(query, keras.ops.cast(1 / math.sqrt(query.shape[-1]), query.dtype))
+        scores = keras.ops.einsum("bqhd,bkhd->bhqk", query, key)
+        earlier = keras.ops.tril(keras.ops.ones(scores.shape[-2:], dtype="bool")) if self.causal else None
+        return keras.ops.einsum("bhqk,bkhd->bqhd", self.softmax(scores, mask=earlier), value)
+
+
+def _token_pool(kind):
+    """The class token's final state, or the mean over the tokens."""
+    if kind == "class":
+        return keras.layers.Lambda(lambda sequence: sequence[:, 0])
+    return keras.layers.GlobalAveragePooling1D()
+
+
+def _is_tied_head(layer):
+    return isinstance(layer, specs.LMHead) and layer.tied
+
+
+def _tied_head(x, leaves):
+    """GPT-2's head: the token embedding, Keras' ReversibleEmbedding, called in reverse (its table transposed). The
+    embedding is also the head's leaf layer, whose weights the head does not own (`weights` reads none)."""
+    embedding = next(leaf for leaf in leaves if isinstance(leaf, keras.layers.ReversibleEmbedding))
+    leaves.append(embedding)
+    return embedding(x, reverse=True)
+
+
+def _leaf_layers(layer, in_shape, variant):
+    """The Keras layers of one spec leaf in the variant; the last one holds the leaf's weights. -syncbn: batch norm
+    over the replicas' global batch (Keras' synchronized BatchNormalization, a TensorFlow-backend option);
+    -composed: attention written out."""
     activation = getattr(layer, "activation", None)
+    if isinstance(layer, specs.PatchEmbed):
+        return [_PatchEmbed(layer.patch, layer.width)]
+    if isinstance(layer, specs.ClassToken):
+        return [_ClassToken()]
+    if isinstance(layer, specs.PositionEmbedding):
+        return [_PositionEmbedding()]
+    if isinstance(layer, specs.TokenEmbedding):
+        return [keras.layers.ReversibleEmbedding(layer.vocabulary, layer.width)]
+    if isinstance(layer, specs.LayerNorm):
+        return [keras.layers.LayerNormalization(epsilon=layer.epsilon)]
+    if isinstance(layer, specs.Attention):
+        return [_Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention)]
+    if isinstance(layer, specs.TokenPool):
+        return [_token_pool(layer.kind)]
+    if isinstance(layer, specs.LMHead):  # untied: a bias-free kernel
+        return [keras.layers.Dense(layer.vocabulary, use_bias=False)]
     if isinstance(layer, specs.Conv):
         # "same" where it equals the spec's padding (a separate ZeroPadding2D costs a copy per conv), else explicit.
         same = layer.padding and specs.same_padding_is_symmetric(layer, in_shape)
@@ -203,7 +336,9 @@ def _leaf_layers(layer, in_shape, synchronized):
         ]
     if isinstance(layer, specs.BatchNorm):
         return [
-            keras.layers.BatchNormalization(momentum=layer.momentum, epsilon=layer.epsilon, synchronized=synchronized)
+            keras.layers.BatchNormalization(
+                momentum=layer.momentum, epsilon=layer.epsilon, synchronized=variant.sync_batch_norm
+            )
         ]
     if isinstance(layer, specs.Pool):
         if layer.kind == "avg":
@@ -221,21 +356,23 @@ def _leaf_layers(layer, in_shape, synchronized):
     return [keras.layers.Dense(layer.units, activation=activation)]
 
 
-def _apply(spec, input_shape, x, leaves, synchronized=False):
-    """The spec applied to a functional-API tensor (batch norm `synchronized` or not); each leaf's weight-holding
-    layer is appended to `leaves`."""
+def _apply(spec, input_shape, x, leaves, variant):
+    """The spec applied to a functional-API tensor in the variant (its batch norm, its attention); each leaf's
+    weight-holding layer is appended to `leaves`."""
     for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
         if isinstance(layer, specs.Residual):
-            body = _apply(layer.body, in_shape, x, leaves, synchronized)
+            body = _apply(layer.body, in_shape, x, leaves, variant)
             if layer.shortcut == "zero_pad":
                 stride, pad = specs.zero_pad_geometry(in_shape, out_shape)
                 subsampled = keras.layers.MaxPooling2D(1, stride)(x)  # a 1x1 pool with a stride subsamples
                 shortcut = _zero_pad_channels(pad)(subsampled)
             else:
-                shortcut = _apply(layer.shortcut, in_shape, x, leaves, synchronized)
+                shortcut = _apply(layer.shortcut, in_shape, x, leaves, variant)
             x = keras.layers.Add()([body, shortcut])
+        elif _is_tied_head(layer):
+            x = _tied_head(x, leaves)
         else:
-            for keras_layer in _leaf_layers(layer, in_shape, synchronized):
+            for keras_layer in _leaf_layers(layer, in_shape, variant):
                 x = keras_layer(x)
             leaves.append(keras_layer)
         if isinstance(layer, (specs.Residual, specs.BatchNorm)) and layer.activation == "relu":
@@ -267,6 +404,13 @@ def _make_optimizer(experiment):
     return _coupled_weight_decay(optimizer, experiment["weight_decay"])(rate, **options)
 
 
+def _input_dtype(spec, streamed):
+    """Token ids for a language model; uint8 images streamed (normalised by the model); else the policy's floats."""
+    if isinstance(spec[0], specs.TokenEmbedding):
+        return "int32"
+    return "uint8" if streamed else None
+
+
 # The variant modes per backend: jit_compile is XLA on TensorFlow and JAX, torch.compile on torch; the compiled step
 # without XLA (graph) is TensorFlow's alone (on torch it is the eager step).
 _MODES = {"tensorflow": ("eager", "graph", "xla"), "jax": ("eager", "xla"), "torch": ("eager", "compile")}
@@ -292,14 +436,15 @@ def build(spec, input_shape, weights, experiment):
     streamed = experiment["data_placement"] == "stream"
     # With replicas on TensorFlow, the variables (the optimiser's too) are made mirrored in the strategy's scope.
     with _strategy.scope() if _strategy else contextlib.nullcontext():
-        inputs, leaves = keras.Input(shape=input_shape, dtype="uint8" if streamed else None), []
+        inputs, leaves = keras.Input(shape=input_shape, dtype=_input_dtype(spec, streamed)), []
         x = _normalisation_layers(inputs) if streamed else inputs
-        network = keras.Model(inputs, _apply(spec, input_shape, x, leaves, variant.sync_batch_norm))
+        network = keras.Model(inputs, _apply(spec, input_shape, x, leaves, variant))
         for keras_layer, params in zip(leaves, weights):
             if params:
                 keras_layer.set_weights(params)
         network.compile(
             optimizer=_make_optimizer(experiment),
+            # Over the last axis, the mean over every element: per image, or per token of a language model's sequence.
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             run_eagerly=variant.mode == "eager",
             jit_compile=variant.mode in ("xla", "compile"),
@@ -315,7 +460,11 @@ def parameter_count(model):
 
 
 def weights(model, spec, input_shape):
-    return [keras_layer.get_weights() for keras_layer in model.leaves]
+    """Each leaf's weights; a tied head has none of its own (its leaf layer is the token embedding)."""
+    return [
+        [] if _is_tied_head(layer) else keras_layer.get_weights()
+        for keras_layer, (layer, _, _) in zip(model.leaves, specs.leaves(spec, input_shape))
+    ]
 
 
 def engaged(model):
@@ -333,6 +482,9 @@ def engaged(model):
         "layout": "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW",
         "loss_scaling": type(model.optimizer).__name__ == "LossScaleOptimizer",
     }
+    if any(isinstance(keras_layer, _Attention) for keras_layer in model.leaves):
+        composed = model.variant.composed_attention
+        result["attention"] = _COMPOSED_ATTENTION if composed else _ATTENTION_KERNELS[keras.backend.backend()]
     if on_torch and model.jit_compile:
         result["torch_compile"] = True
         result.update(_backend_adapter().compile_engagement("default", model.compile_counters))
@@ -460,12 +612,13 @@ def evaluate(model, staged, batch_size):
     else:
         slices = (staged.test_x[start : start + batch_size] for start in range(0, count, batch_size))
         predicted = model.predict(((_whole_shares(batch, model.replicas),) for batch in slices), verbose=0)
+    # Per image, or per token of a sequence (a language model's next token): over the last axis.
     logits = np.asarray(predicted[:count], dtype=np.float64)
     labels = np.asarray(staged.test_y)
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    loss = -log_probs[np.arange(len(labels)), labels].mean()
-    return float(loss), float((logits.argmax(axis=1) == labels).mean())
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    loss = -np.take_along_axis(log_probs, labels[..., None], axis=-1).mean()
+    return float(loss), float((logits.argmax(axis=-1) == labels).mean())
 
 
 def _whole_shares(batch, replicas):
