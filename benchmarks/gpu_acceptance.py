@@ -142,7 +142,7 @@ def language_model_figures(args, sizes, table):
         if not row["ratio"]:
             continue
         tokens = float(row["workflow_images_per_s"]) * shape[0]
-        peak, _ = peaks.peak(gpu, "bf16" if row["precision"] == "amp" else "tf32")
+        peak, _ = peaks.peak(gpu, "fp16" if row["precision"] == "amp" else "tf32")  # AMP is float16 on a GPU
         mfu = f", MFU {per_token * tokens / peak:.1%}" if peak else ""
         figures.append(f"{row['precision']} {tokens:,.0f} tokens/s{mfu}")
     return "; ".join(figures)

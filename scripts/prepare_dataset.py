@@ -55,8 +55,8 @@ SUCCESSORS = 4  # the tokens that may follow each token in synthetic sequences
 
 def synthetic_tokens(vocabulary, context, train_size, test_size, seed):
     """Seeded sequences of a random Markov chain in which each token is followed by one of SUCCESSORS tokens
-    (chosen per token, equally likely): learnable, the best next-token loss ln(SUCCESSORS) against ln(vocabulary)
-    for a guess. Inputs are each sequence's first `context` tokens, targets the same shifted by one."""
+    (drawn per token, equally likely, repeats allowed): learnable, the best next-token loss at most ln(SUCCESSORS)
+    against ln(vocabulary) for a guess. Inputs are each sequence's first `context` tokens, targets the same shifted by one."""
     rng = np.random.default_rng(seed)
     successors = rng.integers(0, vocabulary, size=(vocabulary, SUCCESSORS))
 

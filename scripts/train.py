@@ -25,7 +25,7 @@ from dlbench.io import write_json_atomic
 from dlbench.losses import Diverged, check_finite, recorded_loss
 from dlbench.measure import steady_window
 from dlbench.process import prepare_process, thread_count, thread_policy
-from dlbench.record import add_epoch, aim_at, base_record, peak_rss_mb, utc_now, write_epochs_csv
+from dlbench.record import add_epoch, base_record, keep_one_target, peak_rss_mb, utc_now, write_epochs_csv
 from dlbench.run import Run, dataset_description
 from dlbench.run_telemetry import record_telemetry, start_telemetry
 
@@ -46,7 +46,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     if record["stream"]:
         log(data.streaming_line(meta, adapter.LOADER, record["stream"]["workers"]))
     record["dataset_description"] = dataset_description(meta)
-    aim_at(record, data.holds_tokens(meta))
+    keep_one_target(record, data.holds_tokens(meta))
     spec, shape = specs.model_spec(experiment["model"], meta["classes"]), tuple(meta["shape"])
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
     sampler.mark("build")

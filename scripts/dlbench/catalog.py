@@ -3,16 +3,16 @@
 Kinds: `download` (files in the registry, workflow/resources/datasets.yaml), `digits` (ships with scikit-learn),
 `synthetic` (synthetic-<H>x<W>x<C>), `synthetic-imagenet` (seeded 1000-class 256x256x3), `imagenet` (a local
 ILSVRC2012 folder) and `image-folder` (any folder of ImageNet's layout named in config `image_folders`). Image
-folders are the datasets that can stream (data placement `stream`). One dataset of tokens, for language models:
-`synthetic-tokens` (synthetic-tokens-<vocabulary>x<context>), sequences of token ids whose shape is (context,) and
-whose classes are the vocabulary.
+folders are the datasets that can stream (data placement `stream`). Datasets of tokens, for language models, hold
+sequences of token ids whose shape is (context,) and whose classes are the vocabulary: `synthetic-tokens`
+(synthetic-tokens-<vocabulary>x<context>) and a registry entry of format `text-bytes` (tiny-shakespeare).
 """
 
 import re
 
 SYNTHETIC = re.compile(r"synthetic-(?P<height>\d+)x(?P<width>\d+)x(?P<channels>\d+)")
 SYNTHETIC_TOKENS = re.compile(r"synthetic-tokens-(?P<vocabulary>\d+)x(?P<context>\d+)")
-MAX_VOCABULARY = 2**31 - 1  # token ids are stored as int32
+MAX_VOCABULARY = 2**24  # token ids exact in float32 (MXNet feeds them so), beyond every tokenizer's vocabulary
 DIGITS_SHAPE = (28, 28, 1)
 DIGITS_TRAIN_SIZE = 1437  # 80% of scikit-learn's 1,797 digits (the test split is rounded up: 360)
 IMAGENET_CLASSES = 1000

@@ -470,7 +470,7 @@ def existing_env_files(config, stacks, registry, machine):
 
 def dataset_memory(config, stacks, registry, machine):
     """A dataset that planned experiments stage as arrays (device or host placement) must fit in the machine's
-    memory: its uint8 training images alone, before any float copy, must."""
+    memory: its uint8 training images alone, before any float copy, must (a token dataset's int32 ids and targets)."""
     if machine.memory_bytes is None or list(unknown_names(config, stacks, registry, machine)):
         return
     sizes = plan.train_sizes(config, registry)
@@ -480,13 +480,17 @@ def dataset_memory(config, stacks, registry, machine):
         size = info["train_size"] or sizes[dataset]  # the config's count; a prepared image folder's own
         if size is None:
             continue
-        needed = size * math.prod(info["shape"])
+        tokens = len(info["shape"]) == 1  # a language model's sequences: int32 ids and as many int32 targets
+        needed = size * math.prod(info["shape"]) * (8 if tokens else 1)
+        examples = (
+            f"sequences of {info['shape'][0]} tokens" if tokens else f"images of {'x'.join(map(str, info['shape']))}"
+        )
+        remedy = "shorter contexts or fewer sequences" if tokens else "smaller images or fewer"
         if needed > machine.memory_bytes:
             yield (
                 f"config error in `datasets`: {dataset} needs at least {needed / 2**30:,.1f} GiB for its "
-                f"{size:,} training images of {'x'.join(map(str, info['shape']))}, more than this machine's "
-                f"{machine.memory_bytes / 2**30:,.1f} GiB of memory; use smaller images or fewer "
-                "(`synthetic.train_size`), or stream an image folder"
+                f"{size:,} training {examples}, more than this machine's {machine.memory_bytes / 2**30:,.1f} GiB of "
+                f"memory; use {remedy} (`synthetic.train_size`)" + ("" if tokens else ", or stream an image folder")
             )
 
 

@@ -34,7 +34,7 @@ class Experiment(TypedDict):
     optimizer: str  # sgd, adam or rmsprop
     learning_rate: float  # the optimiser's step size
     epochs: int  # training epochs, each followed by an evaluation on the test split
-    variant: str  # <mode>[-<compile mode>][-nhwc][-syncbn][-amp], one the stack declares (dlbench/variants.py)
+    variant: str  # <mode>[-<compile mode>][-nhwc][-syncbn][-composed][-amp], one its stack declares (variants.py)
     data_placement: str  # device, host or stream: where the training data lives
     replicas: int  # data-parallel replicas (devices), each framework's own mechanism (dlbench/parallel.py)
     scaling: str  # weak (batch_size per replica) or strong (batch_size is the global batch); weak with one replica

@@ -193,9 +193,9 @@ def provenance(env_description, repo, threads):
     return described
 
 
-def aim_at(record, tokens):
-    """The record's one target: a language model's test loss (`tokens`), else the test accuracy; the other null."""
-    record["target_accuracy" if tokens else "target_loss"] = None
+def keep_one_target(record, language_model):
+    """The record's one target: a language model's test loss, else the test accuracy; the other made null."""
+    record["target_accuracy" if language_model else "target_loss"] = None
 
 
 def base_record(experiment, env_description, repo):
@@ -241,7 +241,7 @@ def add_epoch(record, rows, figures):
     record["loss_curve"].append(row["train_loss"])
     rows.append(row)
     finite = math.isfinite(row["train_loss"]) and math.isfinite(row["test_loss"])
-    accuracy, loss = record["target_accuracy"], record.get("target_loss")
+    accuracy, loss = record["target_accuracy"], record["target_loss"]
     reached = finite and (
         (accuracy is not None and row["test_accuracy"] >= accuracy) or (loss is not None and row["test_loss"] <= loss)
     )

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Literal
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 NO_TELEMETRY = "the run ended before telemetry started"
 Seconds = float  # every time is in seconds: the unit column says so once per field
 

@@ -90,7 +90,7 @@ def test_attention_runs_fused_by_default_and_written_out_when_composed(probes, s
     """Every attention model is built with the stack's default attention and, where the stack declares it, composed
     (matmul, softmax, matmul); both meet the reference (test_logits_equal_the_numpy_reference), and the record names
     which ran. A stack without a fused kernel says so in stacks.yaml (`composed` unsupported)."""
-    attending = [result for result in results(probes, stack) if result["model"].startswith(("vit", "gpt"))]
+    attending = [result for result in results(probes, stack) if specs.attention_layers(case_spec(result)[0])]
     assert {result["model"] for result in attending} >= {"vit-tiny", "gpt-tiny"}
     for result in attending:
         kernel = result["engaged"]["attention"]

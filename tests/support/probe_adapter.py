@@ -131,14 +131,14 @@ def experiment(variant, optimizer="sgd", rate=0.001, momentum=0.0, decay=0.0, da
 def model_inputs(spec, shape, count, seed):
     """`count` inputs of a model: normal images, or token ids of its vocabulary (a language model)."""
     rng = np.random.default_rng(seed)
-    if isinstance(spec[0], specs.TokenEmbedding):
+    if specs.reads_tokens(spec):
         return rng.integers(0, spec[0].vocabulary, (count, *shape)).astype(np.int32)
     return rng.normal(size=(count, *shape)).astype(np.float32)
 
 
 def step_arrays(spec, shape):
     """One batch of STEP_BATCH examples, which is also the test split: a class per image, a next token per token."""
-    if isinstance(spec[0], specs.TokenEmbedding):  # the targets are the inputs shifted by one token
+    if specs.reads_tokens(spec):  # the targets are the inputs shifted by one token
         tokens = model_inputs(spec, (STEP_BATCH * shape[0] + 1,), 1, 2)[0]
         arrays = {"train_x": tokens[:-1].reshape(STEP_BATCH, *shape), "train_y": tokens[1:].reshape(STEP_BATCH, *shape)}
     else:

@@ -201,7 +201,7 @@ def test_every_model_is_documented_and_proven():
 def leaf_kind(name, shape):
     """The kinds of leaf a registry model is made of: each leaf's type and activation (its sizes aside)."""
     spec = specs.model_spec(name, 10)
-    shape = shape or (specs.TOKENS_SHAPE if isinstance(spec[0], specs.TokenEmbedding) else (224, 224, 3))
+    shape = shape or (specs.TOKENS_SHAPE if specs.reads_tokens(spec) else (224, 224, 3))
     return frozenset(
         (type(layer).__name__, getattr(layer, "activation", None), getattr(layer, "causal", None))
         for layer, _, _ in specs.leaves(spec, shape)

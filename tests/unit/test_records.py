@@ -5,7 +5,7 @@ import numpy as np
 from conftest import read_csv
 from dlbench.analysis.records import TRACE_MIN_BIN_S, missing_run_tables, trace_rows
 from dlbench.io import write_json_atomic
-from dlbench.record import EPOCH_COLUMNS, add_epoch, aim_at, write_epochs_csv
+from dlbench.record import EPOCH_COLUMNS, add_epoch, keep_one_target, write_epochs_csv
 from runs import strict_json
 
 
@@ -109,7 +109,9 @@ def test_an_epoch_whose_loss_is_not_finite_never_reaches_the_target():
 def test_a_language_models_time_to_target_is_the_training_time_until_its_test_loss_first_falls_to_the_target():
     record = {"epoch_train_s": [], "epoch_eval_s": [], "loss_curve": [], "time_to_target_s": None}
     record.update(target_accuracy=0.9, target_loss=2.5)
-    aim_at(record, tokens=True)  # a token dataset: the loss is its target, its next-token accuracy none
+    keep_one_target(
+        record, language_model=True
+    )  # a token dataset: the loss is its target, its next-token accuracy none
     for epoch, test_loss in enumerate([4.0, 2.6, 2.4, 2.2], start=1):
         add_epoch(record, [], (epoch, 1.5, 0.1, 3.0, test_loss, 0.95, 100))
     assert record["target_accuracy"] is None and record["time_to_target_s"] == 4.5

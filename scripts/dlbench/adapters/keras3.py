@@ -233,7 +233,7 @@ class _PositionEmbedding(keras.layers.Layer):
 _COMPOSED_ATTENTION = "composed: einsum, softmax, einsum"
 _ATTENTION_KERNELS = {
     "jax": "keras.ops.dot_product_attention: jax.nn.dot_product_attention",
-    "tensorflow": "keras.ops.dot_product_attention, composed: einsum, softmax, einsum",
+    "tensorflow": "composed: keras.ops.dot_product_attention writes it out (einsum, softmax, einsum)",
     "torch": "keras.ops.dot_product_attention: torch.nn.functional.scaled_dot_product_attention",
 }
 # On torch, Keras 3.15 probes for flash attention by building a pybind11 SDPAParams, which torch.compile cannot trace:
@@ -406,7 +406,7 @@ def _make_optimizer(experiment):
 
 def _input_dtype(spec, streamed):
     """Token ids for a language model; uint8 images streamed (normalised by the model); else the policy's floats."""
-    if isinstance(spec[0], specs.TokenEmbedding):
+    if specs.reads_tokens(spec):
         return "int32"
     return "uint8" if streamed else None
 

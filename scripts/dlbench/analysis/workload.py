@@ -42,7 +42,7 @@ def describe(group):
         images_per_epoch=images,
         steps_per_epoch=None if images is None or batch is None else int(images) // int(batch),
         target_accuracy=first(group["target_accuracy"]),
-        target_loss=first(group["target_loss"]) if "target_loss" in group else None,
+        target_loss=first(group["target_loss"]),
         runs_ok=len(ok),
         runs_reached_target=len(reached),
         target_epoch_max=reached.max() if len(reached) else None,

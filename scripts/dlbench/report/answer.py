@@ -394,7 +394,7 @@ def target_heading(runs):
     accuracy, a language model's test loss."""
     named = []
     for column, words in (("target_accuracy", "accuracy"), ("target_loss", "test loss")):
-        targets = sorted(set(runs[column].dropna())) if column in runs else []
+        targets = sorted(set(runs[column].dropna()))
         named += [f"{words} {', '.join(f'{target:g}' for target in targets)}"] * bool(targets)
     return f"to target ({'; '.join(named)})" if named else "to target accuracy"
 
