@@ -3,15 +3,15 @@
 Variants: eager is run_eagerly=True; graph the compiled step without XLA (TensorFlow only: JAX has no graph mode
 without XLA, and on torch it is the eager step); xla is jit_compile=True on TensorFlow and JAX, compile the same on
 torch, where Keras compiles its train step with torch.compile; -amp the mixed_float16 policy on GPU (Keras then
-scales the loss) and mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the neutral layout, so
-weights load unchanged; padding is "same" where that equals the spec's symmetric padding and explicit
-(ZeroPadding2D) where it does not (stride 2 on even sizes).
+scales the loss) and mixed_bfloat16 on CPU. What was engaged is read back from the compiled model. Layout NHWC, the
+neutral layout, so weights load unchanged; padding is "same" where that equals the spec's symmetric padding and
+explicit (ZeroPadding2D) where it does not (stride 2 on even sizes).
 
 Attention models: self-attention runs Keras' fused op, keras.ops.dot_product_attention, on the (batch, tokens, heads,
 head width) layout it takes; Keras dispatches it to its backend's kernel (_ATTENTION_KERNELS). -composed
-(eager-composed, xla-composed, ...) writes it out instead, as Keras' MultiHeadAttention does without the fused op (_composed_attention).
-A language model's token embedding is Keras' ReversibleEmbedding, which the tied head calls in reverse: one variable,
-its table.
+(eager-composed, xla-composed, ...) writes it out instead, as Keras' MultiHeadAttention does without the fused op
+(_composed_attention). A language model's token embedding is Keras' ReversibleEmbedding, which the tied head calls in
+reverse: one variable, its table.
 
 Input: fit and predict read each epoch's batches, in the order every framework trains in, through the backend's
 own fast path for in-memory data (`feed`), which is part of what is measured. Given arrays, fit would shuffle in
