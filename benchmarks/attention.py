@@ -32,12 +32,10 @@ def measure(args):
     arrays = harness.synthetic_arrays(args.model, harness.INPUT_SHAPES[args.model], args.examples, args.batch_size)
     experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
     epoch, _, engaged = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
-    seconds = harness.epoch_timer(adapter, args.device, epoch, args.examples, args.batch_size)
-    for _ in range(args.warmup):
-        seconds()
-    examples = args.examples // args.batch_size * args.batch_size
     return {
-        "per_s": examples / statistics.median(seconds() for _ in range(args.trials)),
+        "per_s": harness.steady_rate(
+            adapter, args.device, epoch, args.examples, args.batch_size, args.warmup, args.trials
+        ),
         "attention": engaged()["attention"],
         "framework_version": adapter.version(),
     }

@@ -147,6 +147,17 @@ def epoch_timer(adapter, device, epoch, images, batch_size):
     return lambda: timed(lambda: adapter.sync(device), epoch, epoch_order(images, batch_size, 0, next(trial)))[1]
 
 
+def steady_rate(adapter, device, epoch, examples, batch_size, warmup, trials):
+    """Examples/s of `epoch` over `examples` (whole batches): the median of `trials` epochs after `warmup` untimed
+    ones (the first compiles)."""
+    import statistics
+
+    seconds = epoch_timer(adapter, device, epoch, examples, batch_size)
+    for _ in range(warmup):
+        seconds()
+    return examples // batch_size * batch_size / statistics.median(seconds() for _ in range(trials))
+
+
 def gpu_description():
     """The GPU's name and driver, as nvidia-smi gives them."""
     query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]

@@ -120,12 +120,10 @@ def measure(args):
             variant.mixed_precision,
             variant.channels_last,
         )
-    seconds = harness.epoch_timer(adapter, args.device, epoch, args.images, args.batch_size)
-    for _ in range(args.warmup):
-        seconds()
-    images = args.images // args.batch_size * args.batch_size
     return {
-        "images_per_s": images / statistics.median(seconds() for _ in range(args.trials)),
+        "images_per_s": harness.steady_rate(
+            adapter, args.device, epoch, args.images, args.batch_size, args.warmup, args.trials
+        ),
         "parameters": int(parameters),
         "framework_version": adapter.version(),
     }
