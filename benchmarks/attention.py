@@ -51,13 +51,12 @@ def compare(python, entry, stack, model, args):
         for name in ("examples", "batch_size", "warmup", "trials", "threads")
     ]
     rates, kernels, version = {"fused": [], "composed": []}, {}, None
-    for round_index in range(args.rounds):
-        for side in ("fused", "composed") if round_index % 2 == 0 else ("composed", "fused"):
-            variant = sides[side]
-            options = common + ["--variant", variant, "--placement", data_placement(entry, variant, args.device)]
-            result = harness.run_inside(python, entry["environment"], __file__, options)
-            rates[side].append(result["per_s"])
-            kernels[side], version = result["attention"], result["framework_version"]
+    for side in harness.alternating(("fused", "composed"), args.rounds):
+        variant = sides[side]
+        options = common + ["--variant", variant, "--placement", data_placement(entry, variant, args.device)]
+        result = harness.run_inside(python, entry["environment"], __file__, options)
+        rates[side].append(result["per_s"])
+        kernels[side], version = result["attention"], result["framework_version"]
     ratio, low, high = log_interval([f / c for f, c in zip(rates["fused"], rates["composed"])])
     return {
         "stack": stack,

@@ -147,6 +147,13 @@ def epoch_timer(adapter, device, epoch, images, batch_size):
     return lambda: timed(lambda: adapter.sync(device), epoch, epoch_order(images, batch_size, 0, next(trial)))[1]
 
 
+def alternating(sides, rounds):
+    """The sides of a paired measurement in the order they run: each round one fresh process a side, the order
+    reversed every other round so that drift falls on both alike."""
+    for round_index in range(rounds):
+        yield from sides if round_index % 2 == 0 else reversed(sides)
+
+
 def steady_rate(adapter, device, epoch, examples, batch_size, warmup, trials):
     """Examples/s of `epoch` over `examples` (whole batches): the median of `trials` epochs after `warmup` untimed
     ones (the first compiles)."""

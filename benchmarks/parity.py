@@ -149,11 +149,10 @@ def compare(python, entry, stack, model, precision, args):
         for name in ("image_size", "images", "batch_size", "warmup", "trials", "threads")
     ]
     rates, parameters, version = {"workflow": [], "bare": []}, {}, None
-    for round_index in range(args.rounds):
-        for side in ("workflow", "bare") if round_index % 2 == 0 else ("bare", "workflow"):
-            result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
-            rates[side].append(result["images_per_s"])
-            parameters[side], version = result["parameters"], result["framework_version"]
+    for side in harness.alternating(("workflow", "bare"), args.rounds):
+        result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
+        rates[side].append(result["images_per_s"])
+        parameters[side], version = result["parameters"], result["framework_version"]
     workflow, bare = statistics.median(rates["workflow"]), statistics.median(rates["bare"])
     return {
         "stack": stack,
