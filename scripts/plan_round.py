@@ -63,7 +63,7 @@ def main():
     rounds = list(range(args.look + 1, later[0] + 1)) if later and chosen else []
     standing = dict(sorted((group_label(key), state) for key, state in standing.items()))
     write_json_atomic(args.out, {"look": args.look, "rounds": rounds, "next_round": chosen, "groups": standing})
-    print(f"look after round {args.look}: {len(final)} runs, {seconds / 60:.1f} min of training so far")
+    print(f"look after round {args.look}: {len(final)} runs, {seconds / 60:.1f} min of runs so far (wall time)")
     for key, state in sorted(standing.items()):
         print(f"  {key}: {state}")
     print(

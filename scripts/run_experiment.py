@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from dlbench import cli, contention, parallel
+from dlbench import cli, contention, parallel, walltime
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic, write_text_atomic
 from dlbench.process import process_alive, run_child
@@ -127,8 +127,8 @@ def gpu_check(argv, thresholds):
     return None
 
 
-def finish(argv, scratch, record):
-    """Move the final try's tables into place and write the record last."""
+def move_tables(argv, scratch):
+    """Move the final try's tables into place (empty ones where it wrote none): before the record, which is last."""
     epochs, telemetry = Path(option(argv, "--epochs-csv")), Path(option(argv, "--telemetry-csv"))
     if (scratch / "epochs.csv").exists():
         os.replace(scratch / "epochs.csv", epochs)
@@ -138,8 +138,6 @@ def finish(argv, scratch, record):
         os.replace(scratch / "telemetry.csv", telemetry)
     else:
         write_text_atomic(telemetry, ",".join(TRACE_COLUMNS) + "\n")
-    write_json_atomic(option(argv, "--record"), record)
-    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def scratch_folder(run_dir):
@@ -156,6 +154,8 @@ def scratch_folder(run_dir):
 
 
 def main():
+    timeline = walltime.Timeline.of_this_process()
+    timeline.mark("wrapper_start")
     argv = sys.argv[1:]
     thresholds = json.loads(option(argv, "--contention"))
     argv = replaced(argv, "--contention", None)
@@ -169,9 +169,15 @@ def main():
         try_argv = replaced(try_argv, name, str(scratch / file))
     experiment = json.loads(option(argv, "--experiment"))
 
+    final_try = {}
+
     def try_once():
         busy = gpu_check(argv, thresholds)
-        return failed_record(argv, busy) if busy else train_once(try_argv)
+        timeline.mark("retries" if final_try else "wrapper_setup")
+        final_try["launched"] = walltime.CLOCK()
+        record = failed_record(argv, busy) if busy else train_once(try_argv)
+        final_try["ended"] = walltime.CLOCK()
+        return record
 
     def set_aside(attempt):
         """A contended try's trace stays beside the record; its record goes inside the final one."""
@@ -184,7 +190,14 @@ def main():
     record = contention.until_clean(
         try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}", tell_console, set_aside
     )
-    finish(argv, scratch, record)
+    move_tables(argv, scratch)
+    teardown = walltime.CLOCK() - final_try["ended"]
+    record["wall_s"] = walltime.joined(
+        timeline.parts, record["wall_s"], final_try["launched"], final_try["ended"], teardown
+    )
+    write_json_atomic(option(argv, "--record"), record)
+    shutil.rmtree(scratch, ignore_errors=True)
+    log(f"wall {walltime.summary(record['wall_s'])}")
     log(f"status {record['status']} (try {record['attempt']}): record written to {option(argv, '--record')}")
 
 

@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from dlbench import data, measure, parallel, peaks, specs
+from dlbench import data, measure, parallel, peaks, specs, walltime
 from dlbench.adapters import load
 from dlbench.cli import log, run_main
 from dlbench.io import write_json_atomic
@@ -30,8 +30,9 @@ from dlbench.run import Run, dataset_description
 from dlbench.run_telemetry import record_telemetry, start_telemetry
 
 
-def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler):
-    """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured)."""
+def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler, timeline):
+    """Run the experiment, filling record and epoch_rows as it goes (so a failure keeps what was measured), each
+    part of its wall time marked on `timeline`."""
     run, phases = Run(adapter, experiment, record["phases_s"]), record["phases_s"]
     record["framework_version"] = adapter.version()
     record["provenance"].update(run.cuda_versions(record["provenance"]))
@@ -40,12 +41,14 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     eval_batch_size = parallel.replica_batch_size(experiment)
     record["engaged"].update(run.configure(threads))
     log(f"{experiment['framework']} {record['framework_version']} on {device}: {record['engaged']}")
+    timeline.mark("configure")
     data.verify(dataset_dir)  # before the clock: hashing is not loading
     sampler.mark("data")
     staged, meta, shuffles, record["stream"] = run.open(dataset_dir, batch_size)
     if record["stream"]:
         log(data.streaming_line(meta, adapter.LOADER, record["stream"]["workers"]))
     record["dataset_description"] = dataset_description(meta)
+    timeline.mark("data")
     keep_one_target(record, data.holds_tokens(meta))
     spec, shape = specs.model_spec(experiment["model"], meta["classes"]), tuple(meta["shape"])
     record["flops_per_image"] = specs.flops_per_image(spec, shape)
@@ -54,14 +57,17 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record["parameters"] = adapter.parameter_count(model)
     run.check_parameters(record["parameters"], spec, shape)
     record["engaged"].update(adapter.engaged(model))
+    timeline.mark("build")
     log(f"built {experiment['model']}: {record['parameters']} parameters, {record['flops_per_image']} FLOPs/image")
 
     for epoch in range(experiment["epochs"]):
         order = shuffles.order_of(epoch)
         sampler.mark(f"epoch {epoch + 1}")
         loss, train_s = run.timed(adapter.train_epoch, model, staged, order, batch_size)
+        timeline.mark("steady_epochs" if epoch else "first_epoch")
         sampler.mark(f"eval {epoch + 1}")
         (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, eval_batch_size)
+        timeline.mark("evaluation")
         loss, test_loss = recorded_loss(loss), recorded_loss(test_loss)
         figures = (epoch + 1, train_s, eval_s, loss, test_loss, accuracy, len(order))
         row = add_epoch(record, epoch_rows, figures)
@@ -79,6 +85,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         run, model, staged, shuffles, batch_size, epochs_s, extra, images, sampler, log
     )
     record.update(section)
+    timeline.mark("steady_extra")
     steady_eval = record["epoch_eval_s"][1:] or record["epoch_eval_s"]
     record["inference_images_per_s"] = meta["test_size"] / statistics.median(steady_eval)
     if data.holds_tokens(meta):  # its examples are sequences of `context` tokens
@@ -93,10 +100,13 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     record.update(peaks.utilisation(record["flops_per_image"], throughput, engaged, device, gpu, replicas))
     trained = measure.Trained(run, model, staged, shuffles, batch_size, window, throughput, sampler, log)
     measure.after_training(trained, record)
+    timeline.mark("after_training")
     record["status"] = "ok"
 
 
 def main():
+    timeline = walltime.Timeline.of_this_process()
+    timeline.mark("process_start")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", required=True, help="the experiment row as JSON")
     parser.add_argument("--dataset-dir", required=True)
@@ -118,12 +128,14 @@ def main():
     replica = f" (replica process {rank} of {processes})" if processes > 1 else ""
     log(f"experiment {experiment['experiment_id']} rep {experiment['rep']}{replica}")
     sampler, adapter = start_telemetry(experiment, record), None
+    timeline.mark("setup")
     try:
         sampler.mark("imports")
         start = time.perf_counter()
         adapter = load(experiment["adapter"])
         record["phases_s"]["imports"] = time.perf_counter() - start
-        train(adapter, experiment, args.dataset_dir, threads, record, epoch_rows, sampler)
+        timeline.mark("imports")
+        train(adapter, experiment, args.dataset_dir, threads, record, epoch_rows, sampler, timeline)
     except Diverged as error:  # a result, not a fault: no traceback
         record["status"], record["error"] = "diverged", str(error)
         log(f"DIVERGED: {record['error']}")
@@ -134,17 +146,23 @@ def main():
         record["error"] = f"{type(error).__name__}: {error}"
         log(f"{'OUT OF MEMORY' if out_of_memory else 'FAILED'}{replica}: {record['error']}")
     record_telemetry(sampler, record, epoch_rows, parallel.rank_output(args.telemetry_csv, rank))
+    timeline.mark("telemetry")
     record["host_rss_peak_mb"] = peak_rss_mb()
     record["provenance"]["finished_at"] = utc_now()
     write_epochs_csv(parallel.rank_output(args.epochs_csv, rank), epoch_rows)
+    record["wall_s"] = timeline.parts  # to here: the record's writing and the exit are the wrapper's to see
     write_json_atomic(parallel.rank_output(args.record, rank), record)
     log(f"status {record['status']}: record written to {parallel.rank_output(args.record, rank)}")
-    if processes > 1 and record["status"] != "ok":
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if processes == 1:
+        # The record is written and nothing is left to measure: the framework's own teardown (its thread pools, XLA
+        # clients, exit handlers: up to a second) would only hold the wrapper, which waits for this process's end.
+        os._exit(0)
+    if record["status"] != "ok":
         # Leave at once, exit code 1, so that torchrun (or srun --kill-on-bad-exit) stops the other processes now, not
         # at their collectives' timeout: no exit handlers, one of which (jax.distributed's shutdown barrier) would
         # wait for the others, which wait for this one.
-        sys.stdout.flush()
-        sys.stderr.flush()
         os._exit(1)
 
 

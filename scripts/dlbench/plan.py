@@ -49,7 +49,7 @@ class Experiment(TypedDict):
     target_accuracy: float | None  # the test accuracy whose first crossing gives time_to_target_s; None: not timed
     target_loss: float | None  # a language model's: the test loss whose first crossing gives time_to_target_s
     telemetry_hz: float  # the telemetry sampler's rate
-    measure_input_share: bool  # whether the run times real and fixed-batch epochs after training (input_share)
+    measure_input_share: bool | str  # true, false or "first" (the first repeat only): config measure_input_share
     math_mode: dict  # {tf32, autotune}: the math-mode policy (dlbench/mathmode.py)
     min_steady_seconds: float  # the shortest steady window; shorter steady epochs get extra passes
     images_per_epoch: NotRequired[int]  # the cap on one epoch's images, where the config sets one

@@ -13,6 +13,8 @@ import types
 import typing
 from typing import Literal
 
+from . import walltime
+
 SCHEMA_VERSION = 11
 NO_TELEMETRY = "the run ended before telemetry started"
 Seconds = float  # every time is in seconds: the unit column says so once per field
@@ -325,6 +327,16 @@ class Timing:
         " evaluation), added while epochs 2..N together lasted less than min_steady_seconds; empty when they did"
     )
     steady_window_s: float | None = at_least(0, "epochs 2..N plus extra_steady_epochs_s", "s")
+    wall_s: dict[str, Seconds] = entry(
+        "the run's wall time from its wrapper's start to its final record, in named parts (dlbench/walltime.py's"
+        " PARTS: the processes' starts, set-up, each phase, evaluation, the passes after training, telemetry, the"
+        " exit, the wrapper's tear-down); empty in older records",
+        "s",
+        factory=dict,
+        required=False,
+        propertyNames={"enum": list(walltime.PARTS)},
+        additionalProperties={"minimum": 0},
+    )
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -29,6 +29,7 @@ gradient XLA all-reduces. Keras on torch has none (keras.distribution runs on JA
 
 import contextlib
 import math
+import random
 
 import keras
 import numpy as np
@@ -69,7 +70,7 @@ _strategy = None
 
 
 def configure(device, threads, seed, math_mode, replicas):
-    keras.utils.set_random_seed(seed)
+    _set_random_seed(seed)
     configured = {
         "backend": keras.backend.backend(),
         "backend_version": _backend_version(),
@@ -80,6 +81,28 @@ def configure(device, threads, seed, math_mode, replicas):
     if not parallel.through_mechanism(replicas):
         return configured
     return {**configured, **_configure_replicas(device, replicas)}
+
+
+def _set_random_seed(seed):
+    """keras.utils.set_random_seed, less its TensorFlow seed off TensorFlow. Keras seeds TensorFlow wherever it is
+    installed, for tf.data pipelines' shuffles: on JAX or torch that imports all of TensorFlow into the run (1.6 s on a
+    2-core CPU, with its thread pools), where the env has it only for a streamed folder's tf.data loader, which draws
+    no random numbers (its order, crops and flips are the harness's)."""
+    if keras.backend.backend() == "tensorflow":
+        keras.utils.set_random_seed(seed)
+        return
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)  # remade from the seed
+    random.seed(seed)
+    np.random.seed(seed)
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.manual_seed(seed)
 
 
 def _configure_replicas(device, replicas):
@@ -186,6 +209,18 @@ def _normalisation_layers(inputs):
     return keras.layers.Normalization(mean=list(data.IMAGENET_MEAN), variance=variance)(scaled)
 
 
+def _placeholder(shape, dtype=None):
+    """Every variable's value until build sets the neutral weights: zeros made on the host. Keras' default
+    initializers draw random numbers on the backend, which on JAX compiles an XLA program per variable shape (2.7 s of
+    a LeNet's 2.9 s build on a 2-core CPU) for values set_weights then replaces."""
+    return np.zeros(shape, dtype or "float32")
+
+
+def _unset(*weights):
+    """A layer's initializer arguments for `weights` (kernel, bias...), each _placeholder."""
+    return {f"{weight}_initializer": _placeholder for weight in weights}
+
+
 def _zero_pad_channels(pad):
     return keras.layers.Lambda(lambda x: keras.ops.pad(x, [[0, 0], [0, 0], [0, 0], [pad, pad]]))
 
@@ -195,7 +230,7 @@ class _PatchEmbed(keras.layers.Conv2D):
     (h, w) grid read as tokens in row-major order."""
 
     def __init__(self, patch, width):
-        super().__init__(width, patch, strides=patch)
+        super().__init__(width, patch, strides=patch, **_unset("kernel", "bias"))
 
     def call(self, images):
         grid = super().call(images)
@@ -210,7 +245,7 @@ class _ClassToken(keras.layers.Layer):
     """A learned token put before the sequence."""
 
     def build(self, input_shape):
-        self.token = self.add_weight(shape=input_shape[-1:], initializer="zeros", name="token")
+        self.token = self.add_weight(shape=input_shape[-1:], initializer=_placeholder, name="token")
 
     def call(self, sequence):
         batch, _, width = keras.ops.shape(sequence)
@@ -221,7 +256,7 @@ class _PositionEmbedding(keras.layers.Layer):
     """A learned vector per position, added: a (tokens, width) table as long as the sequence it reads."""
 
     def build(self, input_shape):
-        self.table = self.add_weight(shape=input_shape[1:], initializer="zeros", name="table")
+        self.table = self.add_weight(shape=input_shape[1:], initializer=_placeholder, name="table")
 
     def call(self, sequence):
         return keras.ops.add(sequence, self.table)
@@ -248,7 +283,8 @@ class _Attention(keras.layers.Layer):
 
     def __init__(self, width, heads, causal, composed):
         super().__init__()
-        self.qkv, self.out = keras.layers.Dense(3 * width), keras.layers.Dense(width)
+        self.qkv = keras.layers.Dense(3 * width, **_unset("kernel", "bias"))
+        self.out = keras.layers.Dense(width, **_unset("kernel", "bias"))
         self.softmax = keras.layers.Softmax()  # -composed's: its masking value fits the compute dtype
         self.heads, self.causal, self.composed = heads, causal, composed
 
@@ -311,15 +347,15 @@ def _leaf_layers(layer, in_shape, variant):
     if isinstance(layer, specs.PositionEmbedding):
         return [_PositionEmbedding()]
     if isinstance(layer, specs.TokenEmbedding):
-        return [keras.layers.ReversibleEmbedding(layer.vocabulary, layer.width)]
+        return [keras.layers.ReversibleEmbedding(layer.vocabulary, layer.width, **_unset("embeddings"))]
     if isinstance(layer, specs.LayerNorm):
-        return [keras.layers.LayerNormalization(epsilon=layer.epsilon)]
+        return [keras.layers.LayerNormalization(epsilon=layer.epsilon, **_unset("beta", "gamma"))]
     if isinstance(layer, specs.Attention):
         return [_Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention)]
     if isinstance(layer, specs.TokenPool):
         return [_token_pool(layer.kind)]
     if isinstance(layer, specs.LMHead):  # untied: a bias-free kernel
-        return [keras.layers.Dense(layer.vocabulary, use_bias=False)]
+        return [keras.layers.Dense(layer.vocabulary, use_bias=False, **_unset("kernel"))]
     if isinstance(layer, specs.Conv):
         # "same" where it equals the spec's padding (a separate ZeroPadding2D costs a copy per conv), else explicit.
         same = layer.padding and specs.same_padding_is_symmetric(layer, in_shape)
@@ -332,12 +368,16 @@ def _leaf_layers(layer, in_shape, variant):
                 padding="same" if same else "valid",
                 activation=activation,
                 use_bias=layer.bias,
+                **_unset("kernel", "bias"),
             )
         ]
     if isinstance(layer, specs.BatchNorm):
         return [
             keras.layers.BatchNormalization(
-                momentum=layer.momentum, epsilon=layer.epsilon, synchronized=variant.sync_batch_norm
+                momentum=layer.momentum,
+                epsilon=layer.epsilon,
+                synchronized=variant.sync_batch_norm,
+                **_unset("beta", "gamma", "moving_mean", "moving_variance"),
             )
         ]
     if isinstance(layer, specs.Pool):
@@ -352,8 +392,11 @@ def _leaf_layers(layer, in_shape, variant):
     if isinstance(layer, specs.Dropout):
         return [keras.layers.Dropout(layer.rate)]
     if isinstance(layer, specs.LSTM):
-        return [keras.layers.Reshape((in_shape[0], in_shape[1] * in_shape[2])), keras.layers.LSTM(layer.units)]
-    return [keras.layers.Dense(layer.units, activation=activation)]
+        return [
+            keras.layers.Reshape((in_shape[0], in_shape[1] * in_shape[2])),
+            keras.layers.LSTM(layer.units, **_unset("kernel", "recurrent", "bias")),
+        ]
+    return [keras.layers.Dense(layer.units, activation=activation, **_unset("kernel", "bias"))]
 
 
 def _apply(spec, input_shape, x, leaves, variant):

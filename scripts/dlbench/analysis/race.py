@@ -33,7 +33,7 @@ against fixed rounds.
   union bound over looks already counts).
 - Grouping: race_groups keys a group by its machine and COMPARISON_GROUP (dlbench/axes.py; tables.GROUP), from the
   runs table, in the planner and the aggregation alike, so both replay the same races over the same runs.
-- The budget (a most number of runs, or minutes of training) gives the next rounds to the groups nearest a decision:
+- The budget (a most number of runs, or minutes of runs) gives the next rounds to the groups nearest a decision:
   those whose hardest live rival needs the fewest rounds to decide at the rate it shows (statistics.repeats_to_decide).
 """
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import record as run_record
+from dlbench import walltime
 from dlbench.analysis.noise import steadiness_columns
 from dlbench.contention import describe_gpu_processes
 
@@ -22,6 +23,7 @@ def flatten(record):
     stream = record["stream"] or {}
     row.update({f"stream_{key}": stream.get(key) for key in ("workers", "loader", "skipped_images")})
     row.update({f"phase_{name}_s": seconds for name, seconds in record["phases_s"].items()})
+    row.update(wall_columns(record.get("wall_s") or {}))
     row.update({f"provenance_{key}": value for key, value in record["provenance"].items()})
     row["provenance_threads"] = str(record["provenance"]["threads"])  # a number or "framework": one column type
     row["engaged"] = json.dumps(record["engaged"], sort_keys=True)
@@ -39,6 +41,18 @@ def flatten(record):
     row.update(contention_columns(record.get("contention")))
     row["attempt"], row["final_try"] = record.get("attempt", 1), True
     return row
+
+
+def wall_columns(parts):
+    """The run's wall time (dlbench/walltime.py): each part, the whole and the harness's share of it; empty in records
+    older than it."""
+    if not parts:
+        return {}
+    return {
+        **{f"wall_{part}_s": seconds for part, seconds in parts.items()},
+        "run_wall_s": sum(parts.values()),
+        "harness_s": walltime.harness_seconds(parts),
+    }
 
 
 def target_epoch(record):

@@ -73,9 +73,12 @@ def not_measured(contended):
 
 
 def run_seconds(runs):
-    """What each run cost: the seconds of the phases it timed, summed (as the race's planner costs a run)."""
+    """What each run cost (as the race's planner and page 1's minutes to decide cost a run): its wall seconds from
+    its wrapper's start to its final record, the harness's own and any contended tries' included; in records older
+    than that measurement, the seconds of the phases it timed, summed."""
     phases = [column for column in runs.columns if column.startswith("phase_") and column.endswith("_s")]
-    return runs[phases].astype(float).sum(axis=1, min_count=1)
+    timed = runs[phases].astype(float).sum(axis=1, min_count=1)
+    return runs["run_wall_s"].astype(float).fillna(timed) if "run_wall_s" in runs else timed
 
 
 def summarise(group):

@@ -15,7 +15,10 @@ NEEDS = (contract.InputShare,)
 
 
 def applies(trained):
-    return bool(trained.run.experiment["measure_input_share"] and trained.window)
+    """Where the config asks for it (true: every repeat; "first": the first repeat only) and a steady window ran."""
+    experiment = trained.run.experiment
+    asked = experiment["measure_input_share"]
+    return bool(trained.window) and (asked is True or (asked == "first" and experiment["rep"] == 1))
 
 
 def measure(trained):

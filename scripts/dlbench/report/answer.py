@@ -47,8 +47,8 @@ LEGEND = (
     "proven slower) and *tie* where one left proven within the margin; a race *undecided* at its last look or "
     "budget reads *undecided*, and a live rival proven faster than the race's leader is named the fastest. Rounds: "
     'the rounds the group ran; an undecided answer gives the smallest lead those rounds resolve ("resolves 1.15x"), '
-    "how many rounds would decide it at the ratio and spread its rivals show, and the minutes of training those "
-    'rounds would take; "past `race.looks`": more rounds than the race\'s last look (or its budget) allows, so '
+    "how many rounds would decide it at the ratio and spread its rivals show, and the minutes those rounds would "
+    'take (each run at its own wall time, start to record); "past `race.looks`": more rounds than the race\'s last look (or its budget) allows, so '
     "raising it decides the group. To target "
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest. What differs: beside the lead, what the runs measured "
