@@ -42,10 +42,10 @@ def main():
         sys.exit(str(error))
     for line in configuration.warnings(config):
         print(line, file=sys.stderr)
-    sizes = plan.train_sizes(config, registry)
-    experiments, skipped = plan.experiment_table(config, stacks, sizes)
+    sizes, tokens = plan.train_sizes(config, registry), plan.token_datasets(config, registry)
+    experiments, skipped = plan.experiment_table(config, stacks, sizes, tokens)
     if not experiments:
-        sys.exit(plan.nothing_planned(config, stacks, sizes, skipped))
+        sys.exit(plan.nothing_planned(config, stacks, sizes, skipped, tokens))
     try:
         configuration.race_budget(config, experiments)
     except configuration.ConfigError as error:

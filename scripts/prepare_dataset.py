@@ -2,8 +2,8 @@
 
     python scripts/prepare_dataset.py NAME OUT_FOLDER --options JSON [--archives FOLDER]
 
-OPTIONS holds the config sections `synthetic`, `synthetic_imagenet`, `imagenet`, `image_folders` and, for a downloadable
-dataset, its registry `entry` (format, files with sha256). Archives are verified again before parsing; a
+OPTIONS holds the config sections `synthetic`, `synthetic_tokens`, `synthetic_imagenet`, `imagenet`, `image_folders`
+and, for a downloadable dataset, its registry `entry` (format, files with sha256). Archives are verified again before parsing; a
 corrupt one is deleted (so the next run fetches it anew) and named in the error.
 """
 
@@ -261,7 +261,9 @@ def main():
     parser.add_argument("name")
     parser.add_argument("folder")
     parser.add_argument(
-        "--options", required=True, help="JSON: synthetic, synthetic_imagenet, imagenet, image_folders, entry"
+        "--options",
+        required=True,
+        help="JSON: synthetic, synthetic_tokens, synthetic_imagenet, imagenet, image_folders, entry",
     )
     parser.add_argument("--archives", help="folder of the verified downloads of this dataset")
     parser.add_argument("--seed", type=int, default=0, help="digits: seed of the train/test split")
@@ -280,7 +282,7 @@ def main():
             sizes = options["synthetic"]
             arrays = synthetic(shape, classes, sizes["train_size"], sizes["test_size"], sizes["seed"])
         elif kind == "synthetic-tokens":
-            sizes = options["synthetic"]
+            sizes = options["synthetic_tokens"]
             arrays = synthetic_tokens(classes, shape[0], sizes["train_size"], sizes["test_size"], sizes["seed"])
         elif kind == "synthetic-imagenet":
             sizes = options["synthetic_imagenet"]

@@ -65,7 +65,7 @@ def dataset_info(name, config, registry):
             "kind": "synthetic-tokens",
             "shape": (context,),
             "classes": vocabulary,
-            "train_size": config["synthetic"]["train_size"],
+            "train_size": config["synthetic_tokens"]["train_size"],
         }
     match = SYNTHETIC.fullmatch(name)
     if match:

@@ -317,7 +317,8 @@ def unknown_names(config, stacks, registry, machine):
 
 
 def datasets_models(config, stacks, registry, machine):
-    """Each image folder's layout, and each model's layers on each dataset's images, within every grid."""
+    """Each image folder's layout, and each model's layers on each dataset of the kind it reads (images or tokens),
+    within every grid."""
     seen = set()
     for grid in plan.grids(config):
         for dataset in grid["dataset"]:
@@ -331,8 +332,11 @@ def datasets_models(config, stacks, registry, machine):
                 except image_folder.ImageFolderError as error:
                     yield f"config error in `{key}.path`: {error}"
             seen.add(dataset)
+            tokens = {dataset} if len(info["shape"]) == 1 else set()
             for model in grid["model"]:
                 if (model, dataset) in seen or not known_model(model):
+                    continue
+                if plan.data_problem(model, dataset, tokens):  # the planner leaves it out, and says so
                     continue
                 seen.add((model, dataset))
                 try:
@@ -474,7 +478,7 @@ def dataset_memory(config, stacks, registry, machine):
     if machine.memory_bytes is None or list(unknown_names(config, stacks, registry, machine)):
         return
     sizes = plan.train_sizes(config, registry)
-    table, _ = plan.experiment_table(config, stacks, sizes)
+    table, _ = plan.experiment_table(config, stacks, sizes, plan.token_datasets(config, registry))
     for dataset in sorted({row["dataset"] for row in table.values() if row["data_placement"] != "stream"}):
         info = catalog.dataset_info(dataset, config, registry)
         size = info["train_size"] or sizes[dataset]  # the config's count; a prepared image folder's own
@@ -490,7 +494,8 @@ def dataset_memory(config, stacks, registry, machine):
             yield (
                 f"config error in `datasets`: {dataset} needs at least {needed / 2**30:,.1f} GiB for its "
                 f"{size:,} training {examples}, more than this machine's {machine.memory_bytes / 2**30:,.1f} GiB of "
-                f"memory; use {remedy} (`synthetic.train_size`)" + ("" if tokens else ", or stream an image folder")
+                f"memory; use {remedy} (`{'synthetic_tokens' if tokens else 'synthetic'}.train_size`)"
+                + ("" if tokens else ", or stream an image folder")
             )
 
 

@@ -12,7 +12,7 @@ from typing import NotRequired, TypedDict
 from . import axes, parallel, record
 from .catalog import dataset_info, is_image_folder
 from .contention import reason_kind
-from .specs import known_model, model_spec
+from .specs import known_model, model_spec, reads_tokens
 from .variants import model_problem, unsupported_reason
 
 # The swept axes in the matrix's order and each one's config key (dlbench/axes.py holds every axis).
@@ -58,7 +58,13 @@ class Experiment(TypedDict):
 
 
 # The key that leaves out the experiments of each kind of skipped entry (experiment_table).
-SKIPPED_BY = {"batch size": "batch_sizes", "variant": "variants", "model": "variants", "stream": "data_placements"}
+SKIPPED_BY = {
+    "batch size": "batch_sizes",
+    "variant": "variants",
+    "model": "variants",
+    "data": "models",
+    "stream": "data_placements",
+}
 
 
 def grids(config):
@@ -151,12 +157,13 @@ def prepared_train_size(meta):
         return None
 
 
-def experiment_table(config, stacks, train_sizes=None):
+def experiment_table(config, stacks, train_sizes=None, token_datasets=None):
     """({id: Experiment}, skipped) over the union of each grid's cartesian product, minus exclusions. `skipped` is the
     sorted set of ("variant", stack, variant, device, data placement, replica counts, reason) left out because the stack
     cannot run them (replica counts: those the reason is theirs alone, else (1,)), ("model", model, variant, reason)
-    for a variant that means nothing for a model, and ("stream", dataset, reason) for streamed experiments on a
-    dataset that is no image folder;
+    for a variant that means nothing for a model, ("data", model, dataset, reason) for a model on data it does not
+    read (with `token_datasets`, the datasets of tokens: a language model reads those alone, every other model
+    images), and ("stream", dataset, reason) for streamed experiments on a dataset that is no image folder;
     with `train_sizes` ({dataset: training examples}), batch sizes larger than the training set are left out too,
     as (stack, dataset, batch size, reason)."""
     table, skipped = {}, set()
@@ -173,6 +180,10 @@ def experiment_table(config, stacks, train_sizes=None):
         reason = model_problem(row["variant"], model_spec(row["model"], 2)) if known_model(row["model"]) else None
         if reason:
             skipped.add(("model", row["model"], row["variant"], reason))
+            continue
+        reason = data_problem(row["model"], row["dataset"], token_datasets)
+        if reason:
+            skipped.add(("data", row["model"], row["dataset"], reason))
             continue
         if row["data_placement"] == "stream" and not is_image_folder(row["dataset"], config):
             skipped.add(("stream", row["dataset"], "only image folders stream (`imagenet`, `image_folders`)"))
@@ -198,6 +209,27 @@ def experiment_table(config, stacks, train_sizes=None):
             continue
         table[experiment["experiment_id"]] = experiment
     return table, sorted(replica_counts_merged(skipped), key=str)
+
+
+def token_datasets(config, registry):
+    """The datasets of the config's grids that hold token sequences (a language model's data) rather than images."""
+    return {
+        dataset
+        for dataset in axis_values(config, "dataset")
+        if len(dataset_info(dataset, config, registry)["shape"]) == 1
+    }
+
+
+def data_problem(model, dataset, token_datasets):
+    """Why a model does not read a dataset (a language model reads tokens, every other model images); None where it
+    does, or where the model or the datasets' kinds are unknown here."""
+    if token_datasets is None or not known_model(model):
+        return None
+    tokens_read, tokens_held = reads_tokens(model_spec(model, 2)), dataset in token_datasets
+    if tokens_read == tokens_held:
+        return None
+    read, held = ("token ids" if tokens_read else "images"), ("tokens" if tokens_held else "images")
+    return f"{model} reads {read}, {dataset} holds {held}"
 
 
 def replica_counts_merged(skipped):
@@ -242,13 +274,21 @@ def experiment_row(axes, config, stacks) -> Experiment:
     return row
 
 
-def nothing_planned(config, stacks, train_sizes, skipped):
+def nothing_planned(config, stacks, train_sizes, skipped, token_datasets=None):
     """The refusal of a config that leaves no experiment to run (experiment_table's arguments and its skipped
     entries), naming the key that left them out and why: `exclude` where the config plans experiments without it,
-    else the batch sizes or data placements left out, else the variants no stack can run."""
-    if config["exclude"] and experiment_table(dict(config, exclude=[]), stacks, train_sizes)[0]:
+    else the batch sizes or data placements left out, else the models on data they do not read, else the variants no
+    stack can run."""
+    if config["exclude"] and experiment_table(dict(config, exclude=[]), stacks, train_sizes, token_datasets)[0]:
         return "config error in `exclude`: every experiment is excluded; loosen `exclude` or add axis values"
-    causes = [entry for entry in skipped if entry[0] != "variant"] or skipped
+    # The cause: what the config's values left out, else models on data they do not read (in a grid of images and
+    # tokens some pairs are always left out, so they are the cause only where nothing else is), else the variants.
+    for kinds in ({"batch size", "model", "stream"}, {"data"}):
+        causes = [entry for entry in skipped if entry[0] in kinds]
+        if causes:
+            break
+    else:
+        causes = skipped
     keys = "`, `".join(sorted({SKIPPED_BY[entry[0]] for entry in causes}))
     return f"config error in `{keys}`: no experiment is left to run: {'; '.join(map(skipped_message, causes))}"
 
@@ -262,6 +302,9 @@ def skipped_message(entry):
     if entry[0] == "model":
         _, model, variant, reason = entry
         return f"skipping variant {variant!r} for model {model}: {reason}"
+    if entry[0] == "data":
+        _, model, dataset, reason = entry
+        return f"skipping model {model} on {dataset}: {reason}"
     if entry[0] == "stream":
         _, dataset, reason = entry
         return f"skipping data placement 'stream' on {dataset}: {reason}"

@@ -100,6 +100,20 @@ def test_attention_runs_fused_by_default_and_written_out_when_composed(probes, s
         assert any(variants.parse(result["variant"]).composed_attention for result in attending), stack
 
 
+def own_framework_modules(entry):
+    """The framework modules a stack's process may hold once configured: its framework's, or Keras' backend's."""
+    if entry["framework"] == "keras":
+        return [entry["backend"]]
+    return ["jax"] if entry["framework"] == "flax" else [entry["framework"]]
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_a_stack_configured_holds_its_own_framework_alone(probes, stack):
+    """No framework imports another to set itself up: Keras seeds TensorFlow wherever it is installed, which in a
+    Keras-on-JAX env (TensorFlow there for tf.data) cost every run 1.6 s and a second runtime's threads."""
+    assert probes[stack][0]["frameworks_configured"] == own_framework_modules(STACKS[stack])
+
+
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_variants_a_stack_lacks_are_refused_not_run_as_another(probes, stack):
     """What stacks.yaml calls unsupported, the adapter refuses to build (the matrix never runs it in disguise)."""

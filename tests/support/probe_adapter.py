@@ -52,6 +52,7 @@ CASES = [("constructs", (8, 8, 3))] + [
 STEP_BATCH, STEP_RATE = 8, 0.1
 SEED = 7  # of the initial weights every framework starts from
 MATH_OFF = {"tf32": False, "autotune": False}
+FRAMEWORK_MODULES = ("jax", "mxnet", "paddle", "tensorflow", "torch")
 
 
 def scripted_oom():
@@ -172,6 +173,9 @@ def main():
     adapter = load(sys.argv[1])
     declared, out = sys.argv[2].split(","), Path(sys.argv[3])
     math_modes = {"default": adapter.configure("cpu", 1, 0, mathmode.DEFAULT, 1)}
+    # Which frameworks the stack's process holds once configured: its own alone (an import of another is seconds of
+    # every run's wall, and thread pools of its own beside the measured ones).
+    frameworks_configured = sorted(name for name in FRAMEWORK_MODULES if name in sys.modules)
     results = []
     for name, shape in CASES:
         spec = model_spec(name, CLASSES)
@@ -231,6 +235,7 @@ def main():
                 "placements": placements,
                 "input_work": adapter.INPUT_WORK,
                 "math_modes": math_modes,
+                "frameworks_configured": frameworks_configured,
             }
         )
     )

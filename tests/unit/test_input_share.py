@@ -127,3 +127,15 @@ def test_a_pass_that_fails_leaves_the_sections_of_those_before_it_in_the_record(
     with pytest.raises(RuntimeError, match="collective timed out"):
         measure.after_training(trained(run, 3, []), record)
     assert record["input_share"] == pytest.approx(0.1) and "communication_share" not in record
+
+
+@pytest.mark.parametrize(
+    ("asked", "rep", "applies"),
+    [(True, 2, True), ("first", 1, True), ("first", 2, False), (False, 1, False)],
+)
+def test_the_input_share_is_measured_in_the_repeats_the_config_asks(asked, rep, applies):
+    """`first` (the default): each experiment's first repeat alone; true: every repeat."""
+    run = DriftingRun(1.0, 1.0, 0.0)
+    run.experiment.update(measure_input_share=asked, rep=rep)
+    assert input_share.applies(trained(run, 2, [])) is applies
+    assert not input_share.applies(trained(run, 0, []))  # no steady window: nothing to pair with

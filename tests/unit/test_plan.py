@@ -43,6 +43,7 @@ CONFIG = dict(
     math_mode={"tf32": True, "autotune": True},
     repeats=2,
     synthetic={"classes": 4, "train_size": 256, "test_size": 8},
+    synthetic_tokens={"train_size": 256, "test_size": 8, "seed": 0},
     synthetic_imagenet={"train_size": 10},
     image_folders={},
     images_per_epoch=None,
@@ -62,6 +63,36 @@ def test_the_matrix_leaves_out_what_cannot_run_with_one_reason_each(tmp_path, mo
         "torch.compile (variant compile)",
     ]
     assert len(plan.runs(CONFIG, table)) == 2
+
+
+def test_each_model_runs_on_the_data_it_reads_and_the_rest_is_said_once(tmp_path, monkeypatch):
+    """Images and tokens in one grid: a language model on the token dataset alone, the image models on the images."""
+    monkeypatch.chdir(tmp_path)
+    config = dict(
+        CONFIG,
+        datasets=["synthetic-8x8x1", "synthetic-tokens-16x8"],
+        models=["mlp", "gpt-tiny"],
+        batch_sizes=[32],
+        variants=["eager"],
+    )
+    tokens = plan.token_datasets(config, {})
+    assert tokens == {"synthetic-tokens-16x8"}
+    table, skipped = plan.experiment_table(config, STACKS, plan.train_sizes(config, {}), tokens)
+    assert sorted((row["model"], row["dataset"]) for row in table.values()) == [
+        ("gpt-tiny", "synthetic-tokens-16x8"),
+        ("mlp", "synthetic-8x8x1"),
+    ]
+    assert [plan.skipped_message(entry) for entry in skipped] == [
+        "skipping model gpt-tiny on synthetic-8x8x1: gpt-tiny reads token ids, synthetic-8x8x1 holds images",
+        "skipping model mlp on synthetic-tokens-16x8: mlp reads images, synthetic-tokens-16x8 holds tokens",
+    ]
+    only_mismatched = dict(config, datasets=["synthetic-8x8x1"], models=["gpt-tiny"])
+    sizes, tokens = plan.train_sizes(only_mismatched, {}), plan.token_datasets(only_mismatched, {})
+    table, skipped = plan.experiment_table(only_mismatched, STACKS, sizes, tokens)
+    assert not table
+    assert plan.nothing_planned(only_mismatched, STACKS, sizes, skipped, tokens).startswith(
+        "config error in `models`: no experiment is left to run: skipping model gpt-tiny on synthetic-8x8x1"
+    )
 
 
 def test_an_exclude_entrys_reason_excludes_nothing_itself(tmp_path, monkeypatch):

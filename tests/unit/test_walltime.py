@@ -1,8 +1,11 @@
 """A run's wall time in named parts (dlbench/walltime.py), on a fake clock: the parts of the wrapper and the training
 process add up to the wall from the wrapper's start to its record, whatever the retries and exits."""
 
+import pandas as pd
 import pytest
 from dlbench import walltime
+from dlbench.analysis.records import wall_columns
+from dlbench.analysis.summary import run_seconds
 
 
 class FakeClock:
@@ -94,3 +97,20 @@ def test_the_process_age_is_read_from_proc(tmp_path):
     (tmp_path / "uptime").write_text("52.25 99.0\n")
     assert walltime.process_age(str(tmp_path)) == pytest.approx(2.25)
     assert walltime.process_age(str(tmp_path / "missing")) == 0.0
+
+
+def test_a_run_costs_its_wall_time_and_an_older_record_its_timed_phases():
+    """The race's planner and page 1's minutes to decide cost a run at run_wall_s (from its record's wall_s)."""
+    parts = {"wrapper_start": 0.1, "imports": 1.0, "first_epoch": 0.5, "steady_epochs": 1.0, "exit": 0.05}
+    columns = wall_columns(parts)
+    assert columns["run_wall_s"] == pytest.approx(2.65)
+    assert columns["harness_s"] == pytest.approx(0.15)
+    assert columns["wall_exit_s"] == 0.05
+    assert wall_columns({}) == {}
+    runs = pd.DataFrame(
+        [
+            {"phase_imports_s": 1.0, "phase_first_epoch_s": 0.5, "run_wall_s": columns["run_wall_s"]},
+            {"phase_imports_s": 1.0, "phase_first_epoch_s": 0.5, "run_wall_s": None},  # an older record
+        ]
+    )
+    assert run_seconds(runs).tolist() == pytest.approx([2.65, 1.5])

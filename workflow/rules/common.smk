@@ -136,12 +136,12 @@ def stack_env(stack, device):
 
 def experiment_table():
     """{id: row} of the experiment matrix (dlbench/plan.py), each left-out group printed once."""
-    sizes = plan.train_sizes(config, REGISTRY)
-    table, skipped = plan.experiment_table(config, STACKS, sizes)
+    sizes, tokens = plan.train_sizes(config, REGISTRY), plan.token_datasets(config, REGISTRY)
+    table, skipped = plan.experiment_table(config, STACKS, sizes, tokens)
     for entry in skipped:
         print(plan.skipped_message(entry), file=sys.stderr)
     if not table:
-        raise WorkflowError(plan.nothing_planned(config, STACKS, sizes, skipped))
+        raise WorkflowError(plan.nothing_planned(config, STACKS, sizes, skipped, tokens))
     return table
 
 
@@ -442,7 +442,8 @@ def dataset_generation(dataset):
 
 def dataset_options(wildcards):
     """The config sections prepare_dataset.py reads, plus the registry entry of a downloadable dataset."""
-    options = {key: config[key] for key in ("synthetic", "synthetic_imagenet", "imagenet", "image_folders")}
+    sections = ("synthetic", "synthetic_tokens", "synthetic_imagenet", "imagenet", "image_folders")
+    options = {key: config[key] for key in sections}
     options["entry"] = REGISTRY.get(wildcards.dataset)
     return json.dumps(options, sort_keys=True)
 
