@@ -232,6 +232,12 @@ def throughput_cell(row):
     return bracketed(row[f"{unit}_gmean"], low, high, ",.0f") + (" tokens/s" if unit == "train_tokens_per_s" else "")
 
 
+def holds_tokens(fastest):
+    """Whether a group on page 1 is a language model's, whose throughput is its tokens/s."""
+    column = "train_tokens_per_s_gmean"
+    return column in fastest and fastest[column].notna().any()
+
+
 def target_cell(row):
     """The fastest to target accuracy where it is another experiment, with the fastest's own time beside it."""
     if pd.isna(row["to_target_stack"]):
@@ -419,7 +425,9 @@ def answer_table(fastest, runs, shared, titles):
     header = [
         "group",
         "fastest",
-        "images/s, geometric mean [95%]",
+        "images/s (tokens/s where named), geometric mean [95%]"
+        if holds_tokens(fastest)
+        else "images/s, geometric mean [95%]",
         "lead [interval] over the runner-up; what differs",
         "confidence",
         target_heading(runs),

@@ -29,9 +29,20 @@ def dataset_table(workload):
         ]
         for _, row in datasets.iterrows()
     ]
-    return markdown_table(
-        ["dataset", "training images", "test images", "classes", "image (height x width x channels)"], rows
+    if not any(is_token_shape(row["dataset_image_shape"]) for _, row in datasets.iterrows()):
+        return markdown_table(
+            ["dataset", "training images", "test images", "classes", "image (height x width x channels)"], rows
+        )
+    header = ["dataset", "training examples", "test examples", "classes (tokens: the vocabulary)", "example shape"]
+    return markdown_table(header, rows) + (
+        "\nA token dataset's examples are sequences of token ids, its shape their context; an image's is height x "
+        "width x channels.\n"
     )
+
+
+def is_token_shape(shape):
+    """Whether a dataset's recorded example shape (text: "64", or "28x28x1" for an image) is a sequence's."""
+    return isinstance(shape, str) and "x" not in shape
 
 
 def reached_text(row):
