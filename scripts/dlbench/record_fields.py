@@ -348,8 +348,9 @@ class Input:
 
     input_share_epochs_s: list[Seconds] = times(
         "the real epochs of the input-share measurement (each a fresh shuffle, like a steady epoch), timed after the"
-        " last evaluation alternately with fixed_batch_epochs_s; empty when measure_input_share is off, with one"
-        " epoch, or where the adapter lacks the InputShare capability (the run's log says so)"
+        " last evaluation alternately with fixed_batch_epochs_s; empty when measure_input_share is off (or `first`, the"
+        " default, and this is a later repeat), with one epoch, or where the adapter lacks the InputShare capability"
+        " (the run's log says so)"
     )
     fixed_batch_epochs_s: list[Seconds] = times(
         "as many epochs as input_share_epochs_s, alternating with them, each of as many steps as a steady epoch,"

@@ -90,9 +90,10 @@ def strict_json(text):
 
 
 def prepare_synthetic(tools_python, folder, classes, train_size, test_size, name="synthetic-8x8x1"):
-    """A synthetic dataset (default synthetic-8x8x1) prepared into folder by scripts/prepare_dataset.py in the tools
-    env, as the workflow's prepare rule does."""
-    options = {"synthetic": {"classes": classes, "train_size": train_size, "test_size": test_size, "seed": 0}}
+    """A synthetic dataset (default synthetic-8x8x1; a synthetic-tokens one: sequences, `classes` unused) prepared into
+    folder by scripts/prepare_dataset.py in the tools env, as the workflow's prepare rule does."""
+    sizes = {"train_size": train_size, "test_size": test_size, "seed": 0}
+    options = {"synthetic": {"classes": classes, **sizes}, "synthetic_tokens": sizes}
     command = [str(tools_python), str(REPO / "scripts" / "prepare_dataset.py"), name, str(folder)]
     subprocess.run([*command, "--options", json.dumps(options)], check=True)
     return folder

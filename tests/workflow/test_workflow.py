@@ -197,10 +197,16 @@ def test_every_record_follows_the_schema(workdir):
     host = [record for record in ok if record["data_placement"] == "host"]
     assert {record["stack"] for record in host} == {"mxnet-1.9", "tensorflow-2.21", "keras-3-jax"}
     assert all(record["experiment_id"].endswith("_host-data") for record in host)
-    for record in ok:  # the fixed-batch epoch ran; its share lies in its noise interval (tiny epochs: a wide one)
+    for record in ok:  # in each experiment's first repeat alone (measure_input_share: first) the fixed-batch epoch
+        if record["rep"] > 1:  # ran; its share lies in its noise interval (tiny epochs: a wide one)
+            assert record["input_share"] is None and not record["input_share_epochs_s"]
+            continue
         low, high = record["input_share_interval"]
         assert 0 < record["fixed_batch_epoch_s"] and low <= record["input_share"] <= high < 1
         assert record["input_share_covers"]
+    for record in ok:  # every second of each run is in one named part, and the parts add up to the wall
+        assert set(record["wall_s"]) >= {"process_start", "imports", "build", "first_epoch", "steady_epochs", "exit"}
+        assert 0.5 < sum(record["wall_s"].values()) < 600
 
 
 def test_tables_have_one_row_per_run_and_per_experiment(workdir):
