@@ -11,6 +11,7 @@ run_experiment.py.
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -155,11 +156,13 @@ def main():
     log(f"status {record['status']}: record written to {parallel.rank_output(args.record, rank)}")
     sys.stdout.flush()
     sys.stderr.flush()
-    if processes == 1:
+    if processes == 1 and not multiprocessing.active_children():
         # The record is written and nothing is left to measure: the framework's own teardown (its thread pools, XLA
         # clients, exit handlers: up to a second) would only hold the wrapper, which waits for this process's end.
+        # Not with child processes (a streamed run's loader workers): the exit handlers stop them, and left running
+        # they would hold the wrapper's pipe.
         os._exit(0)
-    if record["status"] != "ok":
+    if processes > 1 and record["status"] != "ok":
         # Leave at once, exit code 1, so that torchrun (or srun --kill-on-bad-exit) stops the other processes now, not
         # at their collectives' timeout: no exit handlers, one of which (jax.distributed's shutdown barrier) would
         # wait for the others, which wait for this one.

@@ -99,7 +99,7 @@ def test_an_image_folder_with_a_wrong_layout_is_refused_before_any_job(tmp_path)
 
 
 def test_excluding_everything_is_refused():
-    result = dry_run("exclude=[{model: [mlp, lenet]}]")
+    result = dry_run("exclude=[{model: [mlp, lenet, gpt-tiny]}]")
     assert "every experiment is excluded" in result.stdout + result.stderr
 
 
