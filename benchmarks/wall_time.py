@@ -16,6 +16,7 @@ root, and quote the foreign load with the figures:
 """
 
 import argparse
+import collections
 import datetime
 import itertools
 import json
@@ -59,10 +60,22 @@ def finished(record):
     return written.timestamp() + after
 
 
+def spans(runs):
+    """(start, end) of each run, in the order they ran."""
+    return sorted((finished(run) - sum(run["wall_s"].values()), finished(run)) for run in runs)
+
+
 def gaps(runs):
     """The seconds between each run's end and the next run's start, in the order they ran."""
-    spans = sorted((finished(run) - sum(run["wall_s"].values()), finished(run)) for run in runs)
-    return [max(0.0, start - previous_end) for (_, previous_end), (start, _) in itertools.pairwise(spans)]
+    return [max(0.0, start - previous_end) for (_, previous_end), (start, _) in itertools.pairwise(spans(runs))]
+
+
+def summed(parts):
+    """The parts of several runs added part by part."""
+    total = collections.Counter()
+    for each in parts:
+        total.update(each)
+    return dict(total)
 
 
 def stack_row(stack, runs):
@@ -73,8 +86,7 @@ def stack_row(stack, runs):
     row["wall_s"] = statistics.median(sum(each.values()) for each in parts)
     row["harness_s"] = statistics.median(walltime.harness_seconds(each) for each in parts)
     row["harness_max_s"] = max(walltime.harness_seconds(each) for each in parts)
-    steady = sum(each.get(part, 0.0) for each in parts for part in walltime.STEADY_PARTS)
-    row["efficiency"] = steady / sum(sum(each.values()) for each in parts)
+    row["efficiency"] = walltime.measurement_efficiency(summed(parts))
     return row
 
 
@@ -126,15 +138,16 @@ def report(runs, invocation):
     rows = [stack_row(stack, [run for run in runs if run["stack"] == stack]) for stack in stacks]
     print(f"wall time per run, median seconds over each stack's runs ({len(runs)} runs)")
     print_table(rows)
-    walls = [sum(run["wall_s"].values()) for run in runs]
-    steady = sum(run["wall_s"].get(part, 0.0) for run in runs for part in walltime.STEADY_PARTS)
-    between, harness = gaps(runs), sum(walltime.harness_seconds(run["wall_s"]) for run in runs)
-    spans = sorted((finished(run) - sum(run["wall_s"].values()), finished(run)) for run in runs)
-    invocation = invocation or spans[-1][1] - spans[0][0]  # a study read back: its first run's start to its last end
+    every = summed(run["wall_s"] for run in runs)
+    wall, steady = sum(every.values()), sum(every.get(part, 0.0) for part in walltime.STEADY_PARTS)
+    between, harness = gaps(runs), walltime.harness_seconds(every)
+    ran = spans(runs)
+    invocation = invocation or ran[-1][1] - ran[0][0]  # a study read back: its first run's start to its last end
     print(
-        f"study: {invocation:.0f} s, {sum(walls):.0f} s of it in {len(runs)} runs ({sum(walls) / invocation:.0%}); "
+        f"study: {invocation:.0f} s, {wall:.0f} s of it in {len(runs)} runs ({wall / invocation:.0%}); "
         f"harness {harness:.0f} s ({harness / len(runs):.2f} s a run); steady windows {steady:.0f} s: "
-        f"{steady / sum(walls):.0%} of the runs' wall, {steady / invocation:.0%} of the study's; Snakemake's gap "
+        f"{walltime.measurement_efficiency(every):.0%} of the runs' wall, {steady / invocation:.0%} of the study's; "
+        f"Snakemake's gap "
         f"between runs median {statistics.median(between or [0]):.2f} s, max {max(between or [0]):.2f} s"
     )
     return rows
@@ -153,7 +166,7 @@ def main():
     parser.add_argument("--csv", help="also write the per-stack table here")
     args = parser.parse_args()
     if args.results:
-        rows, invocation = None, None
+        invocation = None
         runs = [run for run in records(args.results) if run.get("wall_s")]
     else:
         with tempfile.TemporaryDirectory() as temporary:

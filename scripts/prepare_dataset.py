@@ -3,8 +3,8 @@
     python scripts/prepare_dataset.py NAME OUT_FOLDER --options JSON [--archives FOLDER]
 
 OPTIONS holds the config sections `synthetic`, `synthetic_tokens`, `synthetic_imagenet`, `imagenet`, `image_folders`
-and, for a downloadable dataset, its registry `entry` (format, files with sha256). Archives are verified again before parsing; a
-corrupt one is deleted (so the next run fetches it anew) and named in the error.
+and, for a downloadable dataset, its registry `entry` (format, files with sha256). Archives are verified again before
+parsing; a corrupt one is deleted (so the next run fetches it anew) and named in the error.
 """
 
 import argparse

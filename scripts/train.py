@@ -138,9 +138,11 @@ def main():
         timeline.mark("imports")
         train(adapter, experiment, args.dataset_dir, threads, record, epoch_rows, sampler, timeline)
     except Diverged as error:  # a result, not a fault: no traceback
+        timeline.mark("failed")
         record["status"], record["error"] = "diverged", str(error)
         log(f"DIVERGED: {record['error']}")
     except Exception as error:  # a failed run is a result: record it, let the workflow go on
+        timeline.mark("failed")
         traceback.print_exc()
         out_of_memory = isinstance(error, MemoryError) or (adapter is not None and adapter.is_oom(error))
         record["status"] = "oom" if out_of_memory else "error"

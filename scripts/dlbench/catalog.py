@@ -82,6 +82,11 @@ def dataset_info(name, config, registry):
     raise ValueError(f"unknown dataset {name!r}; allowed: {allowed}")
 
 
+def holds_tokens(info):
+    """Whether a dataset (its dataset_info) holds token sequences, a language model's data, rather than images."""
+    return len(info["shape"]) == 1
+
+
 def image_folder_options(name, config):
     """The config section of an image-folder dataset ({path, resolution, max_images_per_class}), and its key."""
     if name == "imagenet":

@@ -332,7 +332,7 @@ def datasets_models(config, stacks, registry, machine):
                 except image_folder.ImageFolderError as error:
                     yield f"config error in `{key}.path`: {error}"
             seen.add(dataset)
-            tokens = {dataset} if len(info["shape"]) == 1 else set()
+            tokens = {dataset} if catalog.holds_tokens(info) else set()
             for model in grid["model"]:
                 if (model, dataset) in seen or not known_model(model):
                     continue
@@ -484,7 +484,7 @@ def dataset_memory(config, stacks, registry, machine):
         size = info["train_size"] or sizes[dataset]  # the config's count; a prepared image folder's own
         if size is None:
             continue
-        tokens = len(info["shape"]) == 1  # a language model's sequences: int32 ids and as many int32 targets
+        tokens = catalog.holds_tokens(info)  # a language model's sequences: int32 ids and as many int32 targets
         needed = size * math.prod(info["shape"]) * (8 if tokens else 1)
         examples = (
             f"sequences of {info['shape'][0]} tokens" if tokens else f"images of {'x'.join(map(str, info['shape']))}"

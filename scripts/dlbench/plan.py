@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from . import axes, parallel, record
-from .catalog import dataset_info, is_image_folder
+from .catalog import dataset_info, holds_tokens, is_image_folder
 from .contention import reason_kind
 from .specs import known_model, model_spec, reads_tokens
 from .variants import model_problem, unsupported_reason
@@ -214,9 +214,7 @@ def experiment_table(config, stacks, train_sizes=None, token_datasets=None):
 def token_datasets(config, registry):
     """The datasets of the config's grids that hold token sequences (a language model's data) rather than images."""
     return {
-        dataset
-        for dataset in axis_values(config, "dataset")
-        if len(dataset_info(dataset, config, registry)["shape"]) == 1
+        dataset for dataset in axis_values(config, "dataset") if holds_tokens(dataset_info(dataset, config, registry))
     }
 
 
@@ -281,14 +279,19 @@ def nothing_planned(config, stacks, train_sizes, skipped, token_datasets=None):
     stack can run."""
     if config["exclude"] and experiment_table(dict(config, exclude=[]), stacks, train_sizes, token_datasets)[0]:
         return "config error in `exclude`: every experiment is excluded; loosen `exclude` or add axis values"
-    # The cause: what the config's values left out, else models on data they do not read (in a grid of images and
-    # tokens some pairs are always left out, so they are the cause only where nothing else is), else the variants.
-    for kinds in ({"batch size", "model", "stream"}, {"data"}):
-        causes = [entry for entry in skipped if entry[0] in kinds]
-        if causes:
-            break
+    # Models on data they do not read are the cause where no model of the grids reads any of their datasets (in a
+    # grid of images and tokens some pairs are always left out); else what the config's values left out, else the
+    # variants.
+    data = [entry for entry in skipped if entry[0] == "data"]
+    pairs = [(model, dataset) for grid in grids(config) for model in grid["model"] for dataset in grid["dataset"]]
+    if data and all(data_problem(model, dataset, token_datasets) for model, dataset in pairs):
+        causes = data
     else:
-        causes = skipped
+        causes = (
+            [entry for entry in skipped if entry[0] not in ("variant", "data")]
+            or [entry for entry in skipped if entry[0] != "data"]
+            or skipped
+        )
     keys = "`, `".join(sorted({SKIPPED_BY[entry[0]] for entry in causes}))
     return f"config error in `{keys}`: no experiment is left to run: {'; '.join(map(skipped_message, causes))}"
 
@@ -367,7 +370,7 @@ def race_summary(config, experiments):
     if race["budget_runs"] is not None:
         most = min(most, race["budget_runs"] - experiments * first)
     looks = ", ".join(map(str, [first, *race["looks"]]))
-    minutes = f", at most {race['budget_minutes']:g} min of training" if race["budget_minutes"] is not None else ""
+    minutes = f", at most {race['budget_minutes']:g} min of runs" if race["budget_minutes"] is not None else ""
     return f"looks after rounds {looks}; up to {most} more runs where groups are undecided{minutes}"
 
 

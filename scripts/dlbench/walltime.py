@@ -32,8 +32,12 @@ PARTS = {
     "evaluation": "every epoch's evaluation",
     "steady_extra": "the extra steady epochs that lengthen the steady window to min_steady_seconds",
     "after_training": "the passes after training: the input share, the loader alone, the communication share",
+    "failed": "the part an error or a divergence ended, from the last part that finished",
     "telemetry": "telemetry stopped, summarised and its trace written",
-    "exit": "the training process's record written and its exit",
+    "exit": (
+        "what the final try took beyond the training process's own parts: its record and tables written and its exit;"
+        " a launcher's start (torchrun, srun) in a multi-process run; its whole life where it died before its record"
+    ),
     "wrapper_teardown": "the wrapper's contention verdict and its moving the outputs into place",
 }
 # The framework's own work, which the harness never cuts: its import, its build, its compilation and the training.
@@ -73,9 +77,6 @@ class Timeline:
         now = self.clock()
         self.parts[part] = self.parts.get(part, 0.0) + (now - self.last)
         self.last = now
-
-    def total(self):
-        return sum(self.parts.values())
 
 
 def joined(wrapper, training, launched, ended, teardown):

@@ -93,6 +93,15 @@ def test_each_model_runs_on_the_data_it_reads_and_the_rest_is_said_once(tmp_path
     assert plan.nothing_planned(only_mismatched, STACKS, sizes, skipped, tokens).startswith(
         "config error in `models`: no experiment is left to run: skipping model gpt-tiny on synthetic-8x8x1"
     )
+    # Where pairs match but a stack cannot run their variant, the variant is named, not the pairs left out.
+    unrunnable = dict(config, variants=["graph"])
+    sizes, tokens = plan.train_sizes(unrunnable, {}), plan.token_datasets(unrunnable, {})
+    table, skipped = plan.experiment_table(unrunnable, STACKS, sizes, tokens)
+    assert not table
+    assert plan.nothing_planned(unrunnable, STACKS, sizes, skipped, tokens).startswith(
+        "config error in `variants`: no experiment is left to run: skipping variant 'graph' with device data for "
+        "torch-2.13"
+    )
 
 
 def test_an_exclude_entrys_reason_excludes_nothing_itself(tmp_path, monkeypatch):

@@ -31,7 +31,7 @@ def test_a_timeline_begins_at_its_process_start_and_adds_repeated_parts():
     assert timeline.parts == pytest.approx(
         {"process_start": 0.4, "first_epoch": 1.5, "steady_epochs": 1.0, "evaluation": 0.4}
     )
-    assert timeline.total() == pytest.approx(3.3)
+    assert sum(timeline.parts.values()) == pytest.approx(3.3)
 
 
 def test_an_unknown_part_is_refused_naming_the_parts():

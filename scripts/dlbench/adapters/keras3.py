@@ -216,7 +216,7 @@ def _placeholder(shape, dtype=None):
     return np.zeros(shape, dtype or "float32")
 
 
-def _unset(*weights):
+def _placeholder_initializers(*weights):
     """A layer's initializer arguments for `weights` (kernel, bias...), each _placeholder."""
     return {f"{weight}_initializer": _placeholder for weight in weights}
 
@@ -230,7 +230,7 @@ class _PatchEmbed(keras.layers.Conv2D):
     (h, w) grid read as tokens in row-major order."""
 
     def __init__(self, patch, width):
-        super().__init__(width, patch, strides=patch, **_unset("kernel", "bias"))
+        super().__init__(width, patch, strides=patch, **_placeholder_initializers("kernel", "bias"))
 
     def call(self, images):
         grid = super().call(images)
@@ -283,8 +283,8 @@ class _Attention(keras.layers.Layer):
 
     def __init__(self, width, heads, causal, composed):
         super().__init__()
-        self.qkv = keras.layers.Dense(3 * width, **_unset("kernel", "bias"))
-        self.out = keras.layers.Dense(width, **_unset("kernel", "bias"))
+        self.qkv = keras.layers.Dense(3 * width, **_placeholder_initializers("kernel", "bias"))
+        self.out = keras.layers.Dense(width, **_placeholder_initializers("kernel", "bias"))
         self.softmax = keras.layers.Softmax()  # -composed's: its masking value fits the compute dtype
         self.heads, self.causal, self.composed = heads, causal, composed
 
@@ -347,15 +347,17 @@ def _leaf_layers(layer, in_shape, variant):
     if isinstance(layer, specs.PositionEmbedding):
         return [_PositionEmbedding()]
     if isinstance(layer, specs.TokenEmbedding):
-        return [keras.layers.ReversibleEmbedding(layer.vocabulary, layer.width, **_unset("embeddings"))]
+        return [
+            keras.layers.ReversibleEmbedding(layer.vocabulary, layer.width, **_placeholder_initializers("embeddings"))
+        ]
     if isinstance(layer, specs.LayerNorm):
-        return [keras.layers.LayerNormalization(epsilon=layer.epsilon, **_unset("beta", "gamma"))]
+        return [keras.layers.LayerNormalization(epsilon=layer.epsilon, **_placeholder_initializers("beta", "gamma"))]
     if isinstance(layer, specs.Attention):
         return [_Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention)]
     if isinstance(layer, specs.TokenPool):
         return [_token_pool(layer.kind)]
     if isinstance(layer, specs.LMHead):  # untied: a bias-free kernel
-        return [keras.layers.Dense(layer.vocabulary, use_bias=False, **_unset("kernel"))]
+        return [keras.layers.Dense(layer.vocabulary, use_bias=False, **_placeholder_initializers("kernel"))]
     if isinstance(layer, specs.Conv):
         # "same" where it equals the spec's padding (a separate ZeroPadding2D costs a copy per conv), else explicit.
         same = layer.padding and specs.same_padding_is_symmetric(layer, in_shape)
@@ -368,7 +370,7 @@ def _leaf_layers(layer, in_shape, variant):
                 padding="same" if same else "valid",
                 activation=activation,
                 use_bias=layer.bias,
-                **_unset("kernel", "bias"),
+                **_placeholder_initializers("kernel", "bias"),
             )
         ]
     if isinstance(layer, specs.BatchNorm):
@@ -377,7 +379,7 @@ def _leaf_layers(layer, in_shape, variant):
                 momentum=layer.momentum,
                 epsilon=layer.epsilon,
                 synchronized=variant.sync_batch_norm,
-                **_unset("beta", "gamma", "moving_mean", "moving_variance"),
+                **_placeholder_initializers("beta", "gamma", "moving_mean", "moving_variance"),
             )
         ]
     if isinstance(layer, specs.Pool):
@@ -394,9 +396,9 @@ def _leaf_layers(layer, in_shape, variant):
     if isinstance(layer, specs.LSTM):
         return [
             keras.layers.Reshape((in_shape[0], in_shape[1] * in_shape[2])),
-            keras.layers.LSTM(layer.units, **_unset("kernel", "recurrent", "bias")),
+            keras.layers.LSTM(layer.units, **_placeholder_initializers("kernel", "recurrent", "bias")),
         ]
-    return [keras.layers.Dense(layer.units, activation=activation, **_unset("kernel", "bias"))]
+    return [keras.layers.Dense(layer.units, activation=activation, **_placeholder_initializers("kernel", "bias"))]
 
 
 def _apply(spec, input_shape, x, leaves, variant):

@@ -274,7 +274,7 @@ def rounds_needed(result, runs, margin, prior):
 
 class Budget(NamedTuple):
     runs: float  # the most training runs of the study, inf for no limit
-    seconds: float  # the most seconds of training, summed over runs, inf for no limit
+    seconds: float  # the most seconds of runs (each its wall time), summed, inf for no limit
 
 
 def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True, source=None):

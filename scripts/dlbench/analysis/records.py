@@ -103,11 +103,18 @@ def contention_columns(contention):
     return columns
 
 
+def contended_try(attempt):
+    """A contended try's row: its wall time is its training process's parts alone (the wrapper joins only the final
+    try's), so it has no wall columns; the final record's `retries` part holds the try's whole time."""
+    wall = wall_columns(attempt.get("wall_s") or {})
+    return {key: value for key, value in flatten(attempt).items() if key not in wall}
+
+
 def with_contended_tries(runs, records):
     """The runs table with a row for each contended try kept inside a final record (final_try false, the machine
     of its run): listed with its figures, never in the statistics, which take status ok only."""
     tries = [
-        dict(flatten(attempt), machine=machine, final_try=False)
+        dict(contended_try(attempt), machine=machine, final_try=False)
         for (_, record), machine in zip(records, runs["machine"])
         for attempt in record.get("contended_attempts", [])
     ]

@@ -48,8 +48,8 @@ LEGEND = (
     "budget reads *undecided*, and a live rival proven faster than the race's leader is named the fastest. Rounds: "
     'the rounds the group ran; an undecided answer gives the smallest lead those rounds resolve ("resolves 1.15x"), '
     "how many rounds would decide it at the ratio and spread its rivals show, and the minutes those rounds would "
-    'take (each run at its own wall time, start to record); "past `race.looks`": more rounds than the race\'s last look (or its budget) allows, so '
-    "raising it decides the group. To target "
+    'take (each run at its own wall time, start to record); "past `race.looks`": more rounds than the race\'s last '
+    "look (or its budget) allows, so raising it decides the group. To target "
     "accuracy: the training time to the target accuracy, first epoch included, of the experiment that reached it "
     "first in every repeat, where that is not the fastest. What differs: beside the lead, what the runs measured "
     "that sets the fastest apart from the runner-up, the fastest's figure first ("
@@ -232,7 +232,7 @@ def throughput_cell(row):
     return bracketed(row[f"{unit}_gmean"], low, high, ",.0f") + (" tokens/s" if unit == "train_tokens_per_s" else "")
 
 
-def holds_tokens(fastest):
+def shows_tokens(fastest):
     """Whether a group on page 1 is a language model's, whose throughput is its tokens/s."""
     column = "train_tokens_per_s_gmean"
     return column in fastest and fastest[column].notna().any()
@@ -426,7 +426,7 @@ def answer_table(fastest, runs, shared, titles):
         "group",
         "fastest",
         "images/s (tokens/s where named), geometric mean [95%]"
-        if holds_tokens(fastest)
+        if shows_tokens(fastest)
         else "images/s, geometric mean [95%]",
         "lead [interval] over the runner-up; what differs",
         "confidence",

@@ -28,7 +28,8 @@ from dlbench.report.common import (
 TITLE = "Input share, memory, utilisation and energy"
 
 METHOD = (
-    "Means over the repeats that finished. The input share is the part of a steady epoch that goes away when every "
+    "Means over the repeats that finished; the input share is each experiment's first repeat's unless the config "
+    "measures it in every repeat (`measure_input_share`). The input share is the part of a steady epoch that goes away when every "
     "step trains on one batch prepared before the clock starts: time spent gathering batches and placing them on the "
     "device that compute does not hide (for Keras on TensorFlow the copy to the device stays in both epochs, so its "
     "share is a lower bound). It is measured over pairs of a real and a fixed-batch epoch timed next to each other; "
