@@ -48,6 +48,45 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: TIERS.index(tiers[item]))
 
 
+# What the suite cost, printed at its end (a slow file is found by reading, not guessing; a full disk is named):
+# seconds per test file (setup, call and teardown: the fixtures that build venvs or probe stacks are paid by the first
+# file that asks for them) and the disk free before and after.
+SLOWEST_FILES = 12
+FREE_AT_START = pytest.StashKey[float]()
+SECONDS_PER_FILE = {}
+
+
+def free_gigabytes():
+    return shutil.disk_usage(REPO).free / 1e9
+
+
+def pytest_sessionstart(session):
+    session.config.stash[FREE_AT_START] = free_gigabytes()
+
+
+def pytest_runtest_logreport(report):
+    file = report.nodeid.split("::")[0]
+    SECONDS_PER_FILE[file] = SECONDS_PER_FILE.get(file, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not SECONDS_PER_FILE:
+        return
+    terminalreporter.section("the suite's cost")
+    per_tier = {}
+    for file, seconds in SECONDS_PER_FILE.items():
+        tier = Path(file).parts[1] if len(Path(file).parts) > 2 else file
+        per_tier[tier] = per_tier.get(tier, 0.0) + seconds
+    terminalreporter.write_line("minutes per tier: " + ", ".join(f"{t} {s / 60:.1f}" for t, s in per_tier.items()))
+    terminalreporter.write_line(f"the {SLOWEST_FILES} slowest files (minutes, fixtures included):")
+    for file, seconds in sorted(SECONDS_PER_FILE.items(), key=lambda item: -item[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"  {seconds / 60:6.1f}  {file}")
+    terminalreporter.write_line(
+        f"disk free: {config.stash[FREE_AT_START]:.1f} GB at the start, {free_gigabytes():.1f} GB at the end "
+        f"(stack venvs in {VENV_ROOT})"
+    )
+
+
 # Every invocation runs the rule list_failures (and so the target `all`), so that it ends with the runs not ok.
 EVERY_INVOCATION = {"all", "list_failures"}
 
