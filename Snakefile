@@ -84,10 +84,11 @@ rule all:
     input:
         rules.report.output,
         # Snakemake does not remake a missing input of an up-to-date job: the tables (gone after an aggregation
-        # failed) and the prepared data are remade because the target asks for them.
+        # failed), the prepared data and the venvs (gone or damaged) are remade because the target asks for them.
         rules.aggregate.output,
         rules.aggregate_ops.output,
         prepared_data(),
+        venv_markers(),
         rules.list_failures.output,
 
 

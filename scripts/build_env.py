@@ -3,7 +3,9 @@
 The env file names what a stack needs; its lock beside it (envs/<name>.lock.txt) pins every package that installs,
 transitively, each with its sha256, for one platform and Python. A venv is installed from the lock exactly (hashes
 required, no dependency resolution) in a folder named by the lock's hash: an edited lock gets a fresh venv and an
-unchanged one is reused (also across working directories that share the venv root). A lock out of date with its env
+unchanged one is reused (also across working directories that share the venv root) while it stands whole; one half
+built, or damaged since (its interpreter, or a locked package missing or changed: `venv_problem`), is built again, and
+a failed build leaves nothing behind. A lock out of date with its env
 file, or made for another platform or Python, is refused with the command that regenerates it. pip runs in the env
 file's folder, as conda runs it, so a local requirement names a folder from there: the driver's `-e ..` installs this
 checkout's library, editable (pyproject.toml), after the lock, built by the setuptools the lock pins. Standard library
@@ -353,9 +355,51 @@ def locked(path):
         yield
 
 
+def installed_versions(prefix):
+    """{normalized name: version} of the distributions in a venv's site-packages, read from their .dist-info folders
+    (no interpreter started: the workflow checks every venv this way each time it starts)."""
+    versions = {}
+    for info in Path(prefix).glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
+        versions[normalized(name)] = version
+    return versions
+
+
+def venv_problem(prefix, env_file):
+    """What keeps the venv at prefix from standing for the env file's lock, or None: gone, not built whole (an
+    interrupted or failed build), built from another lock, its interpreter missing, or a locked package missing or
+    changed since."""
+    prefix = Path(prefix)
+    if not prefix.is_dir():
+        return f"{prefix} is gone"
+    marker = prefix / COMPLETE_MARKER
+    if not marker.exists():
+        return f"{prefix} was not built whole (an interrupted or failed build)"
+    if marker.read_text().strip() != build_key(env_file):
+        return f"{prefix} was built from another {shown(lock_path(env_file))} or from paths that have moved"
+    python = prefix / "bin" / "python"
+    if not (python.exists() and os.access(python, os.X_OK)):
+        return f"{prefix} has lost its interpreter ({python})"
+    installed = installed_versions(prefix)
+    for name, version in lock_pins(lock_path(env_file)).items():
+        if installed.get(name) != version:
+            found = f"holds {name} {installed[name]}" if name in installed else f"lacks {name}"
+            return f"{prefix} {found}, where {shown(lock_path(env_file))} pins {name}=={version}"
+    return None
+
+
+def remove(prefix):
+    """A venv's folder gone (a link to one: the link alone)."""
+    if prefix.is_symlink():
+        prefix.unlink()
+    elif prefix.exists():
+        shutil.rmtree(prefix)
+
+
 def build_venv(env_file, prefix, wheels=None):
-    """Create the venv at prefix from the env file's lock (then its local requirements), unless a complete one is
-    there; from a folder of wheels instead of any package index where `wheels` names one."""
+    """Create the venv at prefix from the env file's lock (then its local requirements), unless a whole one stands
+    there; from a folder of wheels instead of any package index where `wheels` names one. A build succeeds whole or
+    leaves nothing behind."""
     prefix = Path(prefix).absolute()
     python, target = build_interpreter(env_file)
     problem = lock_problem(env_file, target)
@@ -363,29 +407,37 @@ def build_venv(env_file, prefix, wheels=None):
         raise SystemExit(problem)
     lock = lock_path(env_file).absolute()
     with locked(prefix.parent / f".{prefix.name}.lock"):
-        marker = prefix / COMPLETE_MARKER
-        if marker.exists() and marker.read_text().strip() == build_key(env_file):
+        problem = venv_problem(prefix, env_file)
+        if problem is None:
             print(f"reusing {prefix}", flush=True)
             return prefix
-        if marker.exists():  # a fixed --prefix (the driver's .venv) outlives edits of its lock
-            print(f"{shown(lock)} or a path it installs from changed since {prefix} was built: rebuilding", flush=True)
-        if prefix.exists():
-            print(f"removing incomplete {prefix}", flush=True)
-            shutil.rmtree(prefix)
-        print(f"creating {prefix} for {shown(env_file)} with {python} (Python {target[1]})", flush=True)
-        subprocess.run([python, "-m", "venv", str(prefix)], check=True)
-        folder, venv_python = Path(env_file).absolute().parent, prefix / "bin" / "python"
-        print(f"installing {shown(lock)}: {len(lock_pins(lock))} packages, hashes required", flush=True)
-        exact = ["--require-hashes", "--no-deps", *index_arguments(wheels), "-r", str(lock)]
-        pip_install(venv_python, exact, folder, lock)
-        local = [line for line in pip_requirements(env_file) if is_local(line)]
-        if local:
-            print("installing from this checkout: " + " ".join(local), flush=True)
-            # built by the lock's setuptools, not by one an isolated build would fetch: nothing resolved at build time
-            isolation = ["--no-deps", "--no-build-isolation", *index_arguments(wheels)]
-            pip_install(venv_python, [*isolation, *pip_arguments(local)], folder, lock)
-        (prefix / COMPLETE_MARKER).write_text(build_key(env_file) + "\n")
+        if prefix.is_symlink() or (prefix.exists() and any(prefix.iterdir())):  # not Snakemake's empty folder
+            print(f"{problem}: removing it to build it again", flush=True)
+        remove(prefix)
+        try:
+            install_venv(env_file, prefix, python, target, lock, wheels)
+        except BaseException:
+            remove(prefix)
+            raise
         return prefix
+
+
+def install_venv(env_file, prefix, python, target, lock, wheels):
+    """Make the venv at prefix and install the lock into it, then the env file's local requirements; the marker
+    last, so that only a whole build carries it."""
+    print(f"creating {prefix} for {shown(env_file)} with {python} (Python {target[1]})", flush=True)
+    subprocess.run([python, "-m", "venv", str(prefix)], check=True)
+    folder, venv_python = Path(env_file).absolute().parent, prefix / "bin" / "python"
+    print(f"installing {shown(lock)}: {len(lock_pins(lock))} packages, hashes required", flush=True)
+    exact = ["--require-hashes", "--no-deps", *index_arguments(wheels), "-r", str(lock)]
+    pip_install(venv_python, exact, folder, lock)
+    local = [line for line in pip_requirements(env_file) if is_local(line)]
+    if local:
+        print("installing from this checkout: " + " ".join(local), flush=True)
+        # built by the lock's setuptools, not by one an isolated build would fetch: nothing resolved at build time
+        isolation = ["--no-deps", "--no-build-isolation", *index_arguments(wheels)]
+        pip_install(venv_python, [*isolation, *pip_arguments(local)], folder, lock)
+    (prefix / COMPLETE_MARKER).write_text(build_key(env_file) + "\n")
 
 
 # Run by an env's own interpreter: the version of the first of the modules (the framework, or the tools) after

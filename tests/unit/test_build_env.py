@@ -2,6 +2,7 @@
 the lock's content; the driver's has this checkout's library, editable."""
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -25,6 +26,7 @@ from build_env import (
     python_pin,
     unlocked_reason,
     venv_prefix,
+    venv_problem,
     write_lock,
 )
 from conftest import REPO, STACKS
@@ -228,6 +230,35 @@ def test_a_lock_and_a_folder_of_wheels_build_an_env_with_no_index_and_a_changed_
     a_wheel(wheels, "dlbench_tiny", "1.0", "tampered")
     with pytest.raises(SystemExit, match=r"tiny\.lock\.txt: the file of dlbench[-_]tiny==1\.0 does not match"):
         build_venv(env_file, tmp_path / "other", wheels)
+    assert not (tmp_path / "other").exists(), "a failed build leaves nothing behind"
+
+
+def test_a_venv_gone_half_built_or_damaged_is_named_and_built_again(tmp_path, capsys):
+    """What the workflow checks before any job (venv_problem), from the files alone: the build's marker, the
+    interpreter, each locked package's version; a build finds the same and builds the venv again."""
+    wheels = tmp_path / "wheels"
+    a_wheel(wheels, "dlbench_tiny", "1.0", "first")
+    env_file = tmp_path / "tiny.yaml"
+    env_file.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - dlbench-tiny==1.0\n")
+    write_lock(env_file, wheels)
+    prefix = build_venv(env_file, tmp_path / "venv", wheels)
+    assert venv_problem(prefix, env_file) is None
+    info = next(prefix.glob("lib/python*/site-packages/dlbench_tiny-1.0.dist-info"))
+    info.rename(info.with_name("dlbench_tiny-0.9.dist-info"))
+    assert "venv holds dlbench-tiny 0.9, where" in venv_problem(prefix, env_file)
+    shutil.rmtree(info.with_name("dlbench_tiny-0.9.dist-info"))
+    assert venv_problem(prefix, env_file).endswith(
+        f"lacks dlbench-tiny, where {lock_path(env_file)} pins dlbench-tiny==1.0"
+    )
+    capsys.readouterr()
+    build_venv(env_file, prefix, wheels)
+    assert "lacks dlbench-tiny" in capsys.readouterr().out and venv_problem(prefix, env_file) is None
+    (prefix / "bin" / "python").unlink()
+    assert "has lost its interpreter" in venv_problem(prefix, env_file)
+    (prefix / COMPLETE_MARKER).unlink()
+    assert "was not built whole (an interrupted or failed build)" in venv_problem(prefix, env_file)
+    shutil.rmtree(prefix)
+    assert venv_problem(prefix, env_file) == f"{prefix} is gone"
 
 
 def test_a_local_requirement_whose_build_needs_what_the_lock_lacks_is_refused(tmp_path):

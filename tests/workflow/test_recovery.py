@@ -1,6 +1,6 @@
 """Faults injected into a finished tiny run, end to end: a moved tree and another way of invoking Snakemake, data
-corrupted in place (a loud failure, then a retry of exactly the failed runs), data changed on disk (rebuilt), and
-kill -9 of the whole run mid-training (a stale lock, then a resume that reruns only the killed run). Finished ok
+corrupted in place (a loud failure, then a retry of exactly the failed runs), data changed on disk (rebuilt), a venv
+deleted (built again), and kill -9 of the whole run mid-training (a stale lock, then a resume that reruns only the killed run). Finished ok
 records must never change."""
 
 import contextlib
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, planned_rules
+from build_env import venv_prefix
+from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, STACKS, VENV_ROOT, copy_repository, planned_rules
 from dlbench import data
 
 CONFIG = {
@@ -242,3 +243,31 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     assert len(after) == len(before) + 4 and all(
         json.loads(after[p])["status"] == "ok" for p in after if p not in before
     )
+
+
+def test_a_venv_deleted_or_damaged_between_two_invocations_is_installed_again_and_reruns_no_run(env_python, tmp_path):
+    """docs/stacks.md's way to rebuild an env is to delete its venv: the next invocation, dry runs included, installs
+    it again before any job that needs it, and the records made with it stay as they are. A venv damaged (a locked
+    package changed) is named and installed again the same way."""
+    venvs, study = tmp_path / "venvs", tmp_path / "study"
+    venvs.mkdir(), study.mkdir()
+    mxnet_env = STACKS["mxnet-1.9"]["env"]["cpu"]
+    for env in (mxnet_env, "tools"):  # this study's venv root: the shared venvs, linked
+        shared = env_python(env).parents[1]
+        (venvs / shared.name).symlink_to(shared)
+    copy_repository(study)
+    write_config(study, stacks=["mxnet-1.9"], batch_sizes=[32], repeats=1, venv_root=str(venvs))
+    run(study)
+    before = records(study)
+    mxnet = venv_prefix(venvs, REPO / "envs" / f"{mxnet_env}.yaml")
+    mxnet.unlink()
+    _, output = run(study, "-n")
+    assert planned_rules(output) == {"install_venv": 1, "build_env": 1}, output[-3000:]
+    run(study)
+    assert (mxnet / "bin" / "python").exists() and not mxnet.is_symlink() and records(study) == before
+    assert planned_rules(run(study, "-n")[1]) == {}
+    numpy = next(mxnet.glob("lib/python*/site-packages/numpy-*.dist-info"))
+    numpy.rename(numpy.with_name("numpy-1.26.4.dist-info"))
+    _, output = run(study, "-n")
+    assert f"NOTE: {mxnet} holds numpy 1.26.4, where envs/{mxnet_env}.lock.txt pins numpy==1.23.5" in output
+    assert planned_rules(output) == {"install_venv": 1, "build_env": 1}, output[-3000:]

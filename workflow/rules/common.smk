@@ -10,6 +10,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 # The workflow's library and scripts (scripts/) are on the path: the Snakefile put them there, first.
 from build_env import (
+    COMPLETE_MARKER,
     build_interpreter,
     check_existing,
     check_imports,
@@ -17,6 +18,7 @@ from build_env import (
     packages_sha256,
     unlocked_reason,
     venv_prefix,
+    venv_problem,
 )
 from dlbench import (
     catalog,
@@ -251,7 +253,44 @@ def in_report(outputs, caption, category):
 
 
 def env_description(env):
-    return f"results/envs/{env}.json"
+    """A job's input that stands for its env. A built venv's is ancient: installing again a venv that fell (rule
+    install_venv) reruns no job, while a new lock, a new venv path in every job's params, reruns the env's jobs."""
+    path = f"results/envs/{env}.json"
+    built = not (USE_CONDA or env.startswith(plan.EXISTING_ENV_PREFIX))
+    return ancient(path) if built else path
+
+
+# Each venv the workflow builds, by its folder's name (the env file's stem and the lock's hash): rule install_venv's
+# output is the marker inside it that only a whole build writes, so a venv gone or half built is installed again.
+VENVS = {} if USE_CONDA else {venv_prefix(".", env_file(env)).name: env for env in BUILT_ENVS}
+
+
+def venv_marker(env):
+    return str(venv_prefix(config["venv_root"], env_file(env)) / COMPLETE_MARKER)
+
+
+def venv_markers():
+    return [venv_marker(env) for env in VENVS.values()]
+
+
+def build_env_inputs(wildcards):
+    """A built venv's description follows its installation; conda's envs are Snakemake's own."""
+    return {} if USE_CONDA else {"venv": venv_marker(wildcards.env)}
+
+
+def withdraw_damaged_venvs():
+    """Before any job (dry runs included): a venv damaged since it was installed (its interpreter, or a package its
+    lock pins, missing or changed) loses its marker, the claim that it stands whole, so that Snakemake installs it
+    again before any job that needs it. Not in a cluster job's own invocation, which runs its one job."""
+    for env in BUILT_ENVS if workflow.is_main_process else []:
+        marker = Path(venv_marker(env))
+        problem = marker.exists() and venv_problem(marker.parent, env_file(env))
+        if problem:
+            print(f"NOTE: {problem}: the {env} env is installed again before its jobs", file=sys.stderr)
+            marker.unlink()
+
+
+withdraw_damaged_venvs()
 
 
 @functools.cache

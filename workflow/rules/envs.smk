@@ -1,5 +1,26 @@
+# A venv (not under conda): installed when its marker is missing (gone, half built, or damaged: common.smk), by what
+# the lock in its folder's name pins; rule build_env then describes it. update(): a forced run (-F) keeps a whole
+# venv's marker, so that the builder reuses the venv instead of installing it again.
+rule install_venv:
+    output:
+        marker=update(f"{config['venv_root']}/{{venv}}/{COMPLETE_MARKER}"),
+    log:
+        "logs/envs/{venv}.log",
+    wildcard_constraints:
+        venv=regex_alternatives(VENVS),
+    priority: SETUP_PRIORITY
+    conda:
+        "../../envs/tools.yaml"
+    params:
+        env_file=lambda wildcards: env_file(VENVS[wildcards.venv]),
+        where=env_build_arguments,
+    shell:
+        "python3 scripts/build_env.py {params.env_file:q} {params.where:q} > {log:q} 2>&1"
+
+
 rule build_env:
     input:
+        unpack(build_env_inputs),
         env_file="envs/{env}.yaml",
         # the env's identity: an edited lock rebuilds the env and reruns its stack's jobs
         lock="envs/{env}.lock.txt",
