@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from dlbench import cli, contention, parallel, walltime
+from dlbench import cli, contention, parallel, record_check, walltime
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic, write_text_atomic
 from dlbench.process import process_alive, run_child
@@ -128,7 +128,8 @@ def gpu_check(argv, thresholds):
 
 
 def move_tables(argv, scratch):
-    """Move the final try's tables into place (empty ones where it wrote none): before the record, which is last."""
+    """Move the final try's tables into place (empty ones where it wrote none): before the record, which is last and
+    holds their digests."""
     epochs, telemetry = Path(option(argv, "--epochs-csv")), Path(option(argv, "--telemetry-csv"))
     if (scratch / "epochs.csv").exists():
         os.replace(scratch / "epochs.csv", epochs)
@@ -138,6 +139,7 @@ def move_tables(argv, scratch):
         os.replace(scratch / "telemetry.csv", telemetry)
     else:
         write_text_atomic(telemetry, ",".join(TRACE_COLUMNS) + "\n")
+    return {"epochs.csv": epochs, "telemetry.csv": telemetry}
 
 
 def scratch_folder(run_dir):
@@ -190,7 +192,7 @@ def main():
     record = contention.until_clean(
         try_once, thresholds, f"{experiment['experiment_id']} rep {experiment['rep']}", tell_console, set_aside
     )
-    move_tables(argv, scratch)
+    record["tables_sha256"] = record_check.tables_sha256(move_tables(argv, scratch))
     teardown = walltime.CLOCK() - final_try["ended"]
     record["wall_s"] = walltime.joined(
         timeline.parts, record["wall_s"], final_try["launched"], final_try["ended"], teardown

@@ -18,7 +18,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from . import axes, parallel, record_fields
+from . import axes, parallel, record_check, record_fields
 from .io import csv_cell, write_text_atomic
 
 # What names a run: its experiment's id, stack, every axis (dlbench/axes.py), the settings its optimiser shares, and
@@ -258,7 +258,11 @@ def write_epochs_csv(path, rows):
 
 
 class UnreadableRecord(Exception):
-    """A record.json that is not a JSON object (truncated, edited, a disk error): its path and why."""
+    """A record.json that cannot stand for its run: not a JSON object (truncated, edited, a disk error), or
+    contradicted by the tables its run wrote beside it (dlbench/record_check.py): its path and why."""
+
+
+UNREADABLE, INCONSISTENT = "record unreadable", "record inconsistent"
 
 
 def read(path):
@@ -266,13 +270,23 @@ def read(path):
     try:
         record = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise UnreadableRecord(f"record unreadable: {path}: {error}") from None
+        raise UnreadableRecord(f"{UNREADABLE}: {path}: {error}") from None
     if not isinstance(record, dict) or "status" not in record:
-        raise UnreadableRecord(f"record unreadable: {path}: not a run record (no status)")
+        raise UnreadableRecord(f"{UNREADABLE}: {path}: not a run record (no status)")
+    try:
+        problem = record_check.problem(path, record)
+    except (OSError, KeyError, TypeError, ValueError) as error:  # a field of the wrong type or missing
+        problem = f"cannot be checked ({type(error).__name__}: {error})"
+    if problem:
+        raise UnreadableRecord(f"{INCONSISTENT}: {path}: {problem}")
     return record
 
 
-UNREADABLE = "record unreadable"
+def stands_in(record):
+    """Whether a record is the stand-in of one that cannot stand for its run (stand_in): it has no tables to read."""
+    return (record["error"] or "").startswith((UNREADABLE, INCONSISTENT))
+
+
 MACHINE_KEYS = ("host", "slurm_job_id", "cpu_model", "cpu_cores", "gpu")
 
 

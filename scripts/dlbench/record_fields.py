@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Literal
 
-from . import walltime
+from . import record_check, walltime
 
 SCHEMA_VERSION = 11
 NO_TELEMETRY = "the run ended before telemetry started"
@@ -272,6 +272,15 @@ class Outcome:
     )
     contended_attempts: list[dict] = entry(
         "the earlier, contended tries of this run, each a whole record of its own (kept, never averaged)", factory=list
+    )
+    tables_sha256: dict[str, str] = entry(
+        "sha256 of the tables the run wrote beside its record (epochs.csv, telemetry.csv): reading the record checks"
+        " them, and that the figures derived from the epochs follow from epochs.csv (dlbench/record_check.py);"
+        " absent in older records",
+        factory=dict,
+        required=False,
+        propertyNames={"enum": list(record_check.RUN_TABLES)},
+        additionalProperties=HASH,
     )
     contention: Contention | None = entry(
         "what else used the machine over the run's timed window: CPU time of processes outside the job's process"

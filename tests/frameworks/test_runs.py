@@ -13,7 +13,7 @@ import jsonschema
 import numpy as np
 import pytest
 from conftest import REPO, SUPPORT, library_environment, read_csv
-from dlbench.record import base_record, write_epochs_csv
+from dlbench.record import EPOCH_COLUMNS, base_record, write_epochs_csv
 from dlbench.telemetry import TRACE_COLUMNS
 from runs import ENV_DESCRIPTION, RECORD_SCHEMA, experiment, prepare_synthetic, runner_command, strict_json
 
@@ -200,7 +200,11 @@ def fake_run(folder, rep, images_per_s, status="ok", seconds=(0, 10)):
     path = folder / f"rep{rep}" / "record.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
-    write_epochs_csv(path.with_name("epochs.csv"), [])
+    rows = [  # the epochs the record names, as its run would have written them beside it
+        dict(zip(EPOCH_COLUMNS, (epoch, train_s, 0.1, 1.0, 1.0, 0.9, 1344, 1344 / train_s)))
+        for epoch, train_s in enumerate(record["epoch_train_s"], 1)
+    ]
+    write_epochs_csv(path.with_name("epochs.csv"), rows)
     path.with_name("telemetry.csv").write_text(",".join(TRACE_COLUMNS) + "\n")
     return str(path)
 

@@ -6,6 +6,9 @@ import subprocess
 
 import yaml
 from conftest import REPO, SHARED_MACHINE
+from dlbench import record as run_record
+from dlbench import record_check
+from dlbench.measure.steady_window import steady_throughput
 
 RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
 ENV_DESCRIPTION = {
@@ -97,3 +100,38 @@ def prepare_synthetic(tools_python, folder, classes, train_size, test_size, name
     command = [str(tools_python), str(REPO / "scripts" / "prepare_dataset.py"), name, str(folder)]
     subprocess.run([*command, "--options", json.dumps(options)], check=True)
     return folder
+
+
+# A finished run's epochs (write_run)
+IMAGES = 512
+EPOCHS = [  # (train_s, eval_s, train_loss, test_loss, test_accuracy)
+    (0.9, 0.05, 1.2, 1.0, 0.6),
+    (0.25, 0.04, 0.8, 0.7, 0.85),
+    (0.26, 0.04, 0.5, 0.45, 0.93),
+]
+EXTRA = [0.27, 0.25]  # extra steady epochs
+
+
+def write_run(folder, **changes):
+    """A finished run as run_experiment.py leaves it, its figures made by the functions train.py makes them with;
+    `changes` overwrite record fields after the digests are taken."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"status": "ok", "error": None, "epoch_train_s": [], "epoch_eval_s": [], "loss_curve": []}
+    record |= {"target_accuracy": 0.9, "target_loss": None, "time_to_target_s": None, "images_per_epoch": IMAGES}
+    rows = []
+    for epoch, figures in enumerate(EPOCHS, 1):
+        run_record.add_epoch(record, rows, (epoch, *figures, IMAGES))
+    run_record.write_epochs_csv(folder / "epochs.csv", rows)
+    (folder / "telemetry.csv").write_text("t_s,phase\n0.0,build\n")
+    record |= {
+        "extra_steady_epochs_s": EXTRA,
+        "train_images_per_s": steady_throughput(IMAGES, [*record["epoch_train_s"], *EXTRA]),
+        "first_epoch_images_per_s": IMAGES / EPOCHS[0][0],
+        "final_test_accuracy": EPOCHS[-1][4],
+        "final_test_loss": EPOCHS[-1][3],
+        "tokens_per_example": None,
+        "model_flops_utilisation": 0.3,
+    }
+    record["tables_sha256"] = record_check.tables_sha256({name: folder / name for name in record_check.RUN_TABLES})
+    (folder / "record.json").write_text(json.dumps(record | changes))
+    return folder / "record.json"

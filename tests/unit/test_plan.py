@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 from dlbench import configuration, data, plan, variants
+from runs import write_run
 
 STACKS = configuration.load_stacks()
 AXIS_DEFAULTS = {
@@ -213,9 +214,7 @@ def test_failed_runs_are_found_by_status_and_summarised_with_their_logs(tmp_path
     table, _ = plan.experiment_table(CONFIG, STACKS, {})
     experiment = next(iter(table))
     for rep, (status, error) in enumerate([("ok", None), ("oom", "OutOfMemoryError: CUDA out of memory\nmore")], 1):
-        folder = tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=rep)
-        folder.mkdir(parents=True)
-        (folder / "record.json").write_text(json.dumps({"status": status, "error": error}))
+        write_run(tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=rep), status=status, error=error)
     failed = list(plan.failed_runs(CONFIG, table))
     assert [(run["status"], run["rep"]) for run in failed] == [("oom", 2)]
     assert list(plan.failed_runs(CONFIG, table, ["error"])) == []
@@ -234,9 +233,7 @@ def test_an_invocation_ends_with_its_failed_runs_a_retry_command_and_fails_unles
     config = dict(CONFIG, scheduler="local", expected_failures=[])
     assert plan.end_of_invocation(config, table, None, "") == ([], True)  # nothing ran: no run failed
     experiment = next(iter(table))
-    folder = tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=1)
-    folder.mkdir(parents=True)
-    (folder / "record.json").write_text(json.dumps({"status": "oom", "error": "out of memory"}))
+    write_run(tmp_path / plan.RUN_DIRECTORY.format(experiment=experiment, rep=1), status="oom", error="out of memory")
     lines, succeeded = plan.end_of_invocation(config, table, None, "--config repeats=1")
     assert not succeeded and lines[0] == "1 run(s) with status oom:"
     assert lines[-1] == (

@@ -3,7 +3,7 @@ run's tables beside its record, which Snakemake does not track, are checked for 
 
 import numpy as np
 from conftest import read_csv
-from dlbench.analysis.records import TRACE_MIN_BIN_S, missing_run_tables, trace_rows
+from dlbench.analysis.records import TRACE_MIN_BIN_S, trace_rows
 from dlbench.io import write_json_atomic
 from dlbench.record import EPOCH_COLUMNS, add_epoch, keep_one_target, write_epochs_csv
 from runs import strict_json
@@ -56,22 +56,6 @@ def test_json_results_hold_null_where_a_number_is_not_finite(tmp_path):
             "images_per_s": "128.0",
         }
     ]
-
-
-def test_a_run_table_deleted_beside_its_record_is_named_with_the_command_that_runs_it_again(tmp_path):
-    records = []
-    for rep in (1, 2):
-        folder = tmp_path / f"runs/exp/rep{rep}"
-        folder.mkdir(parents=True)
-        for name in ("record.json", "epochs.csv", "telemetry.csv"):
-            (folder / name).write_text("")
-        records.append(str(folder / "record.json"))
-    assert missing_run_tables(records) is None
-    (tmp_path / "runs/exp/rep2/telemetry.csv").unlink()
-    assert missing_run_tables(records) == (
-        f"error: 1 run(s) lack their epochs.csv or telemetry.csv beside the record, first {tmp_path}/runs/exp/rep2; "
-        f"run them again: .venv/bin/python -m snakemake --forcerun {records[1]}"
-    )
 
 
 def test_a_short_runs_trace_is_binned_into_means_of_at_least_half_a_second(tmp_path):

@@ -233,7 +233,7 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     code, output = run(finished, check=False)
-    assert code != 0 and "--unlock" in output and "still going" not in output  # the stale lock, with its remedy
+    assert code != 0 and "--unlock" in output and "still going" not in output, output[-5000:]  # the stale lock
     run(finished, "--unlock")
     run(finished)
     after = records(finished)

@@ -143,22 +143,6 @@ def overlapping_runs(runs):
     return counts
 
 
-RUN_TABLES = ("epochs.csv", "telemetry.csv")  # beside each record, written before it (run_experiment.py)
-
-
-def missing_run_tables(paths):
-    """The message for records whose epochs.csv or telemetry.csv is gone (Snakemake tracks a run by its record
-    alone, so a table deleted by hand is not remade by itself): which, and the command that runs them again; None
-    when every table is there."""
-    missing = [path for path in paths if not all(Path(path).with_name(name).exists() for name in RUN_TABLES)]
-    if not missing:
-        return None
-    return (
-        f"error: {len(missing)} run(s) lack their {' or '.join(RUN_TABLES)} beside the record, first "
-        f"{Path(missing[0]).parent}; run them again: .venv/bin/python -m snakemake --forcerun {' '.join(missing)}"
-    )
-
-
 def read_records(paths):
     """(path, record) of every record. An unreadable one is named on stderr and counts as an `error` run of its
     experiment (dlbench.record.stand_in), with the identity and machine of a readable repeat where there is one."""
@@ -264,7 +248,7 @@ def epochs_table(records, machines):
         [
             epoch_rows(path, record, machine)
             for (path, record), machine in zip(records, machines)
-            if not (record["error"] or "").startswith(run_record.UNREADABLE)
+            if not run_record.stands_in(record)
         ]
         or [pd.DataFrame(columns=["experiment_id", "machine", "rep", *run_record.EPOCH_COLUMNS])],
         ignore_index=True,

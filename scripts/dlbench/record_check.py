@@ -1,0 +1,99 @@
+"""Whether a run record stands for its run: the tables its run wrote beside it (epochs.csv, telemetry.csv) are there
+and unchanged (their digests in the record), its epoch times are those of epochs.csv, and every figure the record
+derives from its epochs follows from them within rounding; no time is negative or not finite, no utilisation above
+its peak. Older records, without digests, are checked for their tables and epoch times only: their figures were
+derived by the formulas of their day. A record that does not is no
+measurement: read() (dlbench/record.py) names it and the aggregation counts it as an error run. Standard library
+only: the driver and the tools env read records.
+"""
+
+import csv
+import math
+from pathlib import Path
+
+from .io import file_sha256
+
+RUN_TABLES = ("epochs.csv", "telemetry.csv")  # beside each record, written before it (run_experiment.py)
+# Figures derived from the epochs are written with full precision (repr) in both files: equal but for summation order.
+ROUNDING = 1e-9
+
+
+def tables_sha256(tables):
+    """{table: sha256} of a run's tables ({table: path}), for its record (run_experiment.py, before the record)."""
+    return {name: file_sha256(path) for name, path in tables.items()}
+
+
+def problem(path, record):
+    """What keeps the record at path from standing for its run, or None."""
+    return tables_problem(Path(path).parent, record) or (
+        figures_problem(Path(path).parent, record) if record["status"] == "ok" else None
+    )
+
+
+def tables_problem(folder, record):
+    digests = record.get("tables_sha256") or {}
+    for name in RUN_TABLES:
+        if not (folder / name).is_file():
+            return f"its {name} is gone"
+        if name in digests and file_sha256(folder / name) != digests[name]:
+            return f"its {name} changed since the run wrote it (sha256 differs from the record's tables_sha256)"
+    return None
+
+
+def epoch_table(folder):
+    with open(folder / "epochs.csv", newline="") as handle:
+        return [{key: float(value) if value else None for key, value in row.items()} for row in csv.DictReader(handle)]
+
+
+def differs(value, expected):
+    if value is None or expected is None:
+        return value is not expected
+    return not math.isclose(value, expected, rel_tol=ROUNDING, abs_tol=ROUNDING)
+
+
+def figures_problem(folder, record):
+    """The first figure of an ok record that its epochs.csv (and its own extra steady epochs) contradict."""
+    try:
+        rows = epoch_table(folder)
+    except (ValueError, KeyError, csv.Error) as error:
+        return f"its epochs.csv cannot be read ({error})"
+    times = [*record["epoch_train_s"], *record["epoch_eval_s"], *(record.get("extra_steady_epochs_s") or [])]
+    if not all(isinstance(time, (int, float)) and math.isfinite(time) and time >= 0 for time in times):
+        return "an epoch time is negative or not finite"
+    if [row["train_s"] for row in rows] != record["epoch_train_s"] or not rows:
+        return f"its epochs.csv holds {len(rows)} epoch(s) whose train_s differ from the record's epoch_train_s"
+    if not record.get("tables_sha256"):  # older records: derived by the formulas of their day
+        return None
+    images = record["images_per_epoch"]
+    if any(row["images"] != images for row in rows):
+        return f"its epochs.csv counts other images per epoch than the record's images_per_epoch {images}"
+    window = [row["train_s"] for row in rows[1:]] + list(record.get("extra_steady_epochs_s") or [])
+    derived = {
+        "train_images_per_s": images * len(window) / sum(window) if window and sum(window) else None,
+        "first_epoch_images_per_s": images / rows[0]["train_s"] if rows[0]["train_s"] else None,
+        "time_to_target_s": time_to_target(rows, record),
+        "final_test_accuracy": rows[-1]["test_accuracy"],
+        "final_test_loss": rows[-1]["test_loss"],
+    }
+    if record.get("tokens_per_example"):
+        derived["train_tokens_per_s"] = (derived["train_images_per_s"] or 0) * record["tokens_per_example"] or None
+    for field, expected in derived.items():
+        if differs(record.get(field), expected):
+            return f"its {field} {record.get(field)} does not follow from its epochs.csv ({expected})"
+    utilisation = record.get("model_flops_utilisation")
+    if utilisation is not None and not 0 <= utilisation <= 1:
+        return f"its model_flops_utilisation {utilisation} is beyond the device's peak"
+    return None
+
+
+def time_to_target(rows, record):
+    """Training seconds to the first epoch whose (finite) test accuracy or loss reached the record's target."""
+    accuracy, loss = record.get("target_accuracy"), record.get("target_loss")
+    for index, row in enumerate(rows):
+        finite = row["train_loss"] is not None and row["test_loss"] is not None
+        if finite and (
+            (accuracy is not None and row["test_accuracy"] >= accuracy)
+            or (loss is not None and row["test_loss"] <= loss)
+        ):
+            return sum(previous["train_s"] for previous in rows[: index + 1])
+    return None

@@ -1,0 +1,66 @@
+"""A record stands for its run only while the tables its run wrote beside it agree with it (dlbench/record_check.py):
+each tampering below is named when the record is read, and the aggregation counts the run as an error."""
+
+import json
+import os
+
+import pytest
+from dlbench import record as run_record
+from dlbench import record_check
+from dlbench.analysis.records import read_records
+from runs import EPOCHS, write_run
+
+
+def problem(path):
+    return record_check.problem(path, json.loads(path.read_text()))
+
+
+def test_a_record_as_its_run_wrote_it_stands(tmp_path):
+    path = write_run(tmp_path / "run")
+    assert problem(path) is None
+    assert run_record.read(path)["time_to_target_s"] == pytest.approx(sum(epoch[0] for epoch in EPOCHS))
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"train_images_per_s": 1000 * 1024 / 1.03}, "its train_images_per_s 994174.7572815533 does not follow from"),
+        ({"first_epoch_images_per_s": 1.0}, "its first_epoch_images_per_s 1.0 does not follow"),
+        ({"time_to_target_s": 0.5}, "its time_to_target_s 0.5 does not follow from its epochs.csv (1.41"),
+        ({"final_test_accuracy": 0.99}, "its final_test_accuracy 0.99 does not follow"),
+        ({"images_per_epoch": 1024}, "its epochs.csv counts other images per epoch than the record's"),
+        ({"extra_steady_epochs_s": [-0.27, 0.25]}, "an epoch time is negative or not finite"),
+        ({"epoch_train_s": [0.9, 0.25]}, "its epochs.csv holds 3 epoch(s) whose train_s differ from the record's"),
+        ({"model_flops_utilisation": 3.2}, "its model_flops_utilisation 3.2 is beyond the device's peak"),
+        ({"epoch_train_s": None}, "cannot be checked (TypeError"),
+    ],
+)
+def test_a_figure_its_epochs_contradict_is_named_when_the_record_is_read(tmp_path, changes, reason):
+    path = write_run(tmp_path / "run", **changes)
+    with pytest.raises(run_record.UnreadableRecord, match="^record inconsistent: ") as raised:
+        run_record.read(path)
+    assert reason in str(raised.value)
+
+
+def test_a_table_cut_changed_or_gone_is_named_and_the_run_counts_as_an_error(tmp_path):
+    """epochs.csv cut to 60 bytes (its header, partly): a digest that no longer matches; in an older record without
+    digests, its epochs that no longer agree. A table gone is named. The aggregation keeps each run as an error."""
+    cut, older, gone = (write_run(tmp_path / name / "rep1") for name in ("cut", "older", "gone"))
+    os.truncate(cut.with_name("epochs.csv"), 60)
+    assert (
+        problem(cut) == "its epochs.csv changed since the run wrote it (sha256 differs from the record's tables_sha256)"
+    )
+    older.write_text(json.dumps(json.loads(older.read_text()) | {"tables_sha256": {}}))
+    os.truncate(older.with_name("epochs.csv"), 60)
+    assert problem(older).startswith("its epochs.csv holds 0 epoch(s)")
+    gone.with_name("telemetry.csv").unlink()
+    assert problem(gone) == "its telemetry.csv is gone"
+    read = dict(read_records([cut, older, gone, write_run(tmp_path / "whole" / "rep1")]))
+    assert [record["status"] for record in read.values()] == ["error", "error", "error", "ok"]
+    assert all(run_record.stands_in(read[path]) for path in (cut, older, gone))
+    assert read[gone]["error"] == f"record inconsistent: {gone}: its telemetry.csv is gone"
+
+
+def test_a_failed_run_is_checked_for_its_tables_not_for_its_figures(tmp_path):
+    path = write_run(tmp_path / "run", status="error", train_images_per_s=None, time_to_target_s=None)
+    assert problem(path) is None
