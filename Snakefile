@@ -74,9 +74,12 @@ rule list_failures:
         FAILURES_LISTED,
     log:
         "logs/list_failures.log",
-    run:
-        Path(output[0]).touch()
-        Path(log[0]).write_text("the runs not ok are listed at the end of the invocation\n")
+    localrule: True
+    conda:
+        "envs/tools.yaml"
+    # A shell command, not a run: block, which Snakemake runs by evaluating the whole workflow a second time.
+    shell:
+        "touch {output:q} && echo 'the runs not ok are listed at the end of the invocation' > {log:q}"
 
 
 rule all:

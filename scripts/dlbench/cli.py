@@ -28,6 +28,7 @@ MISPLACED = {errno.ENOTDIR, errno.EISDIR}  # a file where a folder should be, or
 FILESYSTEM_ONLY = {errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 EXIT_STATUS = 1
 INTERRUPTED = 130  # the status a shell gives a process that SIGINT ended
+INTERRUPTED_LINE = "interrupted (Ctrl-C); the next invocation runs this job again"  # a job's log's last line
 
 
 def log(message, file=None):
@@ -41,7 +42,7 @@ def run_main(main):
     try:
         status = main()
     except KeyboardInterrupt:
-        print("interrupted (Ctrl-C); the next invocation runs this job again", file=sys.stderr)
+        print(INTERRUPTED_LINE, file=sys.stderr)
         sys.exit(INTERRUPTED)
     except OSError as error:
         line = describe(error)

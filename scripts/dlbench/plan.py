@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from . import axes, parallel, record
+from . import axes, cli, parallel, record
 from .catalog import dataset_info, holds_tokens, is_image_folder
 from .contention import reason_kind
 from .specs import known_model, model_spec, reads_tokens
@@ -405,6 +405,9 @@ def decided_rounds(config):
     return extra
 
 
+INTERRUPTED = "interrupted"  # a run's outcome, never a record's status: Ctrl-C ended its job before the record
+
+
 def outcomes(config, experiments, logs_since=None):
     """(experiment id, repeat, record path, record) of every planned run that left a record or a log. An unreadable
     record stands as status `error` naming the file; a run with a log and no record (it died before its runner
@@ -418,6 +421,11 @@ def outcomes(config, experiments, logs_since=None):
                 outcome = record.read(record_path)
             except record.UnreadableRecord as error:
                 outcome = {"status": "error", "error": str(error)}
+        elif log.exists() and log.stat().st_mtime >= (logs_since or 0) and last_line(log) == cli.INTERRUPTED_LINE:
+            outcome = {
+                "status": INTERRUPTED,
+                "error": "interrupted (Ctrl-C) before its record; a plain rerun resumes it",
+            }
         elif log.exists() and log.stat().st_mtime >= (logs_since or 0):
             outcome = {"status": "error", "error": f"left no record; its log ends: {last_line(log)}"}
         else:
@@ -492,12 +500,13 @@ def end_of_invocation(config, experiments, logs_since, arguments):
     failed_records = f"{python} scripts/plan.py failed {arguments}".strip()
     profile = "--profile profiles/slurm" if config["scheduler"] == "slurm" else ""
     snakemake = " ".join(filter(None, [f"{python} -m snakemake", profile, arguments]))
-    retry = f"Retry them with: {snakemake} --forcerun $({failed_records})"
-    return [
-        *lines,
-        *failure_summary(failed),
-        retry + ("" if unexpected else " (expected_failures: these do not fail the run)"),
-    ], not unexpected
+    advice = []
+    if any(run["status"] == INTERRUPTED for run in failed):  # Snakemake reruns an incomplete job by itself
+        advice.append(f"Resume the interrupted with: {snakemake}")
+    if any(run["status"] != INTERRUPTED for run in failed):
+        retry = f"Retry them with: {snakemake} --forcerun $({failed_records})"
+        advice.append(retry + ("" if unexpected else " (expected_failures: these do not fail the run)"))
+    return [*lines, *failure_summary(failed), *advice], not unexpected
 
 
 def failure_summary(failed):

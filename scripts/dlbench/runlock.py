@@ -40,14 +40,22 @@ def still_going(run):
     )
 
 
-def takes_the_folder(argv):
-    """Whether Snakemake, given these command-line arguments, writes in the folder or removes its lock: not a dry
-    run, a lint or a listing (read by Snakemake's own parser, so that `-np` counts as a dry run)."""
+def snakemake_arguments(argv):
+    """Snakemake's command-line arguments as its own parser reads them (so that `-np` counts as a dry run)."""
     from snakemake.cli import get_argument_parser
 
-    args, _ = get_argument_parser().parse_known_args(argv)
+    return get_argument_parser().parse_known_args(argv)[0]
+
+
+def takes_the_folder(argv):
+    """Whether Snakemake, given these command-line arguments, writes in the folder or removes its lock: not a dry
+    run, a lint or a listing."""
     reading = ("dryrun", "lint", "list_rules", "list_target_rules", "summary", "detailed_summary", "dag", "rulegraph")
-    return not any(getattr(args, name, None) for name in reading)
+    return not any(getattr(snakemake_arguments(argv), name, None) for name in reading)
+
+
+def dry_run(argv):
+    return bool(getattr(snakemake_arguments(argv), "dryrun", False))
 
 
 def forget_run(path=MARKER):

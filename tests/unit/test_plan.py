@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO
-from dlbench import configuration, data, plan, variants
+from dlbench import cli, configuration, data, plan, variants
 from runs import write_run
 
 STACKS = configuration.load_stacks()
@@ -246,6 +246,29 @@ def test_an_invocation_ends_with_its_failed_runs_a_retry_command_and_fails_unles
     monkeypatch.setattr(plan.sys, "executable", "/opt/torch/.venv/bin/python")  # a machine's own interpreter
     lines, _ = plan.end_of_invocation(config, table, None, "")
     assert lines[-1].startswith("Retry them with: /opt/torch/.venv/bin/python -m snakemake --forcerun")
+
+
+def test_a_run_interrupted_before_its_record_is_resumed_by_a_plain_rerun_not_forced(tmp_path, monkeypatch):
+    """Ctrl-C ends a job with its log's last line (dlbench/cli.py): the run is listed as interrupted, and the advice is
+    the plain invocation that resumes it (Snakemake reruns an incomplete job by itself), not --forcerun."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plan.sys, "executable", str(tmp_path / ".venv/bin/python"))
+    table, _ = plan.experiment_table(CONFIG, STACKS, {})
+    experiment = next(iter(table))
+    log = tmp_path / plan.RUN_LOG.format(experiment=experiment, rep=1)
+    log.parent.mkdir(parents=True)
+    log.write_text(f"[10:00:00] epoch 1/3\n{cli.INTERRUPTED_LINE}\n")
+    config = dict(CONFIG, scheduler="local", expected_failures=[])
+    lines, succeeded = plan.end_of_invocation(config, table, None, "")
+    assert not succeeded and lines == [
+        "1 run(s) with status interrupted:",
+        f"  {experiment} rep 1: interrupted (Ctrl-C) before its record; a plain rerun resumes it\n"
+        f"    log: logs/train/{experiment}/rep1.log",
+        "Resume the interrupted with: .venv/bin/python -m snakemake",
+    ]
+    log.write_text("[10:00:00] epoch 1/3\nSegmentation fault\n")  # died: an error, retried with --forcerun
+    lines, _ = plan.end_of_invocation(config, table, None, "")
+    assert lines[0] == "1 run(s) with status error:" and lines[-1].startswith("Retry them with: ")
 
 
 @pytest.fixture

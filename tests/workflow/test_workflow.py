@@ -297,7 +297,14 @@ def test_a_changed_lock_rebuilds_that_env_and_reruns_its_stack_only(workdir):
     original = lock.read_text()
     lock.write_text(original + "# edited\n")
     try:
-        assert planned_jobs(workdir) == {"build_env": 1, "train": 3 * 2, "max_batch": 2, "aggregate": 1, "report": 1}
+        assert planned_jobs(workdir) == {
+            "install_venv": 1,
+            "build_env": 1,
+            "train": 3 * 2,
+            "max_batch": 2,
+            "aggregate": 1,
+            "report": 1,
+        }
     finally:
         lock.write_text(original)
 

@@ -176,10 +176,8 @@ def set_aside_changed_data():
 FAILURES_LISTED = "results/.failures_listed"  # the output of rule list_failures
 
 
-def report_failures():
-    """At the end of every invocation: what plan.end_of_invocation says, and False when the exit code must be
-    non-zero. Removes rule list_failures' output, so that the next invocation runs it, and so this, again."""
-    Path(FAILURES_LISTED).unlink(missing_ok=True)
+def print_failures():
+    """What plan.end_of_invocation says, printed; False when the exit code must be non-zero."""
     arguments = configuration.command_line_arguments(
         workflow.config_settings.configfiles, workflow.config_settings.config_args
     )
@@ -189,10 +187,21 @@ def report_failures():
     return succeeded
 
 
+def report_failures():
+    """At the end of every invocation: the runs not ok (print_failures), and False when the exit code must be
+    non-zero. Removes rule list_failures' output, so that the next invocation runs it, and so this, again."""
+    Path(FAILURES_LISTED).unlink(missing_ok=True)
+    return print_failures()
+
+
 SLURM = slurm_submission()
 EXPERIMENTS = experiment_table()
 configuration.race_budget(config, EXPERIMENTS)
 SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)
+# A dry run runs no job and so no end-of-run hook: it names the runs not ok (failed, interrupted, records unreadable
+# or inconsistent) when it plans, as a real run does at its end.
+if workflow.is_main_process and runlock.dry_run(sys.argv[1:]):
+    print_failures()
 OPS_JOBS = [
     (stack, device, operator)
     for stack in config["ops"]["stacks"]
@@ -253,11 +262,10 @@ def in_report(outputs, caption, category):
 
 
 def env_description(env):
-    """A job's input that stands for its env. A built venv's is ancient: installing again a venv that fell (rule
-    install_venv) reruns no job, while a new lock, a new venv path in every job's params, reruns the env's jobs."""
-    path = f"results/envs/{env}.json"
-    built = not (USE_CONDA or env.startswith(plan.EXISTING_ENV_PREFIX))
-    return ancient(path) if built else path
+    """A job's input that stands for its env: a new lock, or a venv installed again (rule install_venv), describes
+    the env anew and reruns its jobs, each record replaced only once its job starts. (Not ancient(): Snakemake then
+    skips every other reason to rerun a job whose env is described anew, a changed lock among them.)"""
+    return f"results/envs/{env}.json"
 
 
 # Each venv the workflow builds, by its folder's name (the env file's stem and the lock's hash): rule install_venv's
