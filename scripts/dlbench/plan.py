@@ -421,16 +421,18 @@ def outcomes(config, experiments, logs_since=None):
                 outcome = record.read(record_path)
             except record.UnreadableRecord as error:
                 outcome = {"status": "error", "error": str(error)}
-        elif log.exists() and log.stat().st_mtime >= (logs_since or 0) and last_line(log) == cli.INTERRUPTED_LINE:
-            outcome = {
-                "status": INTERRUPTED,
-                "error": "interrupted (Ctrl-C) before its record; a plain rerun resumes it",
-            }
         elif log.exists() and log.stat().st_mtime >= (logs_since or 0):
-            outcome = {"status": "error", "error": f"left no record; its log ends: {last_line(log)}"}
+            outcome = ended_without_record(last_line(log))
         else:
             continue
         yield experiment, rep, record_path, outcome
+
+
+def ended_without_record(log_line):
+    """The outcome of a run whose log ends with `log_line` and that left no record: interrupted by Ctrl-C, else died."""
+    if log_line == cli.INTERRUPTED_LINE:
+        return {"status": INTERRUPTED, "error": "interrupted (Ctrl-C) before its record; a plain rerun resumes it"}
+    return {"status": "error", "error": f"left no record; its log ends: {log_line}"}
 
 
 def last_line(path):

@@ -9,7 +9,6 @@ import dataclasses
 import datetime
 import hashlib
 import json
-import math
 import os
 import platform
 import re
@@ -240,11 +239,7 @@ def add_epoch(record, rows, figures):
     record["epoch_eval_s"].append(row["eval_s"])
     record["loss_curve"].append(row["train_loss"])
     rows.append(row)
-    finite = math.isfinite(row["train_loss"]) and math.isfinite(row["test_loss"])
-    accuracy, loss = record["target_accuracy"], record["target_loss"]
-    reached = finite and (
-        (accuracy is not None and row["test_accuracy"] >= accuracy) or (loss is not None and row["test_loss"] <= loss)
-    )
+    reached = record_check.reached_target(row, record["target_accuracy"], record["target_loss"])
     if reached and record["time_to_target_s"] is None:
         record["time_to_target_s"] = sum(record["epoch_train_s"])
     return row

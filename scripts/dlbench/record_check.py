@@ -86,14 +86,18 @@ def figures_problem(folder, record):
     return None
 
 
+def reached_target(row, accuracy, loss):
+    """Whether an epoch's row reached the target: its test accuracy at least `accuracy`, or a language model's test
+    loss at most `loss`, never with a loss that was not finite (NaN as trained, an empty cell as epochs.csv reads)."""
+    finite = all(row[key] is not None and math.isfinite(row[key]) for key in ("train_loss", "test_loss"))
+    return finite and (
+        (accuracy is not None and row["test_accuracy"] >= accuracy) or (loss is not None and row["test_loss"] <= loss)
+    )
+
+
 def time_to_target(rows, record):
-    """Training seconds to the first epoch whose (finite) test accuracy or loss reached the record's target."""
-    accuracy, loss = record.get("target_accuracy"), record.get("target_loss")
+    """Training seconds to the first epoch that reached the record's target."""
     for index, row in enumerate(rows):
-        finite = row["train_loss"] is not None and row["test_loss"] is not None
-        if finite and (
-            (accuracy is not None and row["test_accuracy"] >= accuracy)
-            or (loss is not None and row["test_loss"] <= loss)
-        ):
+        if reached_target(row, record.get("target_accuracy"), record.get("target_loss")):
             return sum(previous["train_s"] for previous in rows[: index + 1])
     return None
