@@ -110,7 +110,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--search", required=True, help="the search row as JSON (common.smk: max_batch_searches)")
     parser.add_argument("--dataset-dir", required=True)
-    parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
+    parser.add_argument("--threads", type=thread_count, required=True, help="a number, 'all' or 'framework'")
     parser.add_argument("--env-description")
     parser.add_argument("--out")
     parser.add_argument("--contention", help="JSON: the config's contention section")

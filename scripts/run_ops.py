@@ -140,7 +140,7 @@ def main():
     parser.add_argument("--device", required=True, choices=["cpu", "gpu"])
     parser.add_argument("--options", required=True, help="JSON: adapter, environment, sizes, dtypes, samples")
     parser.add_argument("--env-description", required=True)
-    parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
+    parser.add_argument("--threads", type=thread_count, required=True, help="a number, 'all' or 'framework'")
     parser.add_argument("--contention", required=True, help="JSON: the config's contention section")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()

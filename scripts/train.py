@@ -112,7 +112,7 @@ def main():
     parser.add_argument("--experiment", required=True, help="the experiment row as JSON")
     parser.add_argument("--dataset-dir", required=True)
     parser.add_argument("--env-description", required=True)
-    parser.add_argument("--threads", type=thread_count, required=True, help="a number, or 'framework'")
+    parser.add_argument("--threads", type=thread_count, required=True, help="a number, 'all' or 'framework'")
     parser.add_argument("--record", required=True)
     parser.add_argument("--epochs-csv", required=True)
     parser.add_argument("--telemetry-csv", required=True)

@@ -16,9 +16,12 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 
 def thread_count(argument):
-    """A --threads argument (config `cpu_threads`): a number of threads, or None for `framework`, each framework's
-    own default."""
-    return None if argument == "framework" else int(argument)
+    """A --threads argument (config `cpu_threads`): a number of threads, None for `framework` (each framework's own
+    default), or for `all` the CPUs this process may run on (its job's share of the machine, under Snakemake or
+    Slurm alike)."""
+    if argument == "framework":
+        return None
+    return len(os.sched_getaffinity(0)) if argument == "all" else int(argument)
 
 
 def thread_policy(threads):

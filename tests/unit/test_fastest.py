@@ -37,6 +37,7 @@ def compared(stack, baseline, ratio, verdict):
         variant="eager",
         experiment_id=f"{stack}_mlp",
         baseline_stack=baseline,
+        baseline_variant="eager",
         baseline_experiment_id=f"{baseline}_mlp",
         ratio=ratio,
         ratio_low=ratio * 0.95,
@@ -52,6 +53,7 @@ COMPARISON_COLUMNS = [
     "variant",
     "experiment_id",
     "baseline_stack",
+    "baseline_variant",
     "baseline_experiment_id",
     "ratio",
     "verdict",
@@ -157,6 +159,7 @@ def test_a_group_alone_or_without_a_finished_run_says_so():
     assert answer([experiment("torch-2.13", 200.0)], [])["confidence"] == "alone"
     failed = answer([experiment("torch-2.13", float("nan"), runs_ok=0)], [])
     assert failed["confidence"] == "failed" and failed["confidence_reason"] == "no run finished (oom)"
+    assert failed["recommendation"] == "No answer: no run of the group finished (see Failed runs)."
 
 
 def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minutes():
@@ -382,3 +385,81 @@ def test_what_sets_the_fastest_apart_names_only_gaps_past_their_thresholds():
     close = runner_up.copy()
     close["cpu_utilisation_mean_mean"], close["input_share_mean"] = 90.0, 0.1
     assert differences(fastest, close) is None
+
+
+def test_a_decided_group_recommends_the_fastest_with_its_lead_and_confidence():
+    row = answer(
+        [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 100.0)],
+        [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
+    )
+    assert row["recommendation"] == (
+        "Use torch-2.13 (eager): 2.00x [1.90, 2.11] the throughput of the runner-up, mxnet-1.9 (eager), at 95 % "
+        "confidence; every other tested experiment is proven slower."
+    )
+
+
+def three_way_tie(busy=(90.0, 88.0, 85.0)):
+    """torch, mxnet and keras-3-jax within a few percent, neither rival proven against torch and no practical number
+    of rounds deciding them: the undecided group a reader of page 1 must still be told what to do with."""
+    experiments = [
+        dict(
+            experiment(stack, rate),
+            runs=8,
+            run_seconds_median=10.0,
+            first_epoch_s_median=first,
+            inference_images_per_s_gmean=inference,
+            cpu_utilisation_mean_mean=cpu,
+            train_images_per_busy_core_mean=rate / (cpu / 100 * 2),
+            time_to_target_s_mean=None,
+        )
+        for (stack, rate, first, inference), cpu in zip(
+            (("torch-2.13", 200.0, 0.5, 900.0), ("mxnet-1.9", 195.0, 0.3, 800.0), ("keras-3-jax", 190.0, 3.0, 950.0)),
+            busy,
+        )
+    ]
+    rows = [
+        dict(compared("mxnet-1.9", "torch-2.13", 0.97, "inconclusive"), ratio_low=0.89, ratio_high=1.12),
+        dict(compared("keras-3-jax", "torch-2.13", 0.95, "inconclusive"), ratio_low=0.84, ratio_high=1.09),
+    ]
+    for row in rows:
+        row.update(repeats_to_decide=None, pairs=8, race_outcome="undecided", resolvable_ratio=1.15)
+        row["race_leader"] = "torch-2.13_mlp"
+    return fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
+
+
+def test_a_three_way_tie_names_its_rivals_what_this_machine_resolves_and_what_to_do_next():
+    row = three_way_tie()
+    assert row["confidence"] == "inconclusive"
+    assert row["recommendation"] == (
+        "Undecided between torch-2.13 (eager), mxnet-1.9 (eager) and keras-3-jax (eager) (mxnet-1.9 (eager) 0.97x "
+        "[0.89, 1.12] of torch-2.13 (eager); keras-3-jax (eager) 0.95x [0.84, 1.09] of torch-2.13 (eager)). This "
+        "machine resolves a lead of 1.15x or more in its 8 rounds. No practical number of rounds would decide it at "
+        "the ratios and spread they show. Their intervals lie within 19% of even: an `equivalence_margin` of 0.19 "
+        "or more would test them as a tie, if a gap that size does not matter to you. A quieter machine (no other "
+        "load, fixed clocks) narrows the spread that more rounds must beat. Meanwhile, choose on what was measured "
+        "but not tested: quickest first epoch mxnet-1.9 (eager), 0.30 s median; fastest at inference keras-3-jax "
+        "(eager), 950/s."
+    )
+
+
+def test_contenders_on_unequal_shares_of_the_cpu_are_compared_per_busy_core_beside_the_verdict():
+    """mxnet's default of one OpenMP thread on two cores keeps half the machine busy: page 1 says the comparison is of
+    defaults on unequal cores, with each one's images/s per busy core."""
+    row = three_way_tie(busy=(97.0, 50.0, 90.0))
+    assert row["recommendation"].endswith(
+        "Caveat: compared as each framework's defaults on unequal shares of the CPU: torch-2.13 (eager) kept 97% of "
+        "it busy, mxnet-1.9 (eager) 50%; per busy core 103 against 195 images/s. `cpu_threads` in the config sets "
+        "every framework's threads alike (`all`: every core each)."
+    )
+    assert "Caveat" not in three_way_tie()["recommendation"]
+
+
+def test_a_tie_recommends_either_and_every_other_answer_a_next_step():
+    experiments = [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 199.0)]
+    tie = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.995, "equivalent within 5 %")])
+    assert tie["recommendation"].startswith(
+        "Either torch-2.13 (eager) or mxnet-1.9 (eager): proven to train within the equivalence margin"
+    )
+    few = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.995, "not tested: fewer than 3 ok repeats")])
+    assert few["recommendation"].startswith("The lead is not tested: fewer than 3 ok repeats: raise `repeats`")
+    assert answer(experiments[:1], [])["recommendation"].startswith("Nothing to choose between")

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from conftest import SCRIPTS
-from dlbench.process import child_environment, run_child
+from dlbench.process import child_environment, run_child, thread_count
 
 
 def python(code):
@@ -69,3 +69,8 @@ def test_the_child_gets_the_variables_and_the_library_on_its_pythonpath(tmp_path
     monkeypatch.delenv("PYTHONPATH")
     assert child_environment({"KERAS_BACKEND": "jax"}, [SCRIPTS])["PYTHONPATH"] == str(SCRIPTS)
     assert "PYTHONPATH" not in child_environment({"KERAS_BACKEND": "jax"})
+
+
+def test_cpu_threads_all_pins_every_framework_to_the_cpus_its_job_may_run_on():
+    assert thread_count("all") == len(os.sched_getaffinity(0))
+    assert thread_count("framework") is None and thread_count("3") == 3

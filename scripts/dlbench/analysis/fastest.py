@@ -25,6 +25,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from dlbench.analysis.cost import COST_COLUMNS
+from dlbench.analysis.recommendation import FASTEST, OPEN, RUNNER_UP, TIED, recommendation
 from dlbench.analysis.statistics import MIN_REPEATS, is_equivalence
 from dlbench.analysis.summary import PARTLY_INPUT_BOUND
 from dlbench.analysis.tables import GROUP
@@ -69,6 +70,7 @@ COLUMNS = [
     "inference_images_per_s",
     "fastest_inference_images_per_s",
     "input_heavy",
+    "recommendation",
 ]
 # What the runs measured beside throughput, read for what sets the fastest apart from the runner-up: (summary column,
 # its words, how a figure prints, the smallest gap worth naming). Busy is the share of the machine's CPUs (or of the
@@ -164,6 +166,14 @@ def against_fastest(fastest, compared, names):
         if rival != fastest and rival not in standing:  # its own verdict, never the flipped one of a rival's row
             standing[rival] = Standing(f"compared only with {names.get(other, other)}: {verdict}", False)
     return standing
+
+
+def in_the_running(runner_up, verdict, standing):
+    """{experiment: its role} of those a reader still weighs beside the fastest: every rival not proven against it
+    (open) or proven within the margin of it (tied), or, where none is, the runner-up it was chosen over when that one
+    is proven slower."""
+    rivals = {rival: TIED if held.tied else OPEN for rival, held in standing.items() if held.tied or not held.out}
+    return rivals or ({runner_up["experiment_id"]: RUNNER_UP} if verdict == SLOWER else {})
 
 
 def judges(fastest, compared):
@@ -343,7 +353,8 @@ def group_row(key, part, compared):
     if order.empty:
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
-        return dict(row, confidence=flag, confidence_reason=f"no run finished ({statuses})")
+        row.update(confidence=flag, confidence_reason=f"no run finished ({statuses})")
+        return dict(row, recommendation=recommendation(row, part.iloc[0:0], compared.iloc[0:0]))
     fastest = order.iloc[0]
     row.update(
         fastest_stack=fastest["stack"],
@@ -356,7 +367,7 @@ def group_row(key, part, compared):
     row.update({column: fastest[column] for column in [*FASTEST_TOKENS, *FASTEST_COSTS] if column in fastest})
     quicker = order[~order["testable"] & (order["train_images_per_s_gmean"] > fastest["train_images_per_s_gmean"])]
     row["faster_untested"] = ", ".join(name(late) for _, late in quicker.iterrows()) or None
-    verdict, others = None, []
+    verdict, others, contenders = None, [], {fastest["experiment_id"]: FASTEST}
     if len(order) > 1:
         names = {row["experiment_id"]: name(row) for _, row in part.iterrows()}
         standing = against_fastest(fastest["experiment_id"], compared, names)
@@ -366,8 +377,12 @@ def group_row(key, part, compared):
         row.update(runner_up_stack=runner_up["stack"], runner_up_variant=runner_up["variant"])
         row.update(lead=lead, lead_low=low, lead_high=high, lead_confidence=level, lead_verdict=verdict)
         row["differs"] = differences(fastest, runner_up)
+        contenders.update(in_the_running(runner_up, verdict, standing))
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     row.update(race_columns(part, fastest, compared, row["confidence"]))
+    running = part.set_index("experiment_id").loc[list(contenders)].reset_index()
+    running["role"] = list(contenders.values())
+    row["recommendation"] = recommendation(row, running, open_rivals(fastest, compared))
     row["input_heavy"] = input_heavy(part)
     serving = fastest_at_inference(part, fastest)
     if serving is not None:

@@ -37,10 +37,22 @@ def flatten(record):
     row["steady_epoch_s"] = sum(steady) / len(steady) if steady else None
     row["training_s"] = sum(record["epoch_train_s"]) if record["epoch_train_s"] else None
     row["target_epoch"] = target_epoch(record)
+    row["train_images_per_busy_core"] = per_busy_core(record)
     row.update(dataset_columns(record.get("dataset_description")))
     row.update(contention_columns(record.get("contention")))
     row["attempt"], row["final_try"] = record.get("attempt", 1), True
     return row
+
+
+def per_busy_core(record):
+    """A CPU run's steady throughput per core it kept busy (its CPU time over wall time, in cores): frameworks left
+    to their own thread defaults use unequal shares of the machine, and this sets them side by side per core. None
+    on a GPU, where the CPU only feeds the device, and where a figure is missing."""
+    busy, cores = record.get("cpu_utilisation_mean"), record["provenance"].get("cpu_cores")
+    throughput = record.get("train_images_per_s")
+    if record["device"] != "cpu" or not busy or not cores or throughput is None:
+        return None
+    return throughput / (busy / 100 * cores)
 
 
 def wall_columns(parts):

@@ -28,6 +28,7 @@ RESOURCES = [
     "input_bound_share",
     "host_rss_peak_mb",
     "cpu_utilisation_mean",
+    "train_images_per_busy_core",
     "gpu_utilisation_mean",
     "gpu_utilisation_p95",
     "gpu_memory_peak_mb",

@@ -1,6 +1,8 @@
 """The answer, on page 1: per comparison group the fastest stack and variant, its lead over the runner-up with the
-comparisons table's verdict, and the fastest to target accuracy where that is another; above it, the machine, the
-versions, the math mode and threads, and how to reproduce the study. Printed from the fastest table."""
+comparisons table's verdict, and the fastest to target accuracy where that is another; under it, what to use, group
+by group (the fastest table's recommendations: dlbench.analysis.recommendation), and where cost and energy are
+absent, why; below, the machine, the versions, the math mode and threads, and how to reproduce the study. Printed
+from the fastest table."""
 
 import json
 import re
@@ -32,8 +34,9 @@ CONTENTS = "```{=typst}\n#outline(depth: 2)\n```\n"
 LEGEND = (
     "The fastest is the quickest experiment with at least 3 ok repeats where the group has any (fewer cannot be "
     "tested); its lead is its geometric-mean throughput over the runner-up's, with the ratio's interval at the "
-    "confidence its verdict was tested at (Holm's step within the group, whose family is every pair of its "
-    "experiments: 95% for a group of two, more for larger groups; the Comparisons table gives each), so that the "
+    "confidence its verdict was tested at (unraced, Holm's step within the group, whose family is every pair of its "
+    "experiments: 95% for a group of two, more for larger groups; raced, the level of the look that judged it, its "
+    "share of the alpha spent over every pair of the group; the Comparisons table gives each), so that the "
     "interval agrees with the runner-up's verdict. Confidence: *decided*, the "
     "runner-up and every other tested experiment are proven slower; *tie*, each proven slower or within the "
     "equivalence margin and one within it; *undecided*, a rival proven neither "
@@ -57,7 +60,12 @@ LEGEND = (
         f"{words} {shown.format(gap).removesuffix('%')} points apart or more" for _, words, shown, gap in DIFFERENCES
     )
     + "; busy is the share of the machine's CPUs, or of the GPU, the run kept working): where to look for why it "
-    "won, not a proven cause."
+    "won, not a proven cause. What to use: each group's recommendation, from the same verdicts: use the fastest "
+    "where decided; either where tied; where undecided, the rivals still in the running with their ratios, the "
+    "smallest lead the rounds resolve and what would decide it; beside a tie or an undecided group the measures on "
+    "which a reader can still choose (first epoch, time to target, inference), none of them tested; and a caveat "
+    "where the experiments a verdict rests on kept unequal shares of the CPU busy (each framework's own thread "
+    "default), with their images/s per busy core."
 )
 COST_LEGEND = (
     " Cost per million images: the fastest's, at the config's `price_per_hour` for its device (per device on GPU, "
@@ -395,6 +403,32 @@ def bottom_line(fastest):
     return f"**Bottom line**: of {groups_text(len(fastest))}, " + ", ".join(parts) + ".\n"
 
 
+def what_to_use(fastest, titles):
+    """Each group's recommendation (dlbench.analysis.recommendation), under the table: what to use, or what would
+    decide, and the caveats beside it."""
+    if fastest.empty or "recommendation" not in fastest:
+        return ""
+    lines = [f"- **{titles[index]}**: {row['recommendation']}" for index, row in fastest.iterrows()]
+    return "\n" + lead_in("**What to use**, group by group:") + "\n".join(lines) + "\n"
+
+
+def absent_line(fastest, runs):
+    """Where cost and energy would be and why they are not: unpriced (no `price_per_hour` for the device), no power
+    counter readable (NVML on GPU, RAPL on CPU: the records' own reasons)."""
+    finished = runs[runs["status"] == "ok"]
+    parts = []
+    if not priced(fastest):
+        parts.append("**Cost**: not priced (the config sets no `price_per_hour` for the devices that ran)")
+    gpu, cpu = finished[finished["device"] == "gpu"], finished
+    gpu_measured = len(gpu) and gpu["gpu_energy_per_image_j"].notna().any()
+    cpu_measured = "cpu_energy_j" in cpu and cpu["cpu_energy_j"].notna().any()
+    if not gpu_measured and not cpu_measured:
+        reasons = sorted(set(cpu.get("cpu_energy_reason", pd.Series(dtype=object)).dropna()))
+        why = f": {'; '.join(reasons)}" if reasons else ""
+        parts.append(f"**Energy**: not measured (no power counter readable by the runs{why})")
+    return "\n" + ". ".join(parts) + ".\n" if parts else ""
+
+
 def target_heading(runs):
     """The "to target" column's heading, with the targets the runs were given (each, where they differ): a test
     accuracy, a language model's test loss."""
@@ -452,6 +486,8 @@ def markdown(study, figures):
         answer_table(study.fastest, study.runs, shared, titles)
         + "\n"
         + bottom_line(study.fastest)
+        + what_to_use(study.fastest, titles)
+        + absent_line(study.fastest, study.runs)
         + "\n"
         + untested_sentence(study.fastest, titles)
         + reversal_sentence(study.fastest)

@@ -423,8 +423,14 @@ def groups_text(count):
 
 
 def confidence_text(value):
-    """An interval's confidence, as a percentage with the digits that tell Holm's levels apart ("98.3 %")."""
-    return "–" if pd.isna(value) else f"{value * 100:.3g} %"
+    """An interval's confidence, as a percentage with the digits that tell Holm's levels apart ("98.3 %"), and as
+    many more as keep a level below 1 from printing as 100 % ("99.986 %")."""
+    if pd.isna(value):
+        return "–"
+    digits = 3
+    while value < 1 and float(f"{value * 100:.{digits}g}") >= 100:
+        digits += 1
+    return f"{value * 100:.{digits}g} %"
 
 
 def p_text(value):

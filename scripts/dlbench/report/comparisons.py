@@ -1,5 +1,6 @@
 """Comparisons: within each group, every experiment against the group's baseline, with the tests' verdicts: the one
-place the report prints each verdict (page 1 gives each group's answer from them)."""
+table of every verdict (page 1 gives each group's answer from them, and names an unproven rival's ratio where it
+leaves the group undecided)."""
 
 from dlbench.report.common import (
     METHOD_WORD,
@@ -36,7 +37,10 @@ METHOD = (
     "by chance. Each interval is at the confidence its verdict was tested at (Holm tests the group's "
     "comparisons one step at a time, the first at 0.05 / m, the next at 0.05 / (m - 1), and stops at the first it "
     "cannot decide), so it agrees with the verdict: wholly above or below 1, faster or slower; containing 1 and "
-    "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also "
+    "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Raced, each rival is tested at the level of the look that judged it (Racing, in the methodology: the look's "
+    "share of alpha over every pair of the group), not by Holm's step; its p's are then scaled to the race's 0.05 "
+    '(p times 0.05 over that level), so that below 0.05 reads as decided there too, and the columns say "race-'
+    'adjusted". Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also '
     "`results/tables/comparisons.csv` (and `.parquet`)."
 )
 
@@ -48,42 +52,53 @@ def repeats_text(row):
     return f"{row['runs_ok']} vs {row['baseline_runs_ok']}{method_word(row)}"
 
 
+def p_header(part):
+    """The table's columns; a race's p's are scaled to its 0.05 (times 0.05 over the level of the look that judged
+    the rival: its share of the spent alpha, over every pair of the group), not Holm-adjusted."""
+    raced = "race_state" in part and part["race_state"].notna().any()
+    adjusted = "race-adjusted" if raced else "Holm"
+    return [
+        "stack",
+        "variant",
+        "ratio [interval]",
+        "confidence",
+        f"p difference ({adjusted})",
+        f"p equivalence ({adjusted})",
+        "verdict",
+        "repeats",
+    ]
+
+
 def comparisons_table(comparisons):
     """Per group, every experiment against the baseline: ratio, interval, Holm-adjusted p's of the difference and
     equivalence tests, verdict, and the repeats it rests on with the method."""
     if comparisons.empty:
         return "No group has two experiments with a finished run, so nothing is compared.\n"
-    header = [
-        "stack",
-        "variant",
-        "ratio [interval]",
-        "confidence",
-        "p difference (Holm)",
-        "p equivalence (Holm)",
-        "verdict",
-        "repeats",
-    ]
     sections = []
     for _, part in comparison_groups(comparisons):
-        first = part.iloc[0]
-        rows = [
-            [
-                row["stack"],
-                variant_label(row["variant"], row["data_placement"]),
-                ratio_text(row),
-                confidence_text(row["ratio_confidence"]),
-                p_text(row["p_holm"]),
-                p_text(row["p_equivalence_holm"]),
-                verdict_text(row),
-                repeats_text(row),
+        tables = []
+        for _, against in part.groupby("baseline_experiment_id", sort=False):
+            rows = [
+                [
+                    row["stack"],
+                    variant_label(row["variant"], row["data_placement"]),
+                    ratio_text(row),
+                    confidence_text(row["ratio_confidence"]),
+                    p_text(row["p_holm"]),
+                    p_text(row["p_equivalence_holm"]),
+                    verdict_text(row),
+                    repeats_text(row),
+                ]
+                for _, row in against.sort_values("ratio").iterrows()
             ]
-            for _, row in part.sort_values("ratio").iterrows()
-        ]
-        # The table right under its heading (a heading stays with what follows); what it is against, below it.
-        sections.append(
-            f"### {group_title(first)}\n\n" + markdown_table(header, rows) + f"\nBaseline: {first['baseline_stack']} "
-            f"({first['baseline_variant']}), {first['baseline_rule']}.\n"
-        )
+            # The table right under its heading (a heading stays with what follows), what it is against below it;
+            # raced, a rival that left early was judged against the leader of its look, which need not be the last.
+            first = against.iloc[0]
+            tables.append(
+                markdown_table(p_header(part), rows) + f"\nBaseline: {first['baseline_stack']} "
+                f"({first['baseline_variant']}), {first['baseline_rule']}.\n"
+            )
+        sections.append(f"### {group_title(part.iloc[0])}\n\n" + "\n".join(tables))
     return (
         f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
         "`equivalence_margin` in the config).\n\n" + "\n".join(sections)

@@ -35,6 +35,8 @@ METHOD = (
     "share is a lower bound). It is measured over pairs of a real and a fixed-batch epoch timed next to each other; "
     "each record also holds the interval over the pairs, and a share whose interval includes zero is noise, not "
     "input work. "
+    "Images/s per busy core (CPU runs): steady throughput over the cores the run kept busy (CPU % of all cores "
+    "times their count), which sets frameworks left to their own thread defaults side by side per core. "
     "Training GFLOP/s is the model's arithmetic per second of steady training (3 x forward FLOPs x images/s), on any "
     "device; the Operators section sets the highest of it beside the machine's measured GEMM ceiling, where the "
     "config runs operators. MFU (GPU) is that rate over the GPU's datasheet peak at the precision that ran. Memory "
@@ -83,11 +85,13 @@ def resources_table(summary, runs):
         "input share (mean)",
         "RSS peak MiB (mean)",
         "CPU % (mean)",
+        "images/s per busy core (mean)",
         "training GFLOP/s (mean)",
     ]
     columns = [
         ("host_rss_peak_mb_mean", 0, number),
         ("cpu_utilisation_mean_mean", 0, number),
+        ("train_images_per_busy_core_mean", 0, number),
         ("train_flops_per_s_mean", 2, lambda flops, digits: number(flops / 1e9, digits)),
     ]
     sections = []
