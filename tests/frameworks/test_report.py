@@ -755,3 +755,36 @@ def test_raced_each_comparison_sits_under_the_leader_it_was_judged_against(env_p
     assert "| tensorflow-2.21 |" in earlier and "Baseline: mxnet-1.9 (graph), the race's leader at round 3." in earlier
     assert "p difference (race-adjusted)" in text and "(Holm)" not in text
     assert "99.99 %" in text and "100 %" not in text
+
+
+TOKEN_AXIS = """
+import sys
+from pathlib import Path
+import pandas as pd
+from dlbench.axes import PANEL
+from dlbench.report.throughput import throughput_figure
+
+panel = dict(dataset="synthetic-tokens-256x64", model="gpt-tiny", device="cpu", batch_size=32, optimizer="adam",
+             learning_rate=0.001, epochs=3, data_placement="device", replicas=1, scaling="weak", machine="cpu-model")
+rows = [dict(panel, stack=stack, variant="eager", experiment_id=stack, statuses="ok", runs_ok=3,
+             train_images_per_s_gmean=rate, train_images_per_s_ci95_low=rate * 0.9, train_images_per_s_ci95_high=rate * 1.1,
+             train_tokens_per_s_gmean=rate * 64, train_tokens_per_s_ci95_low=rate * 57.6,
+             train_tokens_per_s_ci95_high=rate * 70.4) for stack, rate in (("torch-2.13", 400.0), ("mxnet-1.9", 150.0))]
+runs = pd.DataFrame([dict(experiment_id=row["experiment_id"], machine="cpu-model", status="ok",
+                          train_images_per_s=row["train_images_per_s_gmean"],
+                          train_tokens_per_s=row["train_tokens_per_s_gmean"]) for row in rows])
+path = Path(sys.argv[1])
+throughput_figure(pd.DataFrame(rows)[[*PANEL, *(key for key in rows[0] if key not in PANEL)]], runs, path)
+print("training tokens/s" in path.read_text(), "training images/s" in path.read_text())
+"""
+
+
+def test_a_language_models_throughput_is_drawn_in_tokens_per_second(env_python, tmp_path):
+    result = subprocess.run(
+        [str(env_python("tools")), "-c", TOKEN_AXIS, tmp_path / "throughput.svg"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "scripts")),
+    )
+    assert result.stdout.split() == ["True", "False"]

@@ -641,29 +641,46 @@ def unreduced_steps(model, staged, order, batch_size):
     return None
 
 
+# The test logits one predict call returns at most (at least one batch's): a language model's over a whole test
+# split would not fit on the host (gpt2-small's are 0.2 GB a sequence), an image model's fit in one call.
+_LOGITS_PER_CALL_BYTES = 1 << 30
+
+
 def evaluate(model, staged, batch_size):
-    """predict over the test split in order: on TensorFlow the host tensors themselves (Keras' tf.data slicing), on
-    JAX and torch a generator of slices, so that device-staged data stays on the device; streamed, the evaluation
-    loader. On JAX with replicas, batches padded to whole shares (_whole_shares), the extra predictions dropped."""
-    count = len(staged.test_y)
-    on_jax_replicas = keras.backend.backend() == "jax" and parallel.through_mechanism(model.replicas)
+    """predict over the test split in order, the loss and hits of each call's logits summed on the host as they
+    come (_predicted); in float64, per image or per token of a sequence (a language model's next token)."""
+    loss_sum, hits, count = 0.0, 0, 0
+    for predicted, labels in _predicted(model, staged, batch_size):
+        logits, labels = np.asarray(predicted, dtype=np.float64), np.asarray(labels)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        loss_sum -= np.take_along_axis(log_probs, labels[..., None], axis=-1).sum()
+        hits += int((logits.argmax(axis=-1) == labels).sum())
+        count += labels.size
+    return float(loss_sum / count), hits / count
+
+
+def _predicted(model, staged, batch_size):
+    """(logits, labels) of the test split in order, in as few predict calls as _LOGITS_PER_CALL_BYTES allows: on
+    TensorFlow the host tensors themselves (Keras' tf.data slicing), on JAX and torch a generator of slices, so that
+    device-staged data stays on the device; streamed, the evaluation loader in one call. On JAX with replicas,
+    batches padded to whole shares (_whole_shares), the extra predictions dropped."""
     if staged.STREAM:
         test = staged.test
-        if on_jax_replicas:
+        if keras.backend.backend() == "jax" and parallel.through_mechanism(model.replicas):
             test = ((_whole_shares(np.asarray(batch), model.replicas),) for batch, _ in test)
-        predicted = model.predict(test, verbose=0)
-    elif keras.backend.backend() == "tensorflow":
-        predicted = model.predict(staged.test_x, batch_size=batch_size, verbose=0)
-    else:
-        slices = (staged.test_x[start : start + batch_size] for start in range(0, count, batch_size))
+        yield model.predict(test, verbose=0)[: len(staged.test_y)], staged.test_y
+        return
+    count, per_example = len(staged.test_y), 4 * math.prod(model.output_shape[1:])
+    chunk = batch_size * max(1, _LOGITS_PER_CALL_BYTES // (batch_size * per_example))
+    for first in range(0, count, chunk):
+        inputs, labels = staged.test_x[first : first + chunk], staged.test_y[first : first + chunk]
+        if keras.backend.backend() == "tensorflow":
+            yield model.predict(inputs, batch_size=batch_size, verbose=0), labels
+            continue
+        slices = (inputs[start : start + batch_size] for start in range(0, len(labels), batch_size))
         predicted = model.predict(((_whole_shares(batch, model.replicas),) for batch in slices), verbose=0)
-    # Per image, or per token of a sequence (a language model's next token): over the last axis.
-    logits = np.asarray(predicted[:count], dtype=np.float64)
-    labels = np.asarray(staged.test_y)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    loss = -np.take_along_axis(log_probs, labels[..., None], axis=-1).mean()
-    return float(loss), float((logits.argmax(axis=-1) == labels).mean())
+        yield predicted[: len(labels)], labels
 
 
 def _whole_shares(batch, replicas):

@@ -13,6 +13,7 @@ from dlbench.report.common import (
     panel_rows,
     save,
     styled_lines,
+    throughput_unit,
 )
 
 TITLE = "Throughput versus batch size"
@@ -60,12 +61,13 @@ def batch_size_figure(sweeps, path):
             + " epochs"
         )
         names = label(part) + ("" if training.nunique() == 1 else " · " + training)
+        stem, unit = throughput_unit(part)
         for name, line, style in styled_lines(part, names, releases):
             line = line.sort_values("batch_size")
-            centre = line["train_images_per_s_gmean"]
+            centre = line[f"{stem}_gmean"]
             spread = [
-                (centre - line["train_images_per_s_ci95_low"]).fillna(0),
-                (line["train_images_per_s_ci95_high"] - centre).fillna(0),
+                (centre - line[f"{stem}_ci95_low"]).fillna(0),
+                (line[f"{stem}_ci95_high"] - centre).fillna(0),
             ]
             axis.errorbar(
                 line["batch_size"], centre, yerr=spread, capsize=2, linewidth=1, markersize=3, label=name, **style
@@ -78,7 +80,7 @@ def batch_size_figure(sweeps, path):
         axis.xaxis.set_minor_formatter(NullFormatter())
         panel_heading(axis, f"{model} on {dataset}, {on_devices(device, replicas)} on {machine}")
         axis.set_xlabel("batch size")
-        axis.set_ylabel("training images/s (steady)")
+        axis.set_ylabel(f"training {unit}/s (steady)")
     legend_below(figure)
     save(figure, path)
 

@@ -325,6 +325,13 @@ def number(value, digits=0):
     return "–" if pd.isna(value) else f"{value:,.{digits}f}"
 
 
+def throughput_unit(part):
+    """(the throughput columns' stem, its unit) that a figure's panel plots: a language model's tokens/s where its
+    experiments measured them (a panel holds one model), else images/s."""
+    tokens = "train_tokens_per_s_gmean" in part and part["train_tokens_per_s_gmean"].notna().any()
+    return ("train_tokens_per_s", "tokens") if tokens else ("train_images_per_s", "images")
+
+
 def ok_runs(runs, row):
     """The finished repeats of the row's experiment on the row's machine: the runs table's rows behind a statistic,
     drawn as a figure's points."""

@@ -19,6 +19,7 @@ from dlbench.report.common import (
     save,
     share,
     styled_lines,
+    throughput_unit,
     variant_label,
 )
 
@@ -45,20 +46,21 @@ def scaling_figure(curves, runs, path):
     figure, axes = figure_grid(len(panels), panel_height=2.0)
     releases = release_styles(curves["stack"])
     for axis, part in zip(axes, panels):
+        stem, unit = throughput_unit(part)
         for name, line, style in styled_lines(part, label(part), releases):
             line = line.sort_values("replicas")
-            axis.plot(line["replicas"], line["train_images_per_s_gmean"], label=name, **style)
+            axis.plot(line["replicas"], line[f"{stem}_gmean"], label=name, **style)
             repeats = pd.concat([ok_runs(runs, row) for _, row in line.iterrows()])
             beside = repeats["replicas"] + 0.06  # just right of the mean's marker, which would hide them
-            axis.scatter(beside, repeats["train_images_per_s"], s=5, color=style["color"], linewidths=0)
-            one = line[line["replicas"] == 1]["train_images_per_s_gmean"]
+            axis.scatter(beside, repeats[stem], s=5, color=style["color"], linewidths=0)
+            one = line[line["replicas"] == 1][f"{stem}_gmean"]
             if len(one):
                 axis.plot(line["replicas"], one.iloc[0] * line["replicas"], color=style["color"], linestyle=":")
         counts = sorted(part["replicas"].unique())
         axis.set_xticks(counts, [str(count) for count in counts])
         axis.set_ylim(bottom=0)
         axis.set_xlabel("replicas (dotted: ideal)")
-        axis.set_ylabel("training images/s")
+        axis.set_ylabel(f"training {unit}/s")
         panel_heading(axis, panel_title(part.iloc[0]))
     legend_below(figure)
     save(figure, path)
