@@ -2,7 +2,7 @@
 runs (one row per run), summary (per experiment, over repeats; what
 results cost where the config prices a device-hour), epochs, comparisons (between stacks and variants
 within each group of otherwise identical experiments), fastest (each group's answer: the report's first page),
-versions (each framework's releases paired on otherwise identical experiments), scaling (each experiment on several
+relative (every stack in every group against one reference stack, and each stack across groups), versions (each framework's releases paired on otherwise identical experiments), scaling (each experiment on several
 data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry (the trace of each
 experiment's first finished repeat), workload (per group, the dataset, steps per epoch, when the target accuracy was
 reached and how long whole trainings lasted) and max_batch (one row per largest-batch search, empty when none ran).
@@ -36,6 +36,7 @@ from dlbench.analysis.records import (
     runs_table,
     telemetry_table,
 )
+from dlbench.analysis.relative import relative_table
 from dlbench.analysis.scaling import scaling_table
 from dlbench.analysis.summary import summary_table
 from dlbench.analysis.tables import TABLES
@@ -102,6 +103,7 @@ def main():
         "workload": workload_table(runs),
     }
     tables["fastest"] = fastest_table(summary, tables["comparisons"])
+    tables["relative"] = relative_table(summary, tables["fastest"], args.baseline)
     write_tables({name: tables[name] for name in TABLES}, out)
     final = runs[runs["final_try"]]
     print(f"{len(final)} runs ({int((final['status'] != 'ok').sum())} not ok) in {len(summary)} experiments -> {out}")

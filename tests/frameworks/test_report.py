@@ -755,6 +755,7 @@ def test_raced_each_comparison_sits_under_the_leader_it_was_judged_against(env_p
     assert "| tensorflow-2.21 |" in earlier and "Baseline: mxnet-1.9 (graph), the race's leader at round 3." in earlier
     assert "p difference (race-adjusted)" in text and "(Holm)" not in text
     assert "99.99 %" in text and "100 %" not in text
+    assert "| 0.60x [0.50, 0.70] | −40.0 % |" in text  # benchstat's delta where a verdict proves a change
 
 
 TOKEN_AXIS = """

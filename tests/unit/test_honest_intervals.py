@@ -165,3 +165,14 @@ def test_an_interval_that_excluded_1_unadjusted_now_says_what_holm_decided():
     outcome = decisions(family, MARGIN)[0]
     assert outcome["verdict"] == INCONCLUSIVE
     assert outcome["ratio_low"] < 1 < outcome["ratio_high"] and outcome["ratio_confidence"] > 0.95
+
+
+def test_the_summary_flags_a_spread_of_a_tenth_unstable_and_sets_cpu_runs_per_busy_core(fixture_study):
+    """pyperf's warning, a standard deviation of 10 % of the mean or more, as a flag; and a CPU run's throughput per
+    core it kept busy (CPU % of all cores times their count), none on a GPU."""
+    runs, summary = fixture_study
+    assert (summary["unstable"] == (summary["train_images_per_s_cv"] >= 0.10)).all()
+    cpu = runs[(runs["device"] == "cpu") & (runs["status"] == "ok") & runs["cpu_utilisation_mean"].gt(0)]
+    expected = cpu["train_images_per_s"] / (cpu["cpu_utilisation_mean"] / 100 * cpu["provenance_cpu_cores"])
+    assert len(cpu) and np.allclose(cpu["train_images_per_busy_core"].astype(float), expected)
+    assert runs.loc[runs["device"] == "gpu", "train_images_per_busy_core"].isna().all()

@@ -4,6 +4,7 @@ run's tables beside its record, which Snakemake does not track, are checked for 
 import numpy as np
 from conftest import read_csv
 from dlbench.analysis.records import TRACE_MIN_BIN_S, trace_rows
+from dlbench.cpus import microarchitecture
 from dlbench.io import write_json_atomic
 from dlbench.record import EPOCH_COLUMNS, add_epoch, keep_one_target, write_epochs_csv
 from runs import strict_json
@@ -99,3 +100,13 @@ def test_a_language_models_time_to_target_is_the_training_time_until_its_test_lo
     for epoch, test_loss in enumerate([4.0, 2.6, 2.4, 2.2], start=1):
         add_epoch(record, [], (epoch, 1.5, 0.1, 3.0, test_loss, 0.95, 100))
     assert record["target_accuracy"] is None and record["time_to_target_s"] == 4.5
+
+
+def test_a_cpu_is_named_by_its_microarchitecture_where_its_name_does_not_tell_it():
+    assert microarchitecture("AMD EPYC", "family 25, model 17, stepping 1") == "Zen 4"
+    assert microarchitecture("AMD EPYC 7B13", "family 25, model 1, stepping 0") == "Zen 3"
+    assert microarchitecture("AMD Ryzen 7 PRO 6850U", "family 25, model 68, stepping 1") == "Zen 3+"
+    assert microarchitecture("Intel(R) Xeon(R) Platinum 8259CL", "family 6, model 85, stepping 7") == "Cascade Lake"
+    assert microarchitecture("Intel(R) Xeon(R) Platinum 8480+", "family 6, model 143, stepping 8") == "Sapphire Rapids"
+    assert microarchitecture("AMD EPYC", "family 99, model 1, stepping 0") is None
+    assert microarchitecture("AMD EPYC", None) is None

@@ -115,6 +115,11 @@ def noise_columns(ok_runs):
     }
 
 
+# pyperf's warning, "the benchmark seems to be unstable": a standard deviation across repeats of 10 % of the mean or
+# more. The summary flags such an experiment (`unstable`) and the quality box counts them.
+UNSTABLE_CV = 0.10
+
+
 def measurement_quality(summary):
     """The study's noise in a few figures, over its experiments (the summary table): the median coefficient of
     variation of throughput across repeats and how many experiments reach 10 %, the median standard deviations of log
@@ -125,7 +130,7 @@ def measurement_quality(summary):
     return {
         "experiments": len(spread),
         "cv_median": spread.median(),
-        "cv_10_percent_or_more": int((spread >= 0.10).sum()),
+        "cv_10_percent_or_more": int((spread >= UNSTABLE_CV).sum()),
         "sd_within_median": summary["epoch_log_sd_within"].median(),
         "sd_between_median": summary["epoch_log_sd_between"].median(),
         "between_share_median": summary["between_process_share"].median(),

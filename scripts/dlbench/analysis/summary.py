@@ -8,7 +8,7 @@ experiment that never measured clean reports instead. Failed and contended runs 
 import numpy as np
 import pandas as pd
 
-from dlbench.analysis.noise import noise_columns
+from dlbench.analysis.noise import UNSTABLE_CV, noise_columns
 from dlbench.analysis.statistics import MIN_REPEATS, log_interval, mean_interval
 from dlbench.analysis.tables import IDENTITY
 
@@ -113,6 +113,7 @@ def summarise(group):
                 f"{column}_ci95_high": high,
             }
         )
+    row["unstable"] = bool(row["train_images_per_s_cv"] >= UNSTABLE_CV)  # NaN (one repeat) compares False
     sizes = group["global_batch_size"].dropna()
     row["global_batch_size"] = int(sizes.iloc[0]) if len(sizes) else None
     row["interval_note"] = (

@@ -14,6 +14,7 @@ TABLES = (  # aggregate.py
     "max_batch",
     "comparisons",
     "fastest",
+    "relative",
     "versions",
     "scaling",
     "telemetry",

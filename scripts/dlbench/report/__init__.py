@@ -29,6 +29,7 @@ from dlbench.report import (
     method,
     ops,
     provenance,
+    relative,
     resources,
     results,
     scaling,
@@ -43,6 +44,7 @@ RESULT_SECTIONS = [
     workload,
     summary,
     throughput,
+    relative,
     end_to_end,
     batch_size,
     epoch_time,
@@ -76,6 +78,7 @@ class Study:
     epochs: pd.DataFrame
     comparisons: pd.DataFrame
     fastest: pd.DataFrame
+    relative: pd.DataFrame
     versions: pd.DataFrame
     scaling: pd.DataFrame
     telemetry: pd.DataFrame

@@ -13,6 +13,7 @@ import pandas as pd
 
 from dlbench.analysis.fastest import DIFFERENCES
 from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
+from dlbench.cpus import microarchitecture
 from dlbench.report import resources
 from dlbench.report.common import (
     bracketed,
@@ -84,9 +85,12 @@ def gpu_name(name, driver):
 
 
 def cpu_text(model, generation, logical, physical, memory):
-    """A CPU as the runs recorded it: its model (with its generation where the name has no model number), its cores
-    (with SMT where a core runs two threads) and the memory."""
-    named = model if pd.isna(generation) or re.search(r"\d{3,}", model) else f"{model}, {generation}"
+    """A CPU as the runs recorded it: its model with its microarchitecture where known (dlbench.cpus) and its
+    family, model and stepping where the name has no model number, its cores (with SMT where a core runs two
+    threads) and the memory."""
+    generation = None if pd.isna(generation) else generation
+    numbers = None if re.search(r"\d{3,}", model) else generation
+    named = ", ".join(filter(None, [model, microarchitecture(model, generation), numbers]))
     if pd.isna(physical):
         cores = f"{logical} logical CPUs"
     elif physical == logical:

@@ -41,7 +41,8 @@ METHOD = (
     "share of alpha over every pair of the group), not by Holm's step; its p's are then scaled to the race's 0.05 "
     '(p times 0.05 over that level), so that below 0.05 reads as decided there too, and the columns say "race-'
     'adjusted". Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also '
-    "`results/tables/comparisons.csv` (and `.parquet`)."
+    "`results/tables/comparisons.csv` (and `.parquet`). Δ, as benchstat prints it: the change in throughput "
+    'where the verdict proves one, "~" where it does not.'
 )
 
 
@@ -50,6 +51,14 @@ def repeats_text(row):
     if row["method"] == "paired by round":
         return f"{row['pairs']} rounds, {METHOD_WORD[row['method']]}"
     return f"{row['runs_ok']} vs {row['baseline_runs_ok']}{method_word(row)}"
+
+
+def delta_text(row):
+    """benchstat's delta: the change in throughput as a signed percentage where the verdict proves one (faster or
+    slower), "~" where it does not."""
+    if row["verdict"] not in ("faster", "slower"):
+        return "~"
+    return f"{(row['ratio'] - 1) * 100:+.1f} %".replace("-", "−")
 
 
 def p_header(part):
@@ -61,6 +70,7 @@ def p_header(part):
         "stack",
         "variant",
         "ratio [interval]",
+        "Δ",
         "confidence",
         f"p difference ({adjusted})",
         f"p equivalence ({adjusted})",
@@ -83,6 +93,7 @@ def comparisons_table(comparisons):
                     row["stack"],
                     variant_label(row["variant"], row["data_placement"]),
                     ratio_text(row),
+                    delta_text(row),
                     confidence_text(row["ratio_confidence"]),
                     p_text(row["p_holm"]),
                     p_text(row["p_equivalence_holm"]),

@@ -1,0 +1,52 @@
+"""Relative throughput: every stack in every comparison group against one reference stack, a row per group and a
+last row per stack across groups (the relative table, dlbench.analysis.relative): Lambda's matrix, untested."""
+
+import pandas as pd
+
+from dlbench.analysis.relative import ACROSS
+from dlbench.report.common import bracketed, markdown_table
+
+TITLE = "Relative throughput"
+ABSENT = "one comparison group, or one stack: page 1 and Comparisons hold its ratios."
+
+METHOD = (
+    "Each stack's fastest variant in each group, its geometric-mean steady throughput over the reference stack's "
+    "(**{reference}**, 1.00: {why}); empty where either did not run. The last row is each stack's geometric mean over "
+    "the groups it shares with the reference, with a 95% interval from Student's t across those groups (3 or more): "
+    "how far its standing holds across this study's workloads. Untested: the Comparisons section tests the pairs "
+    "within each group. The table is also `results/tables/relative.csv` (and `.parquet`)."
+)
+
+
+def markdown(study, figures):
+    relative = study.relative
+    cells = relative[relative["group"] != ACROSS]
+    if cells.empty or cells["group"].nunique() < 2 or cells["stack"].nunique() < 2:
+        return None
+    stacks = sorted(cells["stack"].unique())
+    rows = [
+        [group, *(number_or_dash(part.set_index("stack")["ratio"].get(stack)) for stack in stacks)]
+        for group, part in cells.groupby("group", sort=False)
+    ]
+    across = relative[relative["group"] == ACROSS].set_index("stack")
+    rows.append(
+        [
+            f"geometric mean [95%] ({across['groups'].max()} groups at most)",
+            *(
+                bracketed(
+                    across.loc[stack, "ratio"],
+                    across.loc[stack, "ratio_ci95_low"],
+                    across.loc[stack, "ratio_ci95_high"],
+                    ".2f",
+                )
+                for stack in stacks
+            ),
+        ]
+    )
+    first = relative.iloc[0]
+    method = METHOD.format(reference=first["reference_stack"], why=first["reference_rule"])
+    return method + "\n\n" + markdown_table(["group", *stacks], rows)
+
+
+def number_or_dash(value):
+    return "–" if value is None or pd.isna(value) else f"{value:.2f}"
