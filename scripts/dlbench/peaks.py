@@ -49,6 +49,13 @@ PEAKS = (
 )
 
 
+# No CPU core computes faster than this, per logical CPU, at a precision: float32 at two AVX-512 FMA units of 16 lanes
+# and 2 FLOPs each at 6 GHz is 384 GFLOP/s; bfloat16 and float16 on AMX tiles (1,024 multiply-adds a cycle) about
+# ten times that. Not a peak to measure against (the operator benchmark measures the machine's GEMM ceiling): a bound
+# that a CPU run's FLOP/s exceed only when the record is wrong.
+CPU_CORE_BOUND = {"fp32": 4e11, "bf16": 4e12, "fp16": 4e12}
+
+
 def precision(engaged, device):
     """The precision the matmuls and convolutions ran in: fp16, bf16, tf32 (float32 with TF32 engaged on a GPU)
     or fp32, from what the run read back."""

@@ -1,7 +1,7 @@
 """Whether a run record stands for its run: the tables its run wrote beside it (epochs.csv, telemetry.csv) are there
 and unchanged (their digests in the record), its epoch times are those of epochs.csv, and every figure the record
 derives from its epochs follows from them within rounding; no time is negative or not finite, no utilisation above
-its peak. Older records, without digests, are checked for their tables and epoch times only: their figures were
+its peak, no CPU run faster than its cores could compute. Older records, without digests, are checked for their tables and epoch times only: their figures were
 derived by the formulas of their day. A record that does not is no
 measurement: read() (dlbench/record.py) names it and the aggregation counts it as an error run. Standard library
 only: the driver and the tools env read records.
@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from .io import file_sha256
+from .peaks import CPU_CORE_BOUND
 
 RUN_TABLES = ("epochs.csv", "telemetry.csv")  # beside each record, written before it (run_experiment.py)
 # Figures derived from the epochs are written with full precision (repr) in both files: equal but for summation order.
@@ -80,9 +81,22 @@ def figures_problem(folder, record):
     for field, expected in derived.items():
         if differs(record.get(field), expected):
             return f"its {field} {record.get(field)} does not follow from its epochs.csv ({expected})"
+    return ceiling_problem(record)
+
+
+def ceiling_problem(record):
+    """A training rate no device computes: beyond its GPU's datasheet peak (MFU above 1), or on a CPU beyond what
+    its cores could at the precision that ran (peaks.CPU_CORE_BOUND)."""
     utilisation = record.get("model_flops_utilisation")
     if utilisation is not None and not 0 <= utilisation <= 1:
         return f"its model_flops_utilisation {utilisation} is beyond the device's peak"
+    achieved, cores = record.get("train_flops_per_s"), (record.get("provenance") or {}).get("cpu_cores")
+    bound = CPU_CORE_BOUND.get(record.get("mfu_precision"), CPU_CORE_BOUND["fp32"]) * (cores or 0)
+    if record.get("device") == "cpu" and achieved and cores and achieved > bound:
+        return (
+            f"its train_flops_per_s {achieved:.3g} is more than {cores} CPU cores can compute "
+            f"({bound:.3g} FLOP/s at most at {record.get('mfu_precision')})"
+        )
     return None
 
 

@@ -448,8 +448,7 @@ def test_contenders_on_unequal_shares_of_the_cpu_are_compared_per_busy_core_besi
     row = three_way_tie(busy=(97.0, 50.0, 90.0))
     assert row["recommendation"].endswith(
         "Caveat: compared as each framework's defaults on unequal shares of the CPU: torch-2.13 (eager) kept 97% of "
-        "it busy, mxnet-1.9 (eager) 50%; per busy core 103 against 195 images/s. `cpu_threads` in the config sets "
-        "every framework's threads alike (`all`: every core each)."
+        "it busy, mxnet-1.9 (eager) 50%; per busy core 103 against 195 images/s."
     )
     assert "Caveat" not in three_way_tie()["recommendation"]
 

@@ -32,6 +32,7 @@ def test_a_record_as_its_run_wrote_it_stands(tmp_path):
         ({"extra_steady_epochs_s": [-0.27, 0.25]}, "an epoch time is negative or not finite"),
         ({"epoch_train_s": [0.9, 0.25]}, "its epochs.csv holds 3 epoch(s) whose train_s differ from the record's"),
         ({"model_flops_utilisation": 3.2}, "its model_flops_utilisation 3.2 is beyond the device's peak"),
+        ({"train_flops_per_s": 1e12}, "its train_flops_per_s 1e+12 is more than 2 CPU cores can compute (8e+11"),
         ({"epoch_train_s": None}, "cannot be checked (TypeError"),
     ],
 )

@@ -19,6 +19,9 @@ images/s per busy core, and the config switch that sets every framework's thread
 import pandas as pd
 
 FASTEST, OPEN, TIED, RUNNER_UP = "fastest", "open", "tied", "runner-up"  # a contender's role beside the fastest
+UNEQUAL_CORES = "Caveat: compared as each framework's defaults on unequal shares of the CPU"
+# Said once under the recommendations where any carries the caveat.
+EQUAL_CORES = "`cpu_threads` in the config sets every framework's threads alike (`all`: every core each)."
 BUSY_GAP = 15  # points of CPU busy (% of all cores) between contenders that make a caveat, as page 1's "differs"
 WIDEST_USEFUL_MARGIN = 0.5  # an equivalence margin past which "a tie" no longer tells a reader anything
 
@@ -37,12 +40,14 @@ def minutes_words(minutes):
 
 
 def ratio_words(ratio, low, high):
+    """A ratio and its interval where it has one: "1.15x [1.02, 1.30]" (the report prints every ratio so)."""
     interval = "" if pd.isna(low) else f" [{low:.2f}, {high:.2f}]"
     return f"{ratio:.2f}x{interval}"
 
 
 def percent_words(level):
-    """A confidence as page 1 prints it, never rounded up to 100 %."""
+    """An interval's confidence as a percentage with the digits that tell Holm's levels apart ("98.3 %"), and as many
+    more as keep a level below 1 from printing as 100 % ("99.986 %"): the report prints every level so."""
     digits = 3
     while level < 1 and float(f"{level * 100:.{digits}g}") >= 100:
         digits += 1
@@ -146,9 +151,8 @@ def unequal_cores(contenders):
     if per_core is not None and pd.notna(per_core[busy.idxmax()]) and pd.notna(per_core[busy.idxmin()]):
         cores = f"; per busy core {per_core[busy.idxmax()]:,.0f} against {per_core[busy.idxmin()]:,.0f} images/s"
     return (
-        f"Caveat: compared as each framework's defaults on unequal shares of the CPU: {name(most)} kept "
-        f"{most['cpu_utilisation_mean_mean']:.0f}% of it busy, {name(least)} {least['cpu_utilisation_mean_mean']:.0f}%"
-        f"{cores}. `cpu_threads` in the config sets every framework's threads alike (`all`: every core each)."
+        f"{UNEQUAL_CORES}: {name(most)} kept {most['cpu_utilisation_mean_mean']:.0f}% of it busy, {name(least)} "
+        f"{least['cpu_utilisation_mean_mean']:.0f}%{cores}."
     )
 
 

@@ -42,7 +42,7 @@ def reference_stack(summary, fastest, named):
     wins = Counter(fastest["fastest_stack"].dropna())
     presence = measured.groupby("stack")[GROUP].apply(lambda part: len(part.drop_duplicates()))
     chosen = min(presence.index, key=lambda stack: (-wins.get(stack, 0), -presence[stack], stack))
-    return chosen, f"fastest on page 1 in {wins.get(chosen, 0)} of {len(fastest)} groups, more than any other stack"
+    return chosen, f"fastest in the answer in {wins.get(chosen, 0)} of {len(fastest)} groups, more than any other stack"
 
 
 def best_variants(part):

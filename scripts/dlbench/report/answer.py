@@ -13,6 +13,7 @@ import pandas as pd
 
 from dlbench.analysis.fastest import DIFFERENCES
 from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
+from dlbench.analysis.recommendation import EQUAL_CORES, UNEQUAL_CORES
 from dlbench.cpus import microarchitecture
 from dlbench.report import resources
 from dlbench.report.common import (
@@ -413,7 +414,9 @@ def what_to_use(fastest, titles):
     if fastest.empty or "recommendation" not in fastest:
         return ""
     lines = [f"- **{titles[index]}**: {row['recommendation']}" for index, row in fastest.iterrows()]
-    return "\n" + lead_in("**What to use**, group by group:") + "\n".join(lines) + "\n"
+    unequal = fastest["recommendation"].fillna("").str.contains(UNEQUAL_CORES, regex=False).any()
+    switch = f"\n{EQUAL_CORES}\n" if unequal else ""
+    return "\n" + lead_in("**What to use**, group by group:") + "\n".join(lines) + "\n" + switch
 
 
 def absent_line(fastest, runs):
@@ -440,7 +443,8 @@ def target_heading(runs):
     for column, words in (("target_accuracy", "accuracy"), ("target_loss", "test loss")):
         targets = sorted(set(runs[column].dropna()))
         named += [f"{words} {', '.join(f'{target:g}' for target in targets)}"] * bool(targets)
-    return f"to target ({'; '.join(named)})" if named else "to target accuracy"
+    targets = f"to target ({'; '.join(named)})" if named else "to target accuracy"
+    return f"{targets}, mean, untested"
 
 
 def answer_table(fastest, runs, shared, titles):

@@ -7,6 +7,7 @@ import textwrap
 
 import matplotlib
 
+from dlbench.analysis.recommendation import percent_words, ratio_words
 from dlbench.analysis.statistics import is_equivalence
 from dlbench.analysis.tables import GROUP
 from dlbench.axes import PANEL
@@ -419,9 +420,7 @@ def markdown_table(header, rows):
 def ratio_text(row, column="ratio"):
     """The ratio in `column` and its interval (`column`_low, `column`_high) at the level its verdict was tested at:
     "1.15x [1.02, 1.30]"."""
-    low, high = row[f"{column}_low"], row[f"{column}_high"]
-    interval = "" if pd.isna(low) else f" [{low:.2f}, {high:.2f}]"
-    return f"{row[column]:.2f}x{interval}"
+    return ratio_words(row[column], row[f"{column}_low"], row[f"{column}_high"])
 
 
 def groups_text(count):
@@ -430,14 +429,7 @@ def groups_text(count):
 
 
 def confidence_text(value):
-    """An interval's confidence, as a percentage with the digits that tell Holm's levels apart ("98.3 %"), and as
-    many more as keep a level below 1 from printing as 100 % ("99.986 %")."""
-    if pd.isna(value):
-        return "–"
-    digits = 3
-    while value < 1 and float(f"{value * 100:.{digits}g}") >= 100:
-        digits += 1
-    return f"{value * 100:.{digits}g} %"
+    return "–" if pd.isna(value) else percent_words(value)
 
 
 def p_text(value):

@@ -1,13 +1,12 @@
 """Relative throughput: every stack in every comparison group against one reference stack, a row per group and a
 last row per stack across groups (the relative table, dlbench.analysis.relative): Lambda's matrix, untested."""
 
-import pandas as pd
-
 from dlbench.analysis.relative import ACROSS
+from dlbench.analysis.tables import GROUP
 from dlbench.report.common import bracketed, markdown_table
 
 TITLE = "Relative throughput"
-ABSENT = "one comparison group, or one stack: page 1 and Comparisons hold its ratios."
+ABSENT = "one comparison group, or one stack: the answer and Comparisons hold its ratios."
 
 METHOD = (
     "Each stack's fastest variant in each group, its geometric-mean steady throughput over the reference stack's "
@@ -24,10 +23,12 @@ def markdown(study, figures):
     if cells.empty or cells["group"].nunique() < 2 or cells["stack"].nunique() < 2:
         return None
     stacks = sorted(cells["stack"].unique())
-    rows = [
-        [group, *(number_or_dash(part.set_index("stack")["ratio"].get(stack)) for stack in stacks)]
-        for group, part in cells.groupby("group", sort=False)
-    ]
+    machines = cells["machine"].nunique() > 1
+    rows = []
+    for _, part in cells.groupby(GROUP, dropna=False, sort=False):
+        first, ratios = part.iloc[0], part.set_index("stack")["ratio"]
+        label = first["group"] + (f" on {first['machine']}" if machines else "")
+        rows.append([label, *(bracketed(ratios.get(stack), None, None, ".2f") for stack in stacks)])
     across = relative[relative["group"] == ACROSS].set_index("stack")
     rows.append(
         [
@@ -46,7 +47,3 @@ def markdown(study, figures):
     first = relative.iloc[0]
     method = METHOD.format(reference=first["reference_stack"], why=first["reference_rule"])
     return method + "\n\n" + markdown_table(["group", *stacks], rows)
-
-
-def number_or_dash(value):
-    return "–" if value is None or pd.isna(value) else f"{value:.2f}"
