@@ -150,6 +150,7 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     of their titles every group shares said once above the table; what else changes a reader's choice follows the
     table, then the machine, versions and command, the measurements' quality and the legend."""
     table = read_csv(report / "tables/fastest.csv")
+    answer_md = section_markdown(report, "The answer: fastest per group")
     fastest = {(row["model"], row["batch_size"], row["device"], row["replicas"]): row for row in table}
     resnet20 = fastest[("resnet20", "128", "gpu", "1")]
     assert (resnet20["fastest_stack"], resnet20["runner_up_stack"], resnet20["confidence"]) == (
@@ -175,6 +176,9 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     page = " ".join(pages[: last + 1])
     assert "Every group: adam lr 0.001, 3 epochs." in pages[0] and pages[0].count("adam lr") == 1
     assert "Bottom line:" in pages[0]  # then what else changes a choice, then where and how it was measured
+    assert re.search(
+        r"\*\*Scope\*\*: each training here lasted [\d.]+ to [\d.]+ s, the first epoch a median", answer_md
+    )
     advice = [row["recommendation"] for row in fastest.values()]  # what to use, group by group, under the table
     assert [sum(text.startswith(word) for text in advice) for word in ("Use ", "Either ", "Undecided ")] == [6, 2, 1]
     assert all(text in section_markdown(report, "The answer: fastest per group") for text in advice)
@@ -758,7 +762,7 @@ def test_raced_each_comparison_sits_under_the_leader_it_was_judged_against(env_p
     assert "| tensorflow-2.21 |" in earlier and "Baseline: mxnet-1.9 (graph), the race's leader at round 3." in earlier
     assert "p difference (race-adjusted)" in text and "(Holm)" not in text
     assert "99.99 %" in text and "100 %" not in text
-    assert "| 0.60x [0.50, 0.70] | −40.0 % |" in text  # benchstat's delta where a verdict proves a change
+    assert "| 0.60x [0.50, 0.70] | −40.0\u00a0% |" in text  # benchstat's delta where a verdict proves a change
 
 
 TOKEN_AXIS = """

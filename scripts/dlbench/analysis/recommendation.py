@@ -2,7 +2,8 @@
 group's row of the fastest table (dlbench.analysis.fastest) and its experiments, so that page 1 only lays it out and
 the tests read it without rendering.
 
-- decided: use the fastest, by how much over the runner-up, at the confidence its verdict was tested at;
+- decided: use the fastest, by how much over the runner-up, at the confidence its verdict was tested at, and where
+  its first epoch is the slower one, from what training length it finishes first (its compile time paid back);
 - tie: either of the experiments proven within the margin;
 - undecided: the rivals still in the running named with their ratios, the smallest lead this machine resolves in the
   rounds run, and what would resolve it: the rounds that would decide it with their minutes (past the race's last
@@ -21,7 +22,10 @@ import pandas as pd
 FASTEST, OPEN, TIED, RUNNER_UP = "fastest", "open", "tied", "runner-up"  # a contender's role beside the fastest
 UNEQUAL_CORES = "Caveat: compared as each framework's defaults on unequal shares of the CPU"
 # Said once under the recommendations where any carries the caveat.
-EQUAL_CORES = "`cpu_threads` in the config sets every framework's threads alike (`all`: every core each)."
+EQUAL_CORES = (
+    "This study left each framework its own default threads; to compare them on equal cores, set `cpu_threads: all` "
+    "in the config (every framework that can be pinned runs on every core)."
+)
 BUSY_GAP = 15  # points of CPU busy (% of all cores) between contenders that make a caveat, as page 1's "differs"
 WIDEST_USEFUL_MARGIN = 0.5  # an equivalence margin past which "a tie" no longer tells a reader anything
 
@@ -54,13 +58,44 @@ def percent_words(level):
     return f"{level * 100:.{digits}g} %"
 
 
-def decided(row):
-    confidence = "" if pd.isna(row["lead_confidence"]) else f", at {percent_words(row['lead_confidence'])} confidence"
-    return (
+def decided(row, contenders):
+    level = "" if pd.isna(row["lead_confidence"]) else f" (a {percent_words(row['lead_confidence'])} interval)"
+    advice = (
         f"Use {row['fastest_stack']} ({row['fastest_variant']}): "
-        f"{ratio_words(row['lead'], row['lead_low'], row['lead_high'])} the throughput of the runner-up, "
-        f"{row['runner_up_stack']} ({row['runner_up_variant']}){confidence}; every other tested experiment is proven "
-        "slower."
+        f"{ratio_words(row['lead'], row['lead_low'], row['lead_high'])}{level} the throughput of the runner-up, "
+        f"{row['runner_up_stack']} ({row['runner_up_variant']}); every other tested experiment is proven slower."
+    )
+    return advice + payback_words(contenders)
+
+
+def payback(fastest, runner_up):
+    """(the fastest's extra first-epoch seconds, the training length in examples from which it finishes first):
+    where its first epoch (median, compilation included) is slower than the runner-up's, it catches up at the
+    seconds per example its steady rate saves; None where it starts no slower or a figure is missing."""
+    columns = ("first_epoch_s_median", "train_images_per_s_gmean", "images_per_epoch")
+    if any(column not in fastest or pd.isna(fastest[column]) or pd.isna(runner_up[column]) for column in columns):
+        return None
+    later = fastest["first_epoch_s_median"] - runner_up["first_epoch_s_median"]
+    saved = 1 / runner_up["train_images_per_s_gmean"] - 1 / fastest["train_images_per_s_gmean"]
+    if later <= 0 or saved <= 0:
+        return None
+    return later, fastest["images_per_epoch"] + later / saved
+
+
+def payback_words(contenders):
+    """Where the fastest starts slower than the runner-up: from what training length it finishes first."""
+    if len(contenders) < 2:
+        return ""
+    fastest, runner_up = contenders.iloc[0], contenders.iloc[1]
+    found = payback(fastest, runner_up)
+    if found is None:
+        return ""
+    later, examples = found
+    unit = "sequences" if pd.notna(fastest.get("train_tokens_per_s_gmean")) else "images"
+    return (
+        f" Its first epoch takes {later:.2f} s longer (compilation, warm-up): it finishes a training first from about "
+        f"{examples:,.0f} {unit} ({examples / fastest['images_per_epoch']:.1f} epochs of this dataset); a shorter one "
+        f"finishes sooner on {name(runner_up)} (medians and geometric means, untested)."
     )
 
 
@@ -94,14 +129,17 @@ def undecided(row, contenders, open_rows):
     if tied:
         are = "is" if len(tied) == 1 else "are"
         sentences.append(f"{listed(tied)} {are} proven within the margin of {names[0]}.")
-    rounds = "" if pd.isna(row["rounds"]) else f" in its {row['rounds']} rounds"
+    rounds = "" if pd.isna(row["rounds"]) else f"In its {row['rounds']} rounds, this"
     if pd.notna(row["resolvable_lead"]):
-        sentences.append(f"This machine resolves a lead of {row['resolvable_lead']:.2f}x or more{rounds}.")
+        sentences.append(
+            f"{rounds or 'This'} machine resolves a lead of {row['resolvable_lead']:.2f}x or more over each."
+        )
     if pd.notna(row["rounds_to_decide"]):
-        minutes = "" if pd.isna(row["minutes_to_decide"]) else f" ({minutes_words(row['minutes_to_decide'])} more)"
+        more = "" if pd.isna(row["rounds"]) else f"{max(row['rounds_to_decide'] - row['rounds'], 0)} more, "
+        minutes = "" if pd.isna(row["minutes_to_decide"]) else minutes_words(row["minutes_to_decide"])
         raced = pd.notna(row["race_outcome"]) and row["rounds_to_decide"] > (row["rounds"] or 0)
         how = ": raise the last of `race.looks`" if raced else ": raise `repeats`"
-        sentences.append(f"To decide it, run {row['rounds_to_decide']} rounds{minutes}{how}.")
+        sentences.append(f"To decide it, run {row['rounds_to_decide']} rounds in all ({more}{minutes}){how}.")
     else:
         sentences.append("No practical number of rounds would decide it at the ratios and spread they show.")
     margin = margin_for_tie(open_rows)
@@ -173,7 +211,7 @@ def recommendation(row, contenders, open_rows):
     rivals against the fastest (or the leader it beat)."""
     flag = row["confidence"]
     if flag == "decisive":
-        advice = decided(row)
+        advice = decided(row, contenders)
     elif flag == "equivalent":
         advice = tied(row, contenders) + tie_breakers(contenders)
     elif flag == "inconclusive" and len(contenders) > 1:

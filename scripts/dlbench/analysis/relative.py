@@ -1,8 +1,8 @@
 """The relative-throughput table, the shape of Lambda's GPU benchmark matrix: every stack in every comparison group
 against one reference stack, and per stack a summary across the groups it ran in.
 
-- Reference: the config's `comparison_baseline` where the study has that stack, else the stack page 1 names fastest
-  in the most groups (ties: the one measured in more groups, then by name). One stack for every group, so that a
+- Reference: the config's `comparison_baseline` where the study has that stack, else the stack proven fastest (a
+  decided answer) in the most groups (ties: the one measured in more groups, then by name). One stack for every group, so that a
   column of ratios reads across workloads.
 - Cell: a stack's fastest variant in the group (its highest geometric-mean steady throughput) over the reference's
   fastest variant there; empty where either has no measured run. Untested: the Comparisons section tests each pair
@@ -16,6 +16,7 @@ from collections import Counter
 
 import pandas as pd
 
+from dlbench.analysis.fastest import DECISIVE
 from dlbench.analysis.statistics import log_interval
 from dlbench.analysis.tables import GROUP
 
@@ -39,10 +40,13 @@ def reference_stack(summary, fastest, named):
     measured = summary[summary["train_images_per_s_gmean"].notna()]
     if named in set(measured["stack"]):
         return named, "the config's `comparison_baseline`"
-    wins = Counter(fastest["fastest_stack"].dropna())
+    proven = fastest[fastest["confidence"] == DECISIVE] if "confidence" in fastest else fastest.iloc[0:0]
+    wins = Counter(proven["fastest_stack"].dropna())
     presence = measured.groupby("stack")[GROUP].apply(lambda part: len(part.drop_duplicates()))
     chosen = min(presence.index, key=lambda stack: (-wins.get(stack, 0), -presence[stack], stack))
-    return chosen, f"fastest in the answer in {wins.get(chosen, 0)} of {len(fastest)} groups, more than any other stack"
+    if not wins:
+        return chosen, f"no group has a proven fastest; measured in {presence[chosen]} groups, the most"
+    return chosen, f"proven fastest in {wins[chosen]} of {len(fastest)} groups, more than any other stack"
 
 
 def best_variants(part):

@@ -114,6 +114,8 @@ def summarise(group):
             }
         )
     row["unstable"] = bool(row["train_images_per_s_cv"] >= UNSTABLE_CV)  # NaN (one repeat) compares False
+    epochs = ok["images_per_epoch"].dropna() if "images_per_epoch" in ok else ok.iloc[0:0]
+    row["images_per_epoch"] = int(epochs.iloc[0]) if len(epochs) else None
     sizes = group["global_batch_size"].dropna()
     row["global_batch_size"] = int(sizes.iloc[0]) if len(sizes) else None
     row["interval_note"] = (

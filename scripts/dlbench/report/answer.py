@@ -315,8 +315,9 @@ def input_sentence(fastest, titles):
         "\n"
         + lead_in(
             "Input work that compute did not hide took a tenth or more of a steady epoch (the mean over repeats; "
-            f"{resources.TITLE}) in {len(heavy)} of {groups_text(len(fastest))}, a cost of the stack's input feed, not "
-            "of its model's arithmetic:"
+            f"{resources.TITLE}) in {len(heavy)} of {groups_text(len(fastest))}: what a real epoch took beyond one "
+            "of steps on a batch prepared in advance, measured in pairs of the two (in each experiment's first repeat "
+            "by default, `measure_input_share`):"
         )
         + "\n".join(lines)
         + "\n"
@@ -436,6 +437,22 @@ def absent_line(fastest, runs):
     return "\n" + ". ".join(parts) + ".\n" if parts else ""
 
 
+def scope_line(workload):
+    """How long the trainings behind the answers lasted and how much of them the first epoch took: steady
+    throughput speaks for trainings long enough that the first epoch no longer counts."""
+    timed = workload.dropna(subset=["training_s_min", "training_s_max"])
+    if timed.empty:
+        return ""
+    shares = timed["first_epoch_share_median"].dropna()
+    first = f", the first epoch a median {shares.min():.0%} to {shares.max():.0%} of it by group" if len(shares) else ""
+    return (
+        f"\n**Scope**: each training here lasted {timed['training_s_min'].min():,.2f} to "
+        f"{timed['training_s_max'].max():,.1f} s{first}. Steady throughput, the measure of every answer above, leaves "
+        "the first epoch out: it speaks for trainings long enough that the first epoch no longer counts (where a "
+        "fastest starts slower, its recommendation says from what training length it finishes first).\n"
+    )
+
+
 def target_heading(runs):
     """The "to target" column's heading, with the targets the runs were given (each, where they differ): a test
     accuracy, a language model's test loss."""
@@ -496,6 +513,7 @@ def markdown(study, figures):
         + bottom_line(study.fastest)
         + what_to_use(study.fastest, titles)
         + absent_line(study.fastest, study.runs)
+        + scope_line(study.workload)
         + "\n"
         + untested_sentence(study.fastest, titles)
         + reversal_sentence(study.fastest)

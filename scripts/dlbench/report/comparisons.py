@@ -58,7 +58,7 @@ def delta_text(row):
     slower), "~" where it does not."""
     if row["verdict"] not in ("faster", "slower"):
         return "~"
-    return f"{(row['ratio'] - 1) * 100:+.1f} %".replace("-", "−")
+    return f"{(row['ratio'] - 1) * 100:+.1f}\u00a0%".replace("-", "−")  # a no-break space: never "−53.8 / %"
 
 
 def p_header(part):
@@ -87,7 +87,7 @@ def comparisons_table(comparisons):
     sections = []
     for _, part in comparison_groups(comparisons):
         tables = []
-        for _, against in part.groupby("baseline_experiment_id", sort=False):
+        for _, against in part.groupby(["baseline_experiment_id", "baseline_rule"], sort=False):
             rows = [
                 [
                     row["stack"],

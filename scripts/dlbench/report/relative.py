@@ -13,7 +13,8 @@ METHOD = (
     "(**{reference}**, 1.00: {why}); empty where either did not run. The last row is each stack's geometric mean over "
     "the groups it shares with the reference, with a 95% interval from Student's t across those groups (3 or more): "
     "how far its standing holds across this study's workloads. Untested: the Comparisons section tests the pairs "
-    "within each group. The table is also `results/tables/relative.csv` (and `.parquet`)."
+    "within each group, on the rounds both sides ran, so its paired ratios can differ from these (all repeats) in "
+    "the second decimal. The table is also `results/tables/relative.csv` (and `.parquet`)."
 )
 
 
