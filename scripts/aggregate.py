@@ -1,11 +1,12 @@
-"""Tidy tables from the run records, each as CSV with Parquet beside it (dlbench.analysis.tables names them):
-runs (one row per run), summary (per experiment, over repeats; what
-results cost where the config prices a device-hour), epochs, comparisons (between stacks and variants
-within each group of otherwise identical experiments), fastest (each group's answer: the report's first page),
-relative (every stack in every group against one reference stack, and each stack across groups), versions (each framework's releases paired on otherwise identical experiments), scaling (each experiment on several
-data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry (the trace of each
-experiment's first finished repeat), workload (per group, the dataset, steps per epoch, when the target accuracy was
-reached and how long whole trainings lasted) and max_batch (one row per largest-batch search, empty when none ran).
+"""Tidy tables from the run records, each as CSV with Parquet beside it (dlbench.analysis.tables names them): runs (one
+row per run), summary (per experiment, over repeats; what results cost where the config prices a device-hour),
+epochs, comparisons (between stacks and variants within each group of otherwise identical experiments), fastest (each
+group's answer: the report's first page), relative (every stack in every group against one reference stack, and each
+stack across groups), versions (each framework's releases paired on otherwise identical experiments), scaling (each
+experiment on several data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry
+(the trace of each experiment's first finished repeat), workload (per group, the dataset, steps per epoch, when the
+target accuracy was reached and how long whole trainings lasted) and max_batch (one row per largest-batch search,
+empty when none ran).
 
 Every statistic is computed here, once, by dlbench.analysis (records, summary, cost, comparisons, fastest, statistics: each
 module says how); the report only prints them. Failed runs (status error/oom) stay in the runs table and are counted

@@ -1,8 +1,8 @@
 """Whether a run record stands for its run: the tables its run wrote beside it (epochs.csv, telemetry.csv) are there
 and unchanged (their digests in the record), its epoch times are those of epochs.csv, and every figure the record
 derives from its epochs follows from them within rounding; no time is negative or not finite, no utilisation above
-its peak, no CPU run faster than its cores could compute. Older records, without digests, are checked for their tables and epoch times only: their figures were
-derived by the formulas of their day. A record that does not is no
+its peak, no CPU run faster than its cores could compute. Older records, without digests, are checked for their
+tables and epoch times only: their figures were derived by the formulas of their day. A record that does not is no
 measurement: read() (dlbench/record.py) names it and the aggregation counts it as an error run. Standard library
 only: the driver and the tools env read records.
 """

@@ -434,8 +434,9 @@ def test_a_three_way_tie_names_its_rivals_what_this_machine_resolves_and_what_to
         "Undecided between torch-2.13 (eager), mxnet-1.9 (eager) and keras-3-jax (eager) (mxnet-1.9 (eager) 0.97x "
         "[0.89, 1.12] of torch-2.13 (eager); keras-3-jax (eager) 0.95x [0.84, 1.09] of torch-2.13 (eager)). In its 8 "
         "rounds, this machine resolves a lead of 1.15x or more over each. No practical number of rounds would decide it at "
-        "the ratios and spread they show. Their intervals lie within 19% of even: an `equivalence_margin` of 0.19 "
-        "or more would test them as a tie, if a gap that size does not matter to you. A quieter machine (no other "
+        "the ratios and spread they show. Their intervals rule out a gap beyond 20%: if a smaller one does not matter "
+        "to you, a next study with `equivalence_margin: 0.20` (chosen before it runs) can test them as a tie. A "
+        "quieter machine (no other "
         "load, fixed clocks) narrows the spread that more rounds must beat. Meanwhile, choose on what was measured "
         "but not tested: quickest first epoch mxnet-1.9 (eager), 0.30 s median; fastest at inference keras-3-jax "
         "(eager), 950/s."
@@ -447,8 +448,7 @@ def test_contenders_on_unequal_shares_of_the_cpu_are_compared_per_busy_core_besi
     defaults on unequal cores, with each one's images/s per busy core."""
     row = three_way_tie(busy=(97.0, 50.0, 90.0))
     assert row["recommendation"].endswith(
-        "Caveat: compared as each framework's defaults on unequal shares of the CPU: torch-2.13 (eager) kept 97% of "
-        "it busy, mxnet-1.9 (eager) 50%; per busy core 103 against 195 images/s."
+        "Caveat: they kept unequal shares of the CPU busy: torch-2.13 (eager) kept 97% of it busy, mxnet-1.9 (eager) 50%; per busy core 103 against 195 images/s."
     )
     assert "Caveat" not in three_way_tie()["recommendation"]
 
@@ -457,7 +457,8 @@ def test_a_tie_recommends_either_and_every_other_answer_a_next_step():
     experiments = [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 199.0)]
     tie = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.995, "equivalent within 5 %")])
     assert tie["recommendation"].startswith(
-        "Either torch-2.13 (eager) or mxnet-1.9 (eager): proven to train within the equivalence margin"
+        "Either torch-2.13 (eager) or mxnet-1.9 (eager): mxnet-1.9 (eager) is proven within the equivalence margin of "
+        "torch-2.13 (eager)"
     )
     few = answer(experiments, [compared("mxnet-1.9", "torch-2.13", 0.995, "not tested: fewer than 3 ok repeats")])
     assert few["recommendation"].startswith("The lead is not tested: fewer than 3 ok repeats: raise `repeats`")
@@ -475,7 +476,33 @@ def test_a_fastest_that_starts_slower_says_from_what_training_length_it_finishes
         [compared("torch-2.13", "keras-3-jax", 0.5, "slower")],
     )
     assert row["recommendation"].endswith(
-        "Its first epoch takes 2.50 s longer (compilation, warm-up): it finishes a training first from about 1,500 "
-        "images (1.5 epochs of this dataset); a shorter one finishes sooner on torch-2.13 (eager) (medians and "
-        "geometric means, untested)."
+        "Its first epoch takes 2.50 s longer (compilation, warm-up): it finishes a training before torch-2.13 "
+        "(eager) from about 1,500 images (1.5 epochs of this dataset), a shorter one after it (medians and geometric "
+        "means, untested)."
     )
+
+
+def test_a_rival_proven_faster_on_the_shared_rounds_is_named_not_left_undecided_for_want_of_rounds():
+    """mxnet-1.9 has the lower geometric mean over all its repeats but is proven faster on the rounds both ran: page 1
+    says so, rather than that no number of rounds would decide it."""
+    row = answer(
+        [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 190.0)],
+        [compared("mxnet-1.9", "torch-2.13", 1.04, "faster")],
+    )
+    assert row["confidence"] == "inconclusive"
+    assert (
+        "Proven faster on the rounds both ran: mxnet-1.9 (eager) 1.04x [0.99, 1.09] of torch-2.13"
+        in row["recommendation"]
+    )
+    assert "No practical number" not in row["recommendation"]
+
+
+def test_a_group_of_one_and_a_decided_group_with_a_faster_untested_experiment_say_so():
+    assert answer([experiment("torch-2.13", 200.0)], [])["recommendation"] == (
+        "Nothing to choose between: the group has one experiment."
+    )
+    row = answer(
+        [experiment("torch-2.13", 200.0), experiment("mxnet-1.9", 100.0), experiment("jax-0.9", 900.0, runs_ok=2)],
+        [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
+    )
+    assert row["recommendation"].endswith("Faster, but too few repeats to test: jax-0.9 (eager).")

@@ -641,9 +641,10 @@ def unreduced_steps(model, staged, order, batch_size):
     return None
 
 
-# The test logits one predict call returns at most (at least one batch's): a language model's over a whole test
-# split would not fit on the host (gpt2-small's are 0.2 GB a sequence), an image model's fit in one call.
-_LOGITS_PER_CALL_BYTES = 1 << 30
+# The float32 test logits one predict call returns at most (at least one batch's): a language model's over a whole
+# test split would not fit on the host (gpt2-small's are 0.2 GB a sequence), an image model's fit in one call. The
+# float64 reduction makes about four temporaries twice their size: 2 GiB of host memory at the peak.
+_LOGITS_PER_CALL_BYTES = 1 << 28
 
 
 def evaluate(model, staged, batch_size):

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from dlbench.analysis.cost import COST_COLUMNS
-from dlbench.analysis.recommendation import FASTEST, OPEN, RUNNER_UP, TIED, recommendation
+from dlbench.analysis.recommendation import BUSY_GAP, FASTEST, OPEN, RUNNER_UP, TIED, name, recommendation
 from dlbench.analysis.statistics import MIN_REPEATS, is_equivalence
 from dlbench.analysis.summary import PARTLY_INPUT_BOUND
 from dlbench.analysis.tables import GROUP
@@ -63,6 +63,7 @@ COLUMNS = [
     "rounds",
     "race_outcome",
     "rounds_to_decide",
+    "more_rounds_to_decide",
     "minutes_to_decide",
     "resolvable_lead",
     "inference_stack",
@@ -76,8 +77,8 @@ COLUMNS = [
 # its words, how a figure prints, the smallest gap worth naming). Busy is the share of the machine's CPUs (or of the
 # GPU) the run kept working: on a 2-core machine one thread against two shows as about 50% against 100%.
 DIFFERENCES = [
-    ("cpu_utilisation_mean_mean", "CPU busy", "{:.0f}%", 15),
-    ("gpu_utilisation_mean_mean", "GPU busy", "{:.0f}%", 15),
+    ("cpu_utilisation_mean_mean", "CPU busy", "{:.0f}%", BUSY_GAP),
+    ("gpu_utilisation_mean_mean", "GPU busy", "{:.0f}%", BUSY_GAP),
     ("input_share_mean", "input share", "{:.0%}", 0.1),
 ]
 # The fastest's cost per million images with its interval, where the summary has costs (a price is set).
@@ -195,10 +196,6 @@ def runner_up_of(order, compared):
     return judged.iloc[0] if len(judged) else others.iloc[0]
 
 
-def name(row):
-    return f"{row['stack']} ({row['variant']})"
-
-
 def lead_of(fastest, runner_up, compared):
     """(lead, low, high, confidence, verdict) of the fastest over the runner-up: their row of the group's comparisons,
     inverted where the runner-up was compared with the fastest (its interval is at the level its verdict was tested
@@ -259,25 +256,26 @@ def confidence(verdict, unmeasured, others=()):
     return EQUIVALENT, "; ".join([f"the runner-up is proven {verdict}", *tied])
 
 
-def open_rivals(fastest, compared):
-    """The comparisons of the fastest's rivals that stayed inconclusive, against the fastest or the leader it beat."""
+def open_rivals(fastest, compared, verdicts=(INCONCLUSIVE,)):
+    """The comparisons of the fastest's rivals against the fastest or the leader it beat with one of `verdicts`: by
+    default those that stayed inconclusive."""
     judged = compared["baseline_experiment_id"].isin(judges(fastest["experiment_id"], compared))
-    return compared[judged & (compared["verdict"] == INCONCLUSIVE)]
+    return compared[judged & compared["verdict"].isin(verdicts)]
 
 
 def what_would_decide(part, fastest, compared):
-    """(rounds, minutes) that would decide an inconclusive answer: the most rounds any unproven rival of the fastest
-    needs, and the minutes the added rounds of those rivals and the fastest would take; (None, None) where no
-    practical number would decide one of them."""
+    """(rounds, more rounds, minutes) that would decide an inconclusive answer: the most rounds any unproven rival of
+    the fastest needs, how many more than the fewest its rivals have run, and the minutes those added rounds of the
+    rivals and the fastest would take; Nones where no practical number would decide one of them."""
     rivals = open_rivals(fastest, compared)
     beaten = (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == FASTER)
     if rivals.empty or beaten.any() or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
-        return None, None  # more rounds do not decide for the fastest against a rival proven faster than it
+        return None, None, None  # more rounds do not decide for the fastest against a rival proven faster than it
     needed = int(rivals["repeats_to_decide"].max())
     more = max(needed - int(rivals["pairs"].min()), 0)
     racing = part[part["experiment_id"].isin([fastest["experiment_id"], *rivals["experiment_id"]])]
     seconds = racing["run_seconds_median"].sum() if "run_seconds_median" in racing else float("nan")
-    return needed, more * seconds / 60
+    return needed, more, more * seconds / 60
 
 
 def resolvable_lead(fastest, compared):
@@ -297,7 +295,8 @@ def race_columns(part, fastest, compared, flag):
         "race_outcome": outcomes.iloc[0] if len(outcomes) else None,
     }
     if flag == INCONCLUSIVE:
-        columns["rounds_to_decide"], columns["minutes_to_decide"] = what_would_decide(part, fastest, compared)
+        decide = what_would_decide(part, fastest, compared)
+        columns["rounds_to_decide"], columns["more_rounds_to_decide"], columns["minutes_to_decide"] = decide
         columns["resolvable_lead"] = resolvable_lead(fastest, compared)
     return columns
 
@@ -354,7 +353,7 @@ def group_row(key, part, compared):
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
         row.update(confidence=flag, confidence_reason=f"no run finished ({statuses})")
-        return dict(row, recommendation=recommendation(row, part.iloc[0:0], compared.iloc[0:0]))
+        return dict(row, recommendation=recommendation(row, part.iloc[0:0], compared))
     fastest = order.iloc[0]
     row.update(
         fastest_stack=fastest["stack"],
@@ -380,9 +379,6 @@ def group_row(key, part, compared):
         contenders.update(in_the_running(runner_up, verdict, standing))
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     row.update(race_columns(part, fastest, compared, row["confidence"]))
-    running = part.set_index("experiment_id").loc[list(contenders)].reset_index()
-    running["role"] = list(contenders.values())
-    row["recommendation"] = recommendation(row, running, open_rivals(fastest, compared))
     row["input_heavy"] = input_heavy(part)
     serving = fastest_at_inference(part, fastest)
     if serving is not None:
@@ -393,6 +389,10 @@ def group_row(key, part, compared):
     if quickest is not None:
         row.update(to_target_stack=quickest["stack"], to_target_variant=quickest["variant"])
         row.update(to_target_s=quickest["time_to_target_s_mean"], fastest_to_target_s=fastest["time_to_target_s_mean"])
+    running = part.set_index("experiment_id").loc[list(contenders)].reset_index()
+    running["role"] = list(contenders.values())
+    unsettled = open_rivals(fastest, compared, (INCONCLUSIVE, FASTER))
+    row["recommendation"] = recommendation(row, running, unsettled)
     return row
 
 
@@ -405,4 +405,5 @@ def fastest_table(summary, comparisons):
         group_row(key, part, compared.get(key, empty)) for key, part in summary.groupby(GROUP, dropna=False, sort=True)
     ]
     costs = [column for column in FASTEST_COSTS if column in summary]
-    return pd.DataFrame(rows, columns=COLUMNS + costs).astype({"rounds": "Int64", "rounds_to_decide": "Int64"})
+    integers = dict.fromkeys(["rounds", "rounds_to_decide", "more_rounds_to_decide"], "Int64")
+    return pd.DataFrame(rows, columns=COLUMNS + costs).astype(integers)

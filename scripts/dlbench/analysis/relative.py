@@ -2,14 +2,15 @@
 against one reference stack, and per stack a summary across the groups it ran in.
 
 - Reference: the config's `comparison_baseline` where the study has that stack, else the stack proven fastest (a
-  decided answer) in the most groups (ties: the one measured in more groups, then by name). One stack for every group, so that a
-  column of ratios reads across workloads.
+  decided answer) in the most groups (ties: the one measured in more groups, then by name). One stack for every
+  group, so that a column of ratios reads across workloads.
 - Cell: a stack's fastest variant in the group (its highest geometric-mean steady throughput) over the reference's
   fastest variant there; empty where either has no measured run. Untested: the Comparisons section tests each pair
   within its group; this table sets the groups side by side.
 - Summary row per stack: the geometric mean of its ratios over the groups where both it and the reference ran, with
-  a 95% interval from Student's t on their logarithms across groups (3 groups or more): how far the stack's standing
-  holds across the study's workloads, not how noisy one measurement is.
+  a 95% interval from Student's t on their logarithms across groups (3 groups or more). Descriptive: it treats the
+  groups as independent samples of workloads, which groups on one machine with related models are not; it shows how
+  far the stack's standing varies across the study's workloads, not how noisy one measurement is.
 """
 
 from collections import Counter
@@ -46,7 +47,7 @@ def reference_stack(summary, fastest, named):
     chosen = min(presence.index, key=lambda stack: (-wins.get(stack, 0), -presence[stack], stack))
     if not wins:
         return chosen, f"no group has a proven fastest; measured in {presence[chosen]} groups, the most"
-    return chosen, f"proven fastest in {wins[chosen]} of {len(fastest)} groups, more than any other stack"
+    return chosen, f"proven fastest in {wins[chosen]} of {len(fastest)} groups, no stack in more"
 
 
 def best_variants(part):

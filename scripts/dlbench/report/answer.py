@@ -13,7 +13,7 @@ import pandas as pd
 
 from dlbench.analysis.fastest import DIFFERENCES
 from dlbench.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
-from dlbench.analysis.recommendation import EQUAL_CORES, UNEQUAL_CORES
+from dlbench.analysis.recommendation import UNEQUAL_CORES
 from dlbench.cpus import microarchitecture
 from dlbench.report import resources
 from dlbench.report.common import (
@@ -409,14 +409,23 @@ def bottom_line(fastest):
     return f"**Bottom line**: of {groups_text(len(fastest))}, " + ", ".join(parts) + ".\n"
 
 
-def what_to_use(fastest, titles):
+EQUAL_CORES = (
+    "Where a caveat says unequal shares of the CPU: this study left each framework its own default threads; to compare "
+    "them on equal cores, set `cpu_threads: all` in the config (every framework that can be pinned runs on every core; "
+    "JAX's XLA cannot be and keeps its default)."
+)
+
+
+def what_to_use(fastest, runs, titles):
     """Each group's recommendation (dlbench.analysis.recommendation), under the table: what to use, or what would
-    decide, and the caveats beside it."""
+    decide, and the caveats beside it; where a caveat is of unequal cores and the frameworks kept their default
+    threads, the setting that evens them, once."""
     if fastest.empty or "recommendation" not in fastest:
         return ""
     lines = [f"- **{titles[index]}**: {row['recommendation']}" for index, row in fastest.iterrows()]
     unequal = fastest["recommendation"].fillna("").str.contains(UNEQUAL_CORES, regex=False).any()
-    switch = f"\n{EQUAL_CORES}\n" if unequal else ""
+    defaults = (runs["provenance_threads"] == "framework").any()
+    switch = f"\n{EQUAL_CORES}\n" if unequal and defaults else ""
     return "\n" + lead_in("**What to use**, group by group:") + "\n".join(lines) + "\n" + switch
 
 
@@ -511,7 +520,7 @@ def markdown(study, figures):
         answer_table(study.fastest, study.runs, shared, titles)
         + "\n"
         + bottom_line(study.fastest)
-        + what_to_use(study.fastest, titles)
+        + what_to_use(study.fastest, study.runs, titles)
         + absent_line(study.fastest, study.runs)
         + scope_line(study.workload)
         + "\n"

@@ -37,10 +37,11 @@ METHOD = (
     "by chance. Each interval is at the confidence its verdict was tested at (Holm tests the group's "
     "comparisons one step at a time, the first at 0.05 / m, the next at 0.05 / (m - 1), and stops at the first it "
     "cannot decide), so it agrees with the verdict: wholly above or below 1, faster or slower; containing 1 and "
-    "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Raced, each rival is tested at the level of the look that judged it (Racing, in the methodology: the look's "
-    "share of alpha over every pair of the group), not by Holm's step; its p's are then scaled to the race's 0.05 "
-    '(p times 0.05 over that level), so that below 0.05 reads as decided there too, and the columns say "race-'
-    'adjusted". Experiments with fewer than 3 ok repeats, on either side, are not tested. The table is also '
+    "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Raced, each rival is "
+    "tested at the level of the look that judged it (Racing, in the methodology: the look's share of alpha over "
+    "every pair of the group), not by Holm's step; its p's are then scaled to the race's 0.05 (p times 0.05 over "
+    'that level), so that below 0.05 reads as decided there too, and the columns say "race-adjusted". Experiments '
+    "with fewer than 3 ok repeats, on either side, are not tested. The table is also "
     "`results/tables/comparisons.csv` (and `.parquet`). Δ, as benchstat prints it: the change in throughput "
     'where the verdict proves one, "~" where it does not.'
 )
@@ -80,8 +81,9 @@ def p_header(part):
 
 
 def comparisons_table(comparisons):
-    """Per group, every experiment against the baseline: ratio, interval, Holm-adjusted p's of the difference and
-    equivalence tests, verdict, and the repeats it rests on with the method."""
+    """Per group, every experiment against the baseline it was judged against: ratio, interval, delta, the adjusted
+    p's of the difference and equivalence tests (Holm's, or raced, scaled to the look), verdict, and the repeats it
+    rests on with the method."""
     if comparisons.empty:
         return "No group has two experiments with a finished run, so nothing is compared.\n"
     sections = []

@@ -62,7 +62,8 @@ def summary_table(summary):
 def markdown(study, figures):
     return lead_in(
         "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); CV is "
-        "the coefficient of variation across repeats, marked unstable from 10 % (pyperf's warning); a language model's images are its sequences, its tokens/s "
+        "the coefficient of variation across repeats, marked unstable from 10 % (pyperf's warning); a language "
+        "model's images are its sequences, its tokens/s "
         "(sequences/s x context) beside them. Whether two experiments differ beyond noise is their "
         "comparison's verdict (Comparisons), whatever the figures' order. Inference images/s is one evaluation pass "
         "over the test set as the stack runs it (Keras: its `predict` call), the median pass after the first epoch, "

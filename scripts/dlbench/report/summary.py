@@ -7,7 +7,8 @@ from dlbench.report.common import group_title, ratio_text
 TITLE = "Summary"
 
 WHERE_VERDICTS_ARE = (
-    "Each group's fastest, its lead over the runner-up and how sure that is are in the answer, first; every experiment's verdict "
+    "Each group's fastest, its lead over the runner-up and how sure that is are in the answer, first; every "
+    "experiment's verdict "
     "against its group's baseline (faster, slower, equivalent or inconclusive, with the repeats that would decide "
     "it) is in Comparisons, from the comparisons table only, which never names a winner the tests did not prove. The "
     "machine and versions are under Environments and provenance."
