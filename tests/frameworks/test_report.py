@@ -340,6 +340,8 @@ def test_comparisons_are_paired_by_round_and_decide_or_say_what_would(report):
     (line,) = [line for line in section.splitlines() if line.startswith("|") and "inconclusive" in line]
     assert line.endswith(f"| inconclusive (about {needed} repeats would decide) | {REPEATS} rounds, paired |"), line
     assert "Baseline: torch-2.13 (eager), the fastest." in section
+    # the pooled-variance prior behind the paired verdicts, printed under each group's tables
+    assert re.search(r"shrunk toward a prior of standard deviation \d\.\d{3} \(\d+ degrees of freedom lent\)", section)
     document = document_markdown(report)
     ratio = f"{float(unsure['ratio']):.2f}x [{float(unsure['ratio_low']):.2f}, {float(unsure['ratio_high']):.2f}]"
     # the verdict's one table; page 1 names it again only as an unproven rival of its group's fastest

@@ -176,3 +176,14 @@ def test_the_summary_flags_a_spread_of_a_tenth_unstable_and_sets_cpu_runs_per_bu
     expected = cpu["train_images_per_s"] / (cpu["cpu_utilisation_mean"] / 100 * cpu["provenance_cpu_cores"])
     assert len(cpu) and np.allclose(cpu["train_images_per_busy_core"].astype(float), expected)
     assert runs.loc[runs["device"] == "gpu", "train_images_per_busy_core"].isna().all()
+
+
+def test_each_pooled_comparison_names_the_prior_its_variance_was_shrunk_toward(fixture_study):
+    """The prior that turns overlapping per-experiment intervals into verdicts is a column of the comparison it
+    served: one per machine and device, absent where a comparison was not paired."""
+    runs, summary = fixture_study
+    compared = comparisons(runs, summary, "torch-2.13", 0.05)
+    paired = compared[compared["method"] == "paired by round"]
+    assert len(paired) and (paired["pooled_prior_sd"] > 0).all() and (paired["pooled_prior_freedom"] > 0).all()
+    assert (paired.groupby(["machine", "device"])["pooled_prior_sd"].nunique() == 1).all()
+    assert compared.loc[compared["method"] != "paired by round", "pooled_prior_sd"].isna().all()

@@ -33,7 +33,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from dlbench.analysis.pooling import pooled_across
+from dlbench.analysis.pooling import pooled_across, prior_columns, priors_by_source
 from dlbench.analysis.race import (
     ELIMINATED,
     RETIRED,
@@ -104,6 +104,8 @@ COMPARISON_COLUMNS = [
     "baseline_rule",
     *TEST_COLUMNS,
     *DECISION_COLUMNS,
+    "pooled_prior_sd",
+    "pooled_prior_freedom",
     "race_state",
     "race_outcome",
     "race_leader",
@@ -185,7 +187,11 @@ def comparisons(runs, summary, named_baseline, margin, race=None):
             log_ratios.append(log_ratio)
     sources = [(row["machine"], row["device"]) for row in rows]  # a CPU's noise is not a GPU's
     references = [(row["machine"], row["baseline_experiment_id"]) for row in rows]
-    log_ratios = pooled_across([row["method"] for row in rows], log_ratios, sources, references)
+    methods = [row["method"] for row in rows]
+    priors = priors_by_source(methods, log_ratios, sources, references)
+    log_ratios = pooled_across(methods, log_ratios, sources, references, priors)
+    for row, method, source in zip(rows, methods, sources):
+        row.update(prior_columns(priors[source] if method == PAIRED else None))
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 
@@ -238,6 +244,8 @@ def raced_comparisons(runs, summary, race, margin):
         last_look = (looks[-1].alpha / pairs, looks[-1].rounds)
         for rival, judgement in sorted(result.judgements.items()):
             own, baseline = described.loc[(rival, machine)], described.loc[(judgement.against, machine)]
+            state = result.states[rival][0]
+            tests = raced_row(rival, judgement, state, throughputs, priors[key], margin, *last_look)
             rows.append(
                 dict(
                     zip(GROUP, key),
@@ -250,9 +258,8 @@ def raced_comparisons(runs, summary, race, margin):
                     baseline_experiment_id=judgement.against,
                     baseline_runs_ok=len(throughputs[judgement.against]),
                     baseline_rule=f"the race's leader at round {judgement.rounds}",
-                    **raced_row(
-                        rival, judgement, result.states[rival][0], throughputs, priors[key], margin, *last_look
-                    ),
+                    **tests,
+                    **prior_columns(priors[key] if tests["method"] == PAIRED else None),
                     race_outcome=result.outcome,
                     race_leader=result.leader,
                 )

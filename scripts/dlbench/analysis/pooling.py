@@ -114,22 +114,37 @@ def pooled(log_ratio, prior):
     return log_ratio._replace(error=math.sqrt(variance / log_ratio.rounds), freedom=freedom, spread=math.sqrt(variance))
 
 
-def pooled_across(methods, log_ratios, sources, references):
-    """The study's log ratios with each paired one pooled over a prior fitted to the paired ones of its noise source
-    (fit_prior; sources: one per comparison, such as its machine and device, whose runs share a noise process;
-    references: what each is against); Welch's
-    and untested ones (None) as they were, and all of a source's where too few are paired to fit a prior. Welch's are
-    left out: their variance adds two experiments' and their freedom is an approximation, not a sample variance's."""
-    result = list(log_ratios)
+def priors_by_source(methods, log_ratios, sources, references):
+    """{source: the Prior fitted to its paired comparisons (fit_prior), None where too few are paired to fit one}.
+    sources: one per comparison, such as its machine and device, whose runs share a noise process; references: what
+    each is against. Welch's are left out: their variance adds two experiments' and their freedom is an
+    approximation, not a sample variance's."""
+    priors = {}
     for source in set(sources):
         paired = [i for i, method in enumerate(methods) if method == PAIRED and sources[i] == source]
-        prior = fit_prior(
+        priors[source] = fit_prior(
             [log_ratios[i].spread ** 2 for i in paired],
             [log_ratios[i].freedom for i in paired],
             [references[i] for i in paired],
         )
-        if prior is None:
-            continue
-        for index in paired:
-            result[index] = pooled(log_ratios[index], prior)
-    return result
+    return priors
+
+
+def pooled_across(methods, log_ratios, sources, references, priors=None):
+    """The study's log ratios with each paired one pooled over its noise source's prior (priors_by_source, fitted
+    here unless given); Welch's and untested ones (None) as they were, and all of a source's where it has no
+    prior."""
+    priors = priors if priors is not None else priors_by_source(methods, log_ratios, sources, references)
+    return [
+        pooled(log_ratio, priors[source]) if method == PAIRED and priors.get(source) is not None else log_ratio
+        for method, log_ratio, source in zip(methods, log_ratios, sources)
+    ]
+
+
+def prior_columns(prior):
+    """A comparison's record of the prior its variance was shrunk toward: the prior's standard deviation of
+    per-round log ratios and the degrees of freedom it lent (held as moderated holds them); empty where none."""
+    if prior is None:
+        return {"pooled_prior_sd": None, "pooled_prior_freedom": None}
+    lent = min(prior.freedom, prior.information, PRIOR_FREEDOM_CAP)
+    return {"pooled_prior_sd": math.sqrt(prior.variance), "pooled_prior_freedom": lent}

@@ -62,6 +62,20 @@ def delta_text(row):
     return f"{(row['ratio'] - 1) * 100:+.1f}\u00a0%".replace("-", "−")  # a no-break space: never "−53.8 / %"
 
 
+def prior_text(part):
+    """The pooled-variance prior the group's paired comparisons were shrunk toward, where they were: what makes
+    intervals that overlap per experiment a verdict."""
+    pooled = part.dropna(subset=["pooled_prior_sd"]) if "pooled_prior_sd" in part else part.iloc[0:0]
+    if pooled.empty:
+        return ""
+    first = pooled.iloc[0]
+    return (
+        f"Pooled variance: each paired comparison's spread of per-round log ratios was shrunk toward a prior of "
+        f"standard deviation {first['pooled_prior_sd']:.3f} ({first['pooled_prior_freedom']:.0f} degrees of "
+        "freedom lent), fitted over the study's paired comparisons on this machine and device.\n"
+    )
+
+
 def p_header(part):
     """The table's columns; a race's p's are scaled to its 0.05 (times 0.05 over the level of the look that judged
     the rival: its share of the spent alpha, over every pair of the group), not Holm-adjusted."""
@@ -111,7 +125,7 @@ def comparisons_table(comparisons):
                 markdown_table(p_header(part), rows) + f"\nBaseline: {first['baseline_stack']} "
                 f"({first['baseline_variant']}), {first['baseline_rule']}.\n"
             )
-        sections.append(f"### {group_title(part.iloc[0])}\n\n" + "\n".join(tables))
+        sections.append(f"### {group_title(part.iloc[0])}\n\n" + "\n".join(tables) + prior_text(part))
     return (
         f"Equivalence margin: {margin_text(comparisons)} (a ratio within [1 / (1 + margin), 1 + margin]; "
         "`equivalence_margin` in the config).\n\n" + "\n".join(sections)
