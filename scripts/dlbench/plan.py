@@ -50,6 +50,7 @@ class Experiment(TypedDict):
     target_loss: float | None  # a language model's: the test loss whose first crossing gives time_to_target_s
     telemetry_hz: float  # the telemetry sampler's rate
     measure_input_share: bool | str  # true, false or "first" (the first repeat only): config measure_input_share
+    measure_latency: bool | str  # the same for the batch-1 latency pass: config measure_latency
     math_mode: dict  # {tf32, autotune}: the math-mode policy (dlbench/mathmode.py)
     min_steady_seconds: float  # the shortest steady window; shorter steady epochs get extra passes
     images_per_epoch: NotRequired[int]  # the cap on one epoch's images, where the config sets one
@@ -261,6 +262,7 @@ def experiment_row(axes, config, stacks) -> Experiment:
         target_loss=config["target_loss"],
         telemetry_hz=config["telemetry_hz"],
         measure_input_share=config["measure_input_share"],
+        measure_latency=config["measure_latency"],
         math_mode=config["math_mode"],
         min_steady_seconds=config["min_steady_seconds"],
         experiment_id=experiment_id(axes, config["scaling"]),

@@ -315,6 +315,15 @@ class Timing:
         0, "the first epoch's, compilation and warm-up included", "images/s"
     )
     inference_images_per_s: float | None = at_least(0, "test images / median evaluation time", "images/s")
+    latency_ms_median: float | None = at_least(
+        0,
+        "inference latency at batch 1: the median of timed calls of one test example, host in, logits back on the"
+        " host (dlbench/measure/latency.py); null where not measured (measure_latency, streamed data, replicas)",
+        "ms",
+        required=False,
+    )
+    latency_ms_p99: float | None = at_least(0, "the 99th percentile of those calls", "ms", required=False)
+    latency_calls: int | None = at_least(1, "the timed calls of the latency pass", required=False)
     tokens_per_example: int | None = entry(
         "a language model's context, the tokens each training sequence predicts (a token dataset's examples, which the"
         " images/s fields count, are its sequences); null for images",

@@ -15,6 +15,7 @@ class Run:
     def __init__(self, adapter, experiment, phases=None):
         self.adapter, self.experiment, self.device = adapter, experiment, experiment["device"]
         self.phases = {} if phases is None else phases
+        self.example = None  # one test example on the host, kept by open() for arrays (the latency pass)
 
     def configure(self, threads):
         """The adapter configured for the experiment's device, seed, math mode and replicas; what took effect."""
@@ -71,6 +72,7 @@ class Run:
         experiment, cap = self.experiment, self.experiment.get("images_per_epoch")
         if experiment["data_placement"] != "stream":
             arrays, meta = self.load(dataset_dir)
+            self.example = arrays["test_x"][:1].copy()  # a host copy for the latency pass: staging may move the rest
             staged, streamed = self.stage(arrays), None
             order, examples = data.epoch_order, meta["train_size"]
         else:

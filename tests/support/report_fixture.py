@@ -122,6 +122,7 @@ def row(stack, dataset, model, device, batch, variant):
         "target_accuracy": 0.9,
         "telemetry_hz": 10,
         "measure_input_share": True,
+        "measure_latency": False,
         "math_mode": {"tf32": True, "autotune": True},
         "min_steady_seconds": 1.0,
         "environment": {},

@@ -45,6 +45,7 @@ def experiment(**changes):
         "target_accuracy": 0.9,
         "telemetry_hz": 10,
         "measure_input_share": True,
+        "measure_latency": False,
         "math_mode": {"tf32": True, "autotune": True},
         "min_steady_seconds": 0.0,
         "environment": {},

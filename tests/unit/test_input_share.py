@@ -7,7 +7,7 @@ import pytest
 from dlbench import measure
 from dlbench.adapters.contract import StagedData
 from dlbench.data import Shuffles
-from dlbench.measure import communication, input_share
+from dlbench.measure import communication, input_share, latency
 
 
 class Adapter:
@@ -139,3 +139,29 @@ def test_the_input_share_is_measured_in_the_repeats_the_config_asks(asked, rep, 
     run.experiment.update(measure_input_share=asked, rep=rep)
     assert input_share.applies(trained(run, 2, [])) is applies
     assert not input_share.applies(trained(run, 0, []))  # no steady window: nothing to pair with
+
+
+class ServingRun:
+    """A run whose adapter answers one example, each call's input shape recorded, where the experiment asks for the
+    latency pass."""
+
+    def __init__(self, asked, rep=1, replicas=1, example=np.zeros((1, 8, 8, 1), np.float32)):
+        self.calls = []
+        self.adapter = type("Serving", (), {"logits": lambda _, model, images: self.calls.append(images.shape)})()
+        self.experiment = {"measure_latency": asked, "rep": rep, "replicas": replicas, "epochs": 3}
+        self.example = example
+
+
+def test_latency_is_timed_at_batch_1_after_untimed_calls_with_its_median_and_99th_percentile():
+    """Where asked (the first repeat by default), one host example through `logits`: 5 untimed calls, then up to 100
+    timed ones; not for replicas or streamed data (no example kept)."""
+    run = ServingRun("first")
+    assert latency.applies(trained(run, 2, []))
+    section = latency.measure(trained(run, 2, []))
+    assert set(run.calls) == {(1, 8, 8, 1)} and len(run.calls) == latency.WARMUP + section["latency_calls"]
+    assert 0 <= section["latency_ms_median"] <= section["latency_ms_p99"]
+    assert not latency.applies(trained(ServingRun("first", rep=2), 2, []))
+    assert latency.applies(trained(ServingRun(True, rep=2), 2, []))
+    assert not latency.applies(trained(ServingRun(True, replicas=2), 2, []))
+    assert not latency.applies(trained(ServingRun(True, example=None), 2, []))
+    assert latency.percentile([5, 1, 3, 2, 4], 0.99) == 5 and latency.percentile([5, 1, 3, 2, 4], 0.5) == 3

@@ -40,6 +40,7 @@ CONFIG = dict(
     target_loss=None,
     telemetry_hz=10,
     measure_input_share=True,
+    measure_latency="first",
     min_steady_seconds=1.0,
     math_mode={"tf32": True, "autotune": True},
     repeats=2,

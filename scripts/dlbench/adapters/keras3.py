@@ -692,7 +692,8 @@ def _whole_shares(batch, replicas):
 
 
 def logits(model, images):
-    return np.asarray(model.predict(images, verbose=0), dtype=np.float32)
+    # predict_on_batch, as Keras' guides answer one batch (predict would set up an epoch of one step per call)
+    return np.asarray(model.predict_on_batch(images), dtype=np.float32)
 
 
 def sync(device):

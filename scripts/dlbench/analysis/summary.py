@@ -40,6 +40,8 @@ RESOURCES = [
     "cpu_energy_j",
     "train_flops_per_s",
     "model_flops_utilisation",
+    "latency_ms_median",
+    "latency_ms_p99",
 ]
 
 
@@ -121,8 +123,8 @@ def summarise(group):
     row["interval_note"] = (
         "" if len(ok) >= MIN_REPEATS else f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"
     )
-    for column in RESOURCES:
-        row[f"{column}_mean"] = ok[column].astype(float).mean()
+    for column in RESOURCES:  # a field newer than some records is a column only where one of them has it
+        row[f"{column}_mean"] = ok[column].astype(float).mean() if column in ok else np.nan
     loaders = group[["stream_loader", "stream_workers"]].dropna()
     row["stream_loader"], row["stream_workers"] = loaders.iloc[0] if len(loaders) else (None, None)
     row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])

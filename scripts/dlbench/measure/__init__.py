@@ -13,11 +13,12 @@ from typing import Any, Callable
 
 from ..adapters import contract
 from ..data import Shuffles
-from . import communication, input_share, loader
+from . import communication, input_share, latency, loader
 
 # The order is part of the measurement: the input share's real epochs train on before the loader reads fresh shuffles,
-# and the communication share is last because its unreduced steps leave each replica with weights of its own.
-PASSES = (input_share, loader, communication)
+# the communication share follows them because its unreduced steps leave each replica with weights of its own, and
+# latency, which only infers (on one device), comes last.
+PASSES = (input_share, loader, communication, latency)
 
 
 @dataclass

@@ -22,6 +22,15 @@ def tokens_cell(row):
     return f" ({tokens:,.0f} tokens/s)" if pd.notna(tokens) else ""
 
 
+def latency_cell(row):
+    """Batch-1 latency's median and 99th percentile (means over the repeats that measured it); a dash where none
+    did (measure_latency, streamed data, replicas)."""
+    median, p99 = row.get("latency_ms_median_mean"), row.get("latency_ms_p99_mean")
+    if row["runs_ok"] == 0 or median is None or pd.isna(median):
+        return "–"
+    return f"{median:.3g}, {p99:.3g}"
+
+
 def summary_table(summary):
     header = [
         "stack",
@@ -32,6 +41,7 @@ def summary_table(summary):
         "steady epoch s (median)",
         "first epoch s (median)",
         "inference images/s (geometric mean)",
+        "latency at batch 1, ms (median, p99)",
         "accuracy (mean)",
         "runs ok",
     ]
@@ -51,6 +61,7 @@ def summary_table(summary):
                     cell(row, "steady_epoch_s_median", 3),
                     cell(row, "first_epoch_s_median", 3),
                     cell(row, "inference_images_per_s_gmean"),
+                    latency_cell(row),
                     cell(row, "final_test_accuracy_mean", 3),
                     f"{row['runs_ok']}/{row['runs']}",
                 ]
@@ -68,5 +79,7 @@ def markdown(study, figures):
         "comparison's verdict (Comparisons), whatever the figures' order. Inference images/s is one evaluation pass "
         "over the test set as the stack runs it (Keras: its `predict` call), the median pass after the first epoch, "
         "its fixed cost per pass included: on a small test set that cost can make inference read slower than "
-        "training, whose steady epochs are many steps long."
+        "training, whose steady epochs are many steps long. Latency at batch 1: one test example in and its logits "
+        "back on the host, as a service answers one request (median and 99th percentile of up to 100 calls after 5 "
+        "untimed ones; `measure_latency`, by default in each experiment's first repeat)."
     ) + summary_table(study.summary)
