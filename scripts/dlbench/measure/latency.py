@@ -1,7 +1,7 @@
 """Inference latency at batch 1: one test example through the trained model, host array in, its logits back on the
 host, as a service answers one request: the adapter's `logits`, each framework's compiled inference (PyTorch's
 inference function, a hybridized Gluon block, TensorFlow's tf.function, a jitted Flax step, Keras'
-predict_on_batch, Paddle's dynamic graph in eval mode). After WARMUP untimed calls (the first traces and compiles
+predict, Paddle's dynamic graph in eval mode). After WARMUP untimed calls (the first traces and compiles
 the batch-1 shape), CALLS timed ones, or as many as fit in SECONDS; the median and the 99th percentile, as serving
 benchmarks report them. Not for streamed data (its models read the loader's undecoded images) nor for data-parallel
 replicas (one request runs on one device)."""
