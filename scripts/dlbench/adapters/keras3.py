@@ -167,7 +167,11 @@ def stage(arrays, experiment):
     """JAX and torch: host placement keeps the NumPy arrays (each batch gathered there, then copied to the device by
     fit, one batch ahead); device placement makes the backend's arrays on the device (batches gathered there; on JAX
     with replicas, on every replica's device). TensorFlow: tensors in
-    host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml)."""
+    host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml).
+
+    JAX on a CPU: the device's memory is the host's, and the staged arrays are its buffers read by NumPy without a
+    copy, each batch gathered there as fit gathers arrays. An XLA gather dispatched per batch beside the step it
+    feeds cost a LeNet epoch 7 % on 2 cores (docs/findings.md, parity)."""
     if keras.backend.backend() == "tensorflow":
         if experiment["data_placement"] == "device" and experiment["device"] == "gpu":
             raise ValueError(
@@ -180,7 +184,10 @@ def stage(arrays, experiment):
             return contract.StagedArrays(**{key: tf.constant(value) for key, value in arrays.items()})
     if experiment["data_placement"] == "host":
         return contract.StagedArrays(**arrays)
-    return contract.StagedArrays(**{key: _on_device(value, sharded=False) for key, value in arrays.items()})
+    placed = {key: _on_device(value, sharded=False) for key, value in arrays.items()}
+    if keras.backend.backend() == "jax" and experiment["device"] == "cpu":
+        placed = {key: np.asarray(value) for key, value in placed.items()}
+    return contract.StagedArrays(**placed)
 
 
 def _on_device(array, sharded):
@@ -293,9 +300,14 @@ class _Attention(keras.layers.Layer):
         self.out.build(input_shape)
 
     def call(self, sequence):
-        _, tokens, width = sequence.shape
-        # [query | key | value], each head-major: (batch, tokens, heads, head width), the layout Keras' op takes.
-        qkv = keras.ops.reshape(self.qkv(sequence), (-1, tokens, 3, self.heads, width // self.heads))
+        width = sequence.shape[-1]
+        head = (self.heads, width // self.heads)
+        # The projections as Keras' MultiHeadAttention makes them (EinsumDense): einsums with the kernels seen per
+        # head, straight into and out of the (batch, tokens, heads, head width) layout Keras' op takes, the kernels
+        # [query | key | value] head-major. Dense layers on the flat width with reshapes between cost gpt-tiny's
+        # step 6 % on JAX (a 2-core CPU).
+        kernel = keras.ops.reshape(self.qkv.kernel, (width, 3, *head))
+        qkv = keras.ops.einsum("btc,cshd->btshd", sequence, kernel) + keras.ops.reshape(self.qkv.bias, (3, *head))
         query, key, value = keras.ops.unstack(qkv, axis=2)
         if self.composed:
             mixed = self._composed_attention(query, key, value)
@@ -303,7 +315,8 @@ class _Attention(keras.layers.Layer):
             mixed = keras.ops.dot_product_attention(
                 query, key, value, is_causal=self.causal, flash_attention=_FLASH_ATTENTION
             )
-        return self.out(keras.ops.reshape(mixed, (-1, tokens, width)))
+        kernel = keras.ops.reshape(self.out.kernel, (*head, width))
+        return keras.ops.einsum("bthd,hdc->btc", mixed, kernel) + self.out.bias
 
     def _composed_attention(self, query, key, value):
         """Attention written out as Keras' MultiHeadAttention writes it where it does not hand over to the fused op
