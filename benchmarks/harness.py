@@ -154,15 +154,22 @@ def alternating(sides, rounds):
         yield from sides if round_index % 2 == 0 else reversed(sides)
 
 
-def steady_rate(adapter, device, epoch, examples, batch_size, warmup, trials):
-    """Examples/s of `epoch` over `examples` (whole batches): the median of `trials` epochs after `warmup` untimed
-    ones (the first compiles)."""
+def steady_rates(adapter, device, epoch, examples, batch_size, warmup, trials):
+    """Examples/s of `epoch` over `examples` (whole batches) in `trials` epochs after `warmup` untimed ones (the first
+    compiles): (over their median epoch, over their sum, as a run's record takes its steady window)."""
     import statistics
 
     seconds = epoch_timer(adapter, device, epoch, examples, batch_size)
     for _ in range(warmup):
         seconds()
-    return examples // batch_size * batch_size / statistics.median(seconds() for _ in range(trials))
+    timed = [seconds() for _ in range(trials)]
+    examples = examples // batch_size * batch_size
+    return examples / statistics.median(timed), examples * trials / sum(timed)
+
+
+def steady_rate(adapter, device, epoch, examples, batch_size, warmup, trials):
+    """Examples/s of `epoch` over the median of `trials` epochs after `warmup` (steady_rates)."""
+    return steady_rates(adapter, device, epoch, examples, batch_size, warmup, trials)[0]
 
 
 def gpu_description():

@@ -16,7 +16,10 @@ batch size, under the default math mode (TF32 and autotuning on, as practitioner
 
 Each side runs in its own fresh process, alternating sides over --rounds rounds; a process reports the median of
 --trials epochs after --warmup epochs (the first compiles), and the ratio of the medians over rounds is printed:
-target >= 0.97. A precision a stack does not run on the device is listed with the reason. Run from the repository
+target >= 0.97. A third side is the figure a study's report reads: scripts/train.py run as a study's job runs it,
+with config.yaml's settings (its epochs and steady window; the measurements after training off), on synthetic data of
+the model's input and the same number of examples, its record's train_images_per_s; it is set against the bare
+script's rate over the sum of its timed epochs, the statistic of the record's steady window (target >= 0.97 too). A precision a stack does not run on the device is listed with the reason. Run from the repository
 root with the driver, e.g. on a GPU machine whose Python has torch and jax preinstalled (docs/gpu-and-slurm.md,
 "In an environment that already exists"):
 
@@ -29,11 +32,15 @@ Stacks without --python run in their env file's venv under .venvs (built if need
 
 import argparse
 import importlib
+import json
 import statistics
+import sys
+import tempfile
 from pathlib import Path
 
 import harness
 from dlbench import specs
+from dlbench.process import run_child, thread_count, thread_policy
 from dlbench.variants import model_problem, parse, unsupported_reason
 
 TARGET = 0.97
@@ -54,6 +61,9 @@ COLUMNS = [
     "workflow_images_per_s",
     "bare_images_per_s",
     "ratio",
+    "record_images_per_s",
+    "bare_window_images_per_s",
+    "record_ratio",
     "workflow_parameters",
     "bare_parameters",
     "reason",
@@ -101,7 +111,8 @@ def not_run_reason(entry, variant, device, model):
 
 
 def measure(args):
-    """Inside a stack's interpreter: {images_per_s, parameters, framework_version} of one side."""
+    """Inside a stack's interpreter: {images_per_s, window_images_per_s, parameters, framework_version} of one side
+    (harness.steady_rates)."""
     adapter = harness.import_adapter(args.inside, args.device, args.threads, {})
     arrays = harness.synthetic_arrays(
         args.model, harness.input_shape(args.model, args.image_size), args.images, args.batch_size
@@ -120,49 +131,132 @@ def measure(args):
             variant.mixed_precision,
             variant.channels_last,
         )
+    median, window = harness.steady_rates(
+        adapter, args.device, epoch, args.images, args.batch_size, args.warmup, args.trials
+    )
     return {
-        "images_per_s": harness.steady_rate(
-            adapter, args.device, epoch, args.images, args.batch_size, args.warmup, args.trials
-        ),
+        "images_per_s": median,
+        "window_images_per_s": window,
         "parameters": int(parameters),
         "framework_version": adapter.version(),
     }
 
 
+def synthetic_dataset(model, args):
+    """The workflow's name of synthetic data in the model's input: images, or a language model's token sequences."""
+    shape = harness.input_shape(model, args.image_size)
+    if model in harness.VOCABULARIES:
+        return f"synthetic-tokens-{harness.VOCABULARIES[model]}x{shape[0]}"
+    return "synthetic-{}x{}x{}".format(*shape)
+
+
+def synthetic_options(args):
+    """The config's synthetic sections for the benchmark's number of examples (a batch of them to evaluate)."""
+    sizes = {"train_size": args.images, "test_size": args.batch_size, "seed": 0}
+    return {"synthetic": {"classes": harness.CLASSES, **sizes}, "synthetic_tokens": sizes}
+
+
+def study_config(stack, model, variant, placement, args):
+    """config.yaml with this one experiment and the benchmark's data, as a study's config layers over it."""
+    from dlbench import configuration  # the driver's: a stack's interpreter, running --inside, has no YAML
+
+    return configuration.load(
+        command_line={
+            "stacks": [stack],
+            "datasets": [synthetic_dataset(model, args)],
+            "models": [model],
+            "variants": [variant],
+            "data_placements": [placement],
+            "devices": [args.device],
+            "batch_sizes": [args.batch_size],
+            "cpu_threads": thread_policy(thread_count(args.threads)),
+            "exclude": [],
+            "measure_input_share": False,
+            "measure_latency": False,
+            **synthetic_options(args),
+        }
+    )
+
+
+def prepared(model, args):
+    """The synthetic dataset of the model's input, prepared (once) under args.scratch by scripts/prepare_dataset.py."""
+    name = synthetic_dataset(model, args)
+    folder = args.scratch / name
+    if not folder.exists():
+        command = [sys.executable, harness.REPO / "scripts" / "prepare_dataset.py", name, folder]
+        command += ["--options", json.dumps(synthetic_options(args))]
+        outcome = run_child(command, pythonpath=[harness.REPO / "scripts"])
+        if not outcome.ok:
+            raise RuntimeError(outcome.stderr_tail(1) or "(no output)")
+    return folder
+
+
+def record_rate(python, entry, stack, model, variant, placement, args):
+    """The record side: scripts/train.py in a fresh process on the study's own experiment row (repeat 1), as a study's
+    job runs it; its record's train_images_per_s."""
+    from build_env import describe
+    from dlbench import plan
+
+    config = study_config(stack, model, variant, placement, args)
+    (row,) = plan.experiment_table(config, harness.stacks())[0].values()
+    row = dict(row, rep=1, seed=config["seed"] + 1)
+    folder = Path(tempfile.mkdtemp(dir=args.scratch, prefix=f"{stack}-"))
+    env_file = harness.REPO / "envs" / f"{row['env']}.yaml"
+    env_json = folder / "env.json"
+    described = describe(env_file, python, "venv") if env_file.exists() else describe(None, python, "existing")
+    env_json.write_text(json.dumps(described))
+    files = {name: folder / name for name in ("record.json", "epochs.csv", "telemetry.csv")}
+    command = [python, harness.REPO / "scripts" / "train.py", "--experiment", json.dumps(row)]
+    command += ["--dataset-dir", prepared(model, args), "--env-description", env_json, "--threads", args.threads]
+    command += ["--record", files["record.json"], "--epochs-csv", files["epochs.csv"]]
+    command += ["--telemetry-csv", files["telemetry.csv"]]
+    outcome = run_child(command, pythonpath=[harness.REPO / "scripts"], capture_stdout=True)  # its log kept
+    record = json.loads(files["record.json"].read_text()) if files["record.json"].exists() else {}
+    if record.get("status") != "ok":
+        raise RuntimeError(record.get("error") or outcome.stderr_tail(1) or "(no record)")
+    return record["train_images_per_s"]
+
+
 def compare(python, entry, stack, model, precision, args):
-    """The table row of one stack, model and precision: both sides' median images/s over rounds and their ratio."""
+    """The table row of one stack, model and precision: each side's median images/s over rounds (the bare script's
+    also over its timed epochs' sum) and the ratios."""
     variant = variant_for(entry, args.device, precision)
-    options = [
-        "--inside",
-        entry["adapter"],
-        "--variant",
-        variant,
-        "--model",
-        model,
-        "--device",
-        args.device,
-        "--placement",
-        data_placement(entry, variant, args.device),
-    ]
+    placement = data_placement(entry, variant, args.device)
+    options = ["--inside", entry["adapter"], "--variant", variant, "--model", model, "--device", args.device]
+    options += ["--placement", placement]
     options += [
         f"--{name.replace('_', '-')}={getattr(args, name)}"
         for name in ("image_size", "images", "batch_size", "warmup", "trials", "threads")
     ]
-    rates, parameters, version = {"workflow": [], "bare": []}, {}, None
-    for side in harness.alternating(("workflow", "bare"), args.rounds):
+    rates, parameters, version = {"workflow": [], "bare": [], "bare_window": [], "record": []}, {}, None
+    sides = ("workflow", "bare") if args.no_record else ("workflow", "record", "bare")
+    for side in harness.alternating(sides, args.rounds):
+        if side == "record":
+            rates[side].append(record_rate(python, entry, stack, model, variant, placement, args))
+            continue
         result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
         rates[side].append(result["images_per_s"])
+        if side == "bare":
+            rates["bare_window"].append(result["window_images_per_s"])
         parameters[side], version = result["parameters"], result["framework_version"]
-    workflow, bare = statistics.median(rates["workflow"]), statistics.median(rates["bare"])
+    medians = {side: statistics.median(values) for side, values in rates.items() if values}
+    record = {}
+    if not args.no_record:
+        record = {
+            "record_images_per_s": medians["record"],
+            "bare_window_images_per_s": medians["bare_window"],
+            "record_ratio": medians["record"] / medians["bare_window"],
+        }
     return {
         "stack": stack,
         "version": version,
         "model": model,
         "precision": precision,
         "variant": variant,
-        "workflow_images_per_s": workflow,
-        "bare_images_per_s": bare,
-        "ratio": workflow / bare,
+        "workflow_images_per_s": medians["workflow"],
+        "bare_images_per_s": medians["bare"],
+        "ratio": medians["workflow"] / medians["bare"],
+        **record,
         "workflow_parameters": parameters["workflow"],
         "bare_parameters": parameters["bare"],
     }
@@ -174,12 +268,19 @@ def print_row(row):
             f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} not run: {row['reason']}"
         )
         return
-    flags = [] if row["ratio"] >= TARGET else [f"below {TARGET}"]
+    flags = [f"{name} below {TARGET}" for name in ("ratio", "record_ratio") if row.get(name, TARGET) < TARGET]
     if row["workflow_parameters"] != row["bare_parameters"]:
         flags.append(f"parameters differ: {row['workflow_parameters']:,} vs {row['bare_parameters']:,}")
+    record = (
+        ""
+        if "record_ratio" not in row
+        else (
+            f"{row['record_images_per_s']:>13,.1f} {row['bare_window_images_per_s']:>13,.1f} {row['record_ratio']:>6.3f}"
+        )
+    )
     print(
         f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} "
-        f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f}  "
+        f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f} {record:>34}  "
         f"{'; '.join(flags)}",
         flush=True,
     )
@@ -209,6 +310,9 @@ def main():
         default="framework",
         help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number",
     )
+    parser.add_argument(
+        "--no-record", action="store_true", help="leave out the record side (scripts/train.py's own figure)"
+    )
     parser.add_argument("--csv", type=Path, help="also write the table here")
     parser.add_argument("--venv-root", type=Path, default=harness.REPO / ".venvs", help="where stack venvs are built")
     parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
@@ -218,8 +322,6 @@ def main():
     parser.add_argument("--placement", help="(internal)")
     args = parser.parse_args()
     if args.inside:
-        import json
-
         print(json.dumps(measure(args)))
         return
     stacks, existing, chosen = harness.chosen_stacks(parser, args, default=list)
@@ -230,8 +332,16 @@ def main():
     )
     print(
         f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "
-        f"{'ratio':>6}"
+        f"{'ratio':>6} {'record img/s':>13} {'bare window':>13} {'ratio':>6}"
     )
+    with tempfile.TemporaryDirectory(prefix="parity-") as scratch:
+        args.scratch = Path(scratch)  # the record side's data and runs
+        for row in compared_rows(args, stacks, existing, chosen):
+            print_row(row)
+
+
+def compared_rows(args, stacks, existing, chosen):
+    """Each stack's, model's and precision's row as it is measured (and written to --csv with those before it)."""
     rows = []
     for stack in chosen:
         entry = stacks[stack]
@@ -248,10 +358,10 @@ def main():
                         reason = f"failed: {error}"
                 if reason:
                     row["reason"] = reason
-                print_row(row)
                 rows.append(row)
                 if args.csv:  # after every row: a run stopped early keeps the rows it finished
                     harness.write_csv(args.csv, rows, COLUMNS)
+                yield row
 
 
 if __name__ == "__main__":

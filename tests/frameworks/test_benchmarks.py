@@ -1,10 +1,12 @@
 """The benchmarks' code paths on CPU with tiny inputs (their figures are benchmarks, printed, never asserted):
-the parity benchmark's every default stack, precision and model against the hand-written scripts, the telemetry
-cost, and every default stack's loader for streamed image folders at two worker counts."""
+the parity benchmark's every default stack, precision and model against the hand-written scripts (and, for one stack,
+against the figure a run's record reports), the telemetry cost, and every default stack's loader for streamed image
+folders at two worker counts."""
 
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import REPO, VENV_ROOT, read_csv
 
@@ -42,7 +44,7 @@ def parity(tmp_path, *options):
 
 
 def test_parity_runs_every_precision_or_says_why_not(tmp_path):
-    printed, rows = parity(tmp_path, "--models", "lenet", "--stacks", *STACKS)
+    printed, rows = parity(tmp_path, "--models", "lenet", "--stacks", *STACKS, "--no-record")
     assert {(row["stack"], row["precision"]) for row in rows} == {
         (s, p) for s in STACKS for p in ("fp32", "amp", "fastest")
     }
@@ -59,10 +61,19 @@ def test_parity_runs_every_precision_or_says_why_not(tmp_path):
 
 def test_the_hand_written_resnets_and_gpt_are_the_specs(tmp_path):
     models = ["resnet20", "resnet50", "gpt-tiny"]
-    _, rows = parity(tmp_path, "--models", *models, "--precisions", "fp32", "--stacks", *STACKS)
+    _, rows = parity(tmp_path, "--models", *models, "--precisions", "fp32", "--stacks", *STACKS, "--no-record")
     assert len(rows) == len(models) * len(STACKS) and not any(row["reason"] for row in rows)
     for row in rows:
         assert row["workflow_parameters"] == row["bare_parameters"], row
+
+
+def test_parity_sets_a_runs_recorded_figure_against_the_bare_script(tmp_path):
+    printed, rows = parity(tmp_path, "--models", "lenet", "gpt-tiny", "--precisions", "fp32", "--stacks", "keras-3-jax")
+    assert [row["model"] for row in rows] == ["lenet", "gpt-tiny"] and "record img/s" in printed
+    for row in rows:  # train.py's record on the study's own experiment row, images and token sequences
+        assert not row["reason"] and float(row["record_images_per_s"]) > 0, row
+        ratio = float(row["record_images_per_s"]) / float(row["bare_window_images_per_s"])
+        assert float(row["record_ratio"]) == pytest.approx(ratio)
 
 
 def test_parity_refuses_an_unknown_stack_and_a_wrong_interpreter(tmp_path):

@@ -582,8 +582,9 @@ def _take(array, indices):
 
 def _feed(arrays, index_batches):
     """fit's (or predict's) input: per batch of indices, the batch of each array, through the backend's own path
-    for in-memory data. JAX and torch: a generator, gathering in NumPy (fit copies each batch to the device one batch
-    ahead) or on the device (fit takes the backend's arrays as they are). TensorFlow: tf.data gathering each batch in
+    for in-memory data. JAX and torch: a generator, gathering in NumPy (host placement, and device placement on a CPU
+    under JAX: stage; fit copies each batch to the device one batch ahead) or on the device (fit takes the backend's
+    arrays as they are). TensorFlow: tf.data gathering each batch in
     parallel with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
     if keras.backend.backend() != "tensorflow":
         return (tuple(_take(array, indices) for array in arrays) for indices in index_batches)
