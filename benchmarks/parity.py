@@ -19,9 +19,12 @@ Each side runs in its own fresh process, alternating sides over --rounds rounds;
 target >= 0.97. A third side is the figure a study's report reads: scripts/train.py run as a study's job runs it,
 with config.yaml's settings (its epochs and steady window; the measurements after training off), on synthetic data of
 the model's input and the same number of examples, its record's train_images_per_s; it is set against the bare
-script's rate over the sum of its timed epochs, the statistic of the record's steady window (target >= 0.97 too). A precision a stack does not run on the device is listed with the reason. Run from the repository
-root with the driver, e.g. on a GPU machine whose Python has torch and jax preinstalled (docs/gpu-and-slurm.md,
-"In an environment that already exists"):
+script's rate over the sum of its timed epochs, the statistic of the record's steady window (target >= 0.97 too).
+--paired adds, per round, one process that runs both the adapter's epoch and the bare script's, alternating epochs:
+the median ratio of paired epochs, which resolves a difference of a percent or two where a shared VM's drift between
+processes (tens of percent over minutes) hides it from the rounds. A precision a stack does not run on the device is
+listed with the reason. Run from the repository root with the driver, e.g. on a GPU machine whose Python has torch
+and jax preinstalled (docs/gpu-and-slurm.md, "In an environment that already exists"):
 
     .venv/bin/python benchmarks/parity.py --device gpu --stacks torch-2.11 keras-3-jax \
         --python torch-2.11=/opt/torch/.venv/bin/python keras-3-jax=/opt/torch/.venv/bin/python
@@ -61,6 +64,7 @@ COLUMNS = [
     "workflow_images_per_s",
     "bare_images_per_s",
     "ratio",
+    "paired_ratio",
     "record_images_per_s",
     "bare_window_images_per_s",
     "record_ratio",
@@ -110,27 +114,56 @@ def not_run_reason(entry, variant, device, model):
     return reason
 
 
+def side_epoch(adapter, side, arrays, args):
+    """(epoch(order), parameter count) of one side: the adapter's epoch as train.py sets it up, or the bare script's."""
+    if side == "workflow":
+        experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
+        epoch, parameters, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
+        return epoch, parameters
+    variant, bare = parse(args.variant), importlib.import_module(f"bare.{args.inside}")
+    return bare.make_epoch(
+        arrays,
+        args.batch_size,
+        harness.LEARNING_RATE,
+        args.model,
+        args.device,
+        variant.mixed_precision,
+        variant.channels_last,
+    )
+
+
+def paired_ratio(adapter, epochs, args):
+    """Both sides' epochs in one process, after --warmup each, in --trials pairs whose order alternates: the median
+    over pairs of the bare epoch's seconds over the workflow's (the workflow's throughput over the bare script's).
+    Pairs an epoch apart share the machine's state, which fresh processes do not: on a shared VM, whose speed drifts
+    by tens of percent over minutes, this resolves differences of a percent or two that rounds of processes cannot."""
+    timers = {
+        side: harness.epoch_timer(adapter, args.device, epoch, args.images, args.batch_size)
+        for side, epoch in epochs.items()
+    }
+    for _ in range(args.warmup):
+        for timer in timers.values():
+            timer()
+    ratios = []
+    for pair in range(args.trials):
+        order = ("workflow", "bare") if pair % 2 == 0 else ("bare", "workflow")
+        seconds = {side: timers[side]() for side in order}
+        ratios.append(seconds["bare"] / seconds["workflow"])
+    return statistics.median(ratios)
+
+
 def measure(args):
     """Inside a stack's interpreter: {images_per_s, window_images_per_s, parameters, framework_version} of one side
-    (harness.steady_rates)."""
+    (harness.steady_rates), or of side `paired` {paired_ratio, parameters, framework_version}."""
     adapter = harness.import_adapter(args.inside, args.device, args.threads, {})
     arrays = harness.synthetic_arrays(
         args.model, harness.input_shape(args.model, args.image_size), args.images, args.batch_size
     )
-    if args.side == "workflow":
-        experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
-        epoch, parameters, _ = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
-    else:
-        variant, bare = parse(args.variant), importlib.import_module(f"bare.{args.inside}")
-        epoch, parameters = bare.make_epoch(
-            arrays,
-            args.batch_size,
-            harness.LEARNING_RATE,
-            args.model,
-            args.device,
-            variant.mixed_precision,
-            variant.channels_last,
-        )
+    if args.side == "paired":
+        built = {side: side_epoch(adapter, side, arrays, args) for side in ("workflow", "bare")}
+        ratio = paired_ratio(adapter, {side: epoch for side, (epoch, _) in built.items()}, args)
+        return {"paired_ratio": ratio, "parameters": int(built["workflow"][1]), "framework_version": adapter.version()}
+    epoch, parameters = side_epoch(adapter, args.side, arrays, args)
     median, window = harness.steady_rates(
         adapter, args.device, epoch, args.images, args.batch_size, args.warmup, args.trials
     )
@@ -228,13 +261,17 @@ def compare(python, entry, stack, model, precision, args):
         f"--{name.replace('_', '-')}={getattr(args, name)}"
         for name in ("image_size", "images", "batch_size", "warmup", "trials", "threads")
     ]
-    rates, parameters, version = {"workflow": [], "bare": [], "bare_window": [], "record": []}, {}, None
-    sides = ("workflow", "bare") if args.no_record else ("workflow", "record", "bare")
+    rates = {"workflow": [], "bare": [], "bare_window": [], "record": [], "paired": []}
+    parameters, version = {}, None
+    sides = ("workflow", "bare") + ("paired",) * args.paired + ("record",) * (not args.no_record)
     for side in harness.alternating(sides, args.rounds):
         if side == "record":
             rates[side].append(record_rate(python, entry, stack, model, variant, placement, args))
             continue
         result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
+        if side == "paired":
+            rates[side].append(result["paired_ratio"])
+            continue
         rates[side].append(result["images_per_s"])
         if side == "bare":
             rates["bare_window"].append(result["window_images_per_s"])
@@ -256,6 +293,7 @@ def compare(python, entry, stack, model, precision, args):
         "workflow_images_per_s": medians["workflow"],
         "bare_images_per_s": medians["bare"],
         "ratio": medians["workflow"] / medians["bare"],
+        **({"paired_ratio": medians["paired"]} if args.paired else {}),
         **record,
         "workflow_parameters": parameters["workflow"],
         "bare_parameters": parameters["bare"],
@@ -268,19 +306,19 @@ def print_row(row):
             f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} not run: {row['reason']}"
         )
         return
-    flags = [f"{name} below {TARGET}" for name in ("ratio", "record_ratio") if row.get(name, TARGET) < TARGET]
+    ratios = ("ratio", "paired_ratio", "record_ratio")
+    flags = [f"{name} below {TARGET}" for name in ratios if row.get(name, TARGET) < TARGET]
     if row["workflow_parameters"] != row["bare_parameters"]:
         flags.append(f"parameters differ: {row['workflow_parameters']:,} vs {row['bare_parameters']:,}")
-    record = (
-        ""
-        if "record_ratio" not in row
-        else (
-            f"{row['record_images_per_s']:>13,.1f} {row['bare_window_images_per_s']:>13,.1f} {row['record_ratio']:>6.3f}"
-        )
-    )
+    paired = f"{row['paired_ratio']:.3f}" if "paired_ratio" in row else ""
+    record = ""
+    if "record_ratio" in row:
+        record = f"{row['record_images_per_s']:>13,.1f} {row['bare_window_images_per_s']:>13,.1f} "
+        record += f"{row['record_ratio']:>6.3f}"
     print(
         f"{row['stack']:<20} {row['model']:<9} {row['precision']:<8} {row['variant']:<16} "
-        f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f} {record:>34}  "
+        f"{row['workflow_images_per_s']:>13,.1f} {row['bare_images_per_s']:>13,.1f} {row['ratio']:>6.3f} "
+        f"{paired:>6} {record:>34}  "
         f"{'; '.join(flags)}",
         flush=True,
     )
@@ -311,12 +349,17 @@ def main():
         help="CPU threads: 'framework' (each framework's default, the workflow's default) or a number",
     )
     parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="also both sides in one process, epochs alternating: the median ratio of paired epochs (per round)",
+    )
+    parser.add_argument(
         "--no-record", action="store_true", help="leave out the record side (scripts/train.py's own figure)"
     )
     parser.add_argument("--csv", type=Path, help="also write the table here")
     parser.add_argument("--venv-root", type=Path, default=harness.REPO / ".venvs", help="where stack venvs are built")
     parser.add_argument("--inside", help="adapter to measure in this interpreter (internal)")
-    parser.add_argument("--side", choices=["workflow", "bare"], help="(internal)")
+    parser.add_argument("--side", choices=["workflow", "bare", "paired"], help="(internal)")
     parser.add_argument("--variant", help="(internal)")
     parser.add_argument("--model", help="(internal)")
     parser.add_argument("--placement", help="(internal)")
@@ -332,7 +375,7 @@ def main():
     )
     print(
         f"{'stack':<20} {'model':<9} {'precision':<8} {'variant':<16} {'workflow img/s':>13} {'bare img/s':>13} "
-        f"{'ratio':>6} {'record img/s':>13} {'bare window':>13} {'ratio':>6}"
+        f"{'ratio':>6} {'paired':>6} {'record img/s':>13} {'bare window':>13} {'ratio':>6}"
     )
     with tempfile.TemporaryDirectory(prefix="parity-") as scratch:
         args.scratch = Path(scratch)  # the record side's data and runs

@@ -21,6 +21,7 @@ own (GPT-2's); an untied one has a bias-free kernel (width, vocabulary). Blocks 
 activation (Residual with activation None).
 """
 
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -390,6 +391,30 @@ def layer_shapes(spec, input_shape):
         shapes.append((layer, shape, out_shape))
         shape = out_shape
     return shapes
+
+
+def plan(spec, input_shape):
+    """The spec as nested tuples with shapes resolved once, for adapters that apply it with ops per call: static and
+    hashable (part of a jitted graph's definition), so a call only runs ops. A leaf step is (layer, input shape,
+    index of its weights among `leaves`); a residual step (layer, body steps, shortcut steps or option A's
+    (stride, pad): zero_pad_geometry)."""
+    indices = itertools.count()
+
+    def steps(layers, shape):
+        planned = []
+        for layer, in_shape, out_shape in layer_shapes(layers, shape):
+            if not isinstance(layer, Residual):
+                planned.append((layer, in_shape, next(indices)))
+                continue
+            body = steps(layer.body, in_shape)
+            if layer.shortcut == "zero_pad":
+                shortcut = zero_pad_geometry(in_shape, out_shape)
+            else:
+                shortcut = steps(layer.shortcut, in_shape)
+            planned.append((layer, body, shortcut))
+        return tuple(planned)
+
+    return steps(spec, input_shape)
 
 
 def leaves(spec, input_shape):

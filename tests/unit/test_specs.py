@@ -99,6 +99,26 @@ def test_a_tied_head_has_no_weights_of_its_own():
     assert specs.parameter_count(untied, shape) - specs.parameter_count(spec, shape) == 128 * 32
 
 
+def test_the_plan_numbers_the_leaves_in_the_weights_order_and_resolves_option_a():
+    spec, shape = specs.model_spec("resnet20", 10), (32, 32, 3)
+
+    def leaf_steps(steps):
+        for layer, first, second in steps:
+            if not isinstance(layer, specs.Residual):
+                yield layer, first, second
+                continue
+            yield from leaf_steps(first)
+            if layer.shortcut != "zero_pad":
+                yield from leaf_steps(second)
+
+    planned = specs.plan(spec, shape)
+    hash(planned)  # static: part of a jitted graph's definition
+    expected = [(layer, in_shape, index) for index, (layer, in_shape, _) in enumerate(specs.leaves(spec, shape))]
+    assert list(leaf_steps(planned)) == expected
+    option_a = [second for layer, _, second in planned if getattr(layer, "shortcut", None) == "zero_pad"]
+    assert option_a == [(2, 8), (2, 16)]  # (stride, channels padded each side): 16 -> 32 -> 64
+
+
 def test_lstm_hidden_size_is_in_the_name():
     assert specs.model_spec("lstm256", 10)[0] == specs.LSTM(256)
     assert specs.known_model("lstm64") and not specs.known_model("lstmx")

@@ -203,24 +203,6 @@ def _normalised(images):
     return (images.astype(jnp.float32) - _MEAN) / _STD
 
 
-def _plan(spec, input_shape, leaf_indices):
-    """The spec as nested tuples with shapes resolved once: static and hashable, part of the graph definition. A leaf
-    step is (layer, in_shape, index of its module); a residual (layer, body steps, shortcut steps or option A's
-    (stride, pad))."""
-    steps = []
-    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
-        if isinstance(layer, specs.Residual):
-            body = _plan(layer.body, in_shape, leaf_indices)
-            if layer.shortcut == "zero_pad":
-                shortcut = specs.zero_pad_geometry(in_shape, out_shape)
-            else:
-                shortcut = _plan(layer.shortcut, in_shape, leaf_indices)
-            steps.append((layer, body, shortcut))
-        else:
-            steps.append((layer, in_shape, next(leaf_indices)))
-    return tuple(steps)
-
-
 class _ClassToken(nnx.Module):
     """A learned token put before the sequence, in the sequence's dtype (bfloat16 under mixed precision, as Flax's
     layers cast their float32 weights)."""
@@ -375,7 +357,7 @@ class _Network(nnx.Module):
         for module, params in zip(self.leaves, weights):
             for variable, value in zip(_variables(module), params):
                 variable[...] = jnp.asarray(value)
-        self.plan = _plan(spec, input_shape, itertools.count())
+        self.plan = specs.plan(spec, input_shape)
 
     def __call__(self, inputs, training):
         return self._apply(self.plan, inputs, training).astype(jnp.float32)  # the loss and softmax in float32

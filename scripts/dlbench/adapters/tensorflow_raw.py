@@ -274,24 +274,6 @@ def _spatial_padding(padding):
     return [[0, 0], [padding, padding], [padding, padding], [0, 0]]
 
 
-def _plan(spec, input_shape, leaf_indices):
-    """The spec as steps with shapes resolved once, so that a call only runs ops (eager mode calls per training step).
-    A leaf step is (layer, in_shape, index of its variables); a residual step (layer, body steps, shortcut), where
-    the shortcut is steps or option A's (stride, pad)."""
-    steps = []
-    for layer, in_shape, out_shape in specs.layer_shapes(spec, input_shape):
-        if isinstance(layer, specs.Residual):
-            body = _plan(layer.body, in_shape, leaf_indices)
-            if layer.shortcut == "zero_pad":
-                shortcut = specs.zero_pad_geometry(in_shape, out_shape)
-            else:
-                shortcut = _plan(layer.shortcut, in_shape, leaf_indices)
-            steps.append((layer, body, shortcut))
-        else:
-            steps.append((layer, in_shape, next(leaf_indices)))
-    return steps
-
-
 # The activations a leaf or residual may name; GELU the exact (erf) one, tf.nn.gelu's default.
 _ACTIVATIONS = {"relu": tf.nn.relu, "gelu": tf.nn.gelu}
 
@@ -312,7 +294,7 @@ class _Network(tf.Module):
             if isinstance(layer, specs.TokenEmbedding):
                 self.token_table = self.params[-1][0]
             self.attends |= isinstance(layer, specs.Attention)
-        self.steps = _plan(spec, input_shape, iter(range(len(self.params))))
+        self.steps = specs.plan(spec, input_shape)
 
     def __call__(self, inputs, training):
         if inputs.dtype.is_floating:  # images; token ids stay integers
@@ -323,7 +305,7 @@ class _Network(tf.Module):
     def apply(self, steps, x, training):
         for layer, first, second in steps:
             if isinstance(layer, specs.Residual):
-                if isinstance(second, tuple):  # option A: subsample, zero-pad the channels
+                if layer.shortcut == "zero_pad":  # option A: subsample, zero-pad the channels
                     stride, pad = second
                     shortcut = tf.pad(x[:, ::stride, ::stride, :], [[0, 0], [0, 0], [0, 0], [pad, pad]])
                 else:
