@@ -173,6 +173,7 @@ def workload_parity_step(args, sizes, role, precisions, kind, model, examples, b
                 f"--warmup={sizes.warmup}",
                 f"--trials={sizes.trials}",
                 "--rounds=1",
+                "--no-record",  # a lease's minutes: the record side (train.py's figure) is for a longer loan
                 "--threads=framework",
                 f"--venv-root={args.venv_root}",
                 "--csv",

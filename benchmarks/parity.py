@@ -43,7 +43,7 @@ from pathlib import Path
 
 import harness
 from dlbench import specs
-from dlbench.process import run_child, thread_count, thread_policy
+from dlbench.process import run_child
 from dlbench.variants import model_problem, parse, unsupported_reason
 
 TARGET = 0.97
@@ -159,7 +159,7 @@ def measure(args):
     arrays = harness.synthetic_arrays(
         args.model, harness.input_shape(args.model, args.image_size), args.images, args.batch_size
     )
-    if args.side == "paired":
+    if args.side == "paired":  # the workflow's first: it sets Keras' dtype policy, which the bare script leaves
         built = {side: side_epoch(adapter, side, arrays, args) for side in ("workflow", "bare")}
         ratio = paired_ratio(adapter, {side: epoch for side, (epoch, _) in built.items()}, args)
         return {"paired_ratio": ratio, "parameters": int(built["workflow"][1]), "framework_version": adapter.version()}
@@ -189,26 +189,46 @@ def synthetic_options(args):
     return {"synthetic": {"classes": harness.CLASSES, **sizes}, "synthetic_tokens": sizes}
 
 
-def study_config(stack, model, variant, placement, args):
-    """config.yaml with this one experiment and the benchmark's data, as a study's config layers over it."""
-    from dlbench import configuration  # the driver's: a stack's interpreter, running --inside, has no YAML
+def record_experiment(stack, model, variant, placement, args):
+    """The experiment row (repeat 1) a study of config.yaml with this one stack, model, variant and data placement
+    gives its job (workflow/rules/common.smk), on the benchmark's data; a stack given with --python in that
+    interpreter, as config `existing_envs` names it."""
+    from dlbench import configuration, plan  # the driver's: a stack's interpreter, running --inside, has no YAML
 
-    return configuration.load(
-        command_line={
-            "stacks": [stack],
-            "datasets": [synthetic_dataset(model, args)],
-            "models": [model],
-            "variants": [variant],
-            "data_placements": [placement],
-            "devices": [args.device],
-            "batch_sizes": [args.batch_size],
-            "cpu_threads": thread_policy(thread_count(args.threads)),
-            "exclude": [],
-            "measure_input_share": False,
-            "measure_latency": False,
-            **synthetic_options(args),
-        }
-    )
+    existing = {stack: str(Path(args.existing[stack]).absolute())} if stack in args.existing else {}
+    overrides = {
+        "stacks": [stack],
+        "datasets": [synthetic_dataset(model, args)],
+        "models": [model],
+        "variants": [variant],
+        "data_placements": [placement],
+        "devices": [args.device],
+        "batch_sizes": [args.batch_size],
+        "existing_envs": existing,
+        "exclude": [],
+        "measure_input_share": False,
+        "measure_latency": False,
+        **synthetic_options(args),
+    }
+    try:
+        config = configuration.load(command_line=overrides)
+    except configuration.ConfigError as error:
+        raise RuntimeError(f"the study's config: {error}") from error
+    table, skipped = plan.experiment_table(config, harness.stacks())
+    if len(table) != 1:
+        raise RuntimeError(f"the study plans {len(table)} experiments, not one: {skipped}")
+    return dict(*table.values(), rep=1, seed=config["seed"] + 1)
+
+
+def env_description(stack, python, row, args):
+    """The env's description a job reads (build_env.describe, as the workflow's env rule writes it), once per stack."""
+    path = args.scratch / f"{stack}.env.json"
+    if not path.exists():
+        from build_env import describe
+
+        env_file = None if stack in args.existing else harness.REPO / "envs" / f"{row['env']}.yaml"
+        path.write_text(json.dumps(describe(env_file, python, "existing" if env_file is None else "venv")))
+    return path
 
 
 def prepared(model, args):
@@ -224,29 +244,21 @@ def prepared(model, args):
     return folder
 
 
-def record_rate(python, entry, stack, model, variant, placement, args):
-    """The record side: scripts/train.py in a fresh process on the study's own experiment row (repeat 1), as a study's
-    job runs it; its record's train_images_per_s."""
-    from build_env import describe
-    from dlbench import plan
-
-    config = study_config(stack, model, variant, placement, args)
-    (row,) = plan.experiment_table(config, harness.stacks())[0].values()
-    row = dict(row, rep=1, seed=config["seed"] + 1)
+def record_rate(python, stack, model, variant, placement, args):
+    """The record side: scripts/train.py in a fresh process on the study's own experiment row, as a study's job runs
+    it; its record's train_images_per_s."""
+    row = record_experiment(stack, model, variant, placement, args)
     folder = Path(tempfile.mkdtemp(dir=args.scratch, prefix=f"{stack}-"))
-    env_file = harness.REPO / "envs" / f"{row['env']}.yaml"
-    env_json = folder / "env.json"
-    described = describe(env_file, python, "venv") if env_file.exists() else describe(None, python, "existing")
-    env_json.write_text(json.dumps(described))
-    files = {name: folder / name for name in ("record.json", "epochs.csv", "telemetry.csv")}
+    files = {name: folder / name for name in ("record.json", "epochs.csv", "telemetry.csv", "train.log")}
     command = [python, harness.REPO / "scripts" / "train.py", "--experiment", json.dumps(row)]
-    command += ["--dataset-dir", prepared(model, args), "--env-description", env_json, "--threads", args.threads]
-    command += ["--record", files["record.json"], "--epochs-csv", files["epochs.csv"]]
+    command += ["--dataset-dir", prepared(model, args), "--env-description", env_description(stack, python, row, args)]
+    command += ["--threads", args.threads, "--record", files["record.json"], "--epochs-csv", files["epochs.csv"]]
     command += ["--telemetry-csv", files["telemetry.csv"]]
-    outcome = run_child(command, pythonpath=[harness.REPO / "scripts"], capture_stdout=True)  # its log kept
+    outcome = run_child(command, pythonpath=[harness.REPO / "scripts"], capture_stdout=True)
+    files["train.log"].write_text(outcome.stdout)  # its progress lines, off the table
     record = json.loads(files["record.json"].read_text()) if files["record.json"].exists() else {}
     if record.get("status") != "ok":
-        raise RuntimeError(record.get("error") or outcome.stderr_tail(1) or "(no record)")
+        raise RuntimeError(record.get("error") or outcome.stderr_tail(1) or f"no record ({outcome.description})")
     return record["train_images_per_s"]
 
 
@@ -266,7 +278,7 @@ def compare(python, entry, stack, model, precision, args):
     sides = ("workflow", "bare") + ("paired",) * args.paired + ("record",) * (not args.no_record)
     for side in harness.alternating(sides, args.rounds):
         if side == "record":
-            rates[side].append(record_rate(python, entry, stack, model, variant, placement, args))
+            rates[side].append(record_rate(python, stack, model, variant, placement, args))
             continue
         result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
         if side == "paired":
@@ -378,7 +390,7 @@ def main():
         f"{'ratio':>6} {'paired':>6} {'record img/s':>13} {'bare window':>13} {'ratio':>6}"
     )
     with tempfile.TemporaryDirectory(prefix="parity-") as scratch:
-        args.scratch = Path(scratch)  # the record side's data and runs
+        args.scratch, args.existing = Path(scratch), existing  # the record side's data, runs and interpreters
         for row in compared_rows(args, stacks, existing, chosen):
             print_row(row)
 

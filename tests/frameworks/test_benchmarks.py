@@ -67,11 +67,12 @@ def test_the_hand_written_resnets_and_gpt_are_the_specs(tmp_path):
         assert row["workflow_parameters"] == row["bare_parameters"], row
 
 
-def test_parity_sets_a_runs_recorded_figure_against_the_bare_script(tmp_path):
-    printed, rows = parity(tmp_path, "--models", "lenet", "gpt-tiny", "--precisions", "fp32", "--stacks", "keras-3-jax")
+def test_parity_sets_a_runs_recorded_figure_and_paired_epochs_against_the_bare_script(tmp_path):
+    models = ["--models", "lenet", "gpt-tiny", "--precisions", "fp32", "--stacks", "keras-3-jax", "--paired"]
+    printed, rows = parity(tmp_path, *models)
     assert [row["model"] for row in rows] == ["lenet", "gpt-tiny"] and "record img/s" in printed
     for row in rows:  # train.py's record on the study's own experiment row, images and token sequences
-        assert not row["reason"] and float(row["record_images_per_s"]) > 0, row
+        assert not row["reason"] and float(row["record_images_per_s"]) > 0 and float(row["paired_ratio"]) > 0, row
         ratio = float(row["record_images_per_s"]) / float(row["bare_window_images_per_s"])
         assert float(row["record_ratio"]) == pytest.approx(ratio)
 

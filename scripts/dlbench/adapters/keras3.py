@@ -169,9 +169,9 @@ def stage(arrays, experiment):
     with replicas, on every replica's device). TensorFlow: tensors in
     host memory, where tf.data runs, so device-staged data is refused on GPU (envs/stacks.yaml).
 
-    JAX on a CPU: the device's memory is the host's, and the staged arrays are its buffers read by NumPy without a
-    copy, each batch gathered there as fit gathers arrays. An XLA gather dispatched per batch beside the step it
-    feeds cost a LeNet epoch 7 % on 2 cores (docs/findings.md, parity)."""
+    JAX on a CPU: the device's memory is the host's, so device placement keeps the NumPy arrays too, each batch
+    gathered by NumPy as fit gathers arrays: an XLA gather dispatched per batch beside the step it feeds cost a LeNet
+    epoch 7 % on 2 cores (docs/findings.md, "Keras on JAX's two costs")."""
     if keras.backend.backend() == "tensorflow":
         if experiment["data_placement"] == "device" and experiment["device"] == "gpu":
             raise ValueError(
@@ -182,12 +182,9 @@ def stage(arrays, experiment):
 
         with tf.device("/CPU:0"):
             return contract.StagedArrays(**{key: tf.constant(value) for key, value in arrays.items()})
-    if experiment["data_placement"] == "host":
+    if experiment["data_placement"] == "host" or (keras.backend.backend() == "jax" and experiment["device"] == "cpu"):
         return contract.StagedArrays(**arrays)
-    placed = {key: _on_device(value, sharded=False) for key, value in arrays.items()}
-    if keras.backend.backend() == "jax" and experiment["device"] == "cpu":
-        placed = {key: np.asarray(value) for key, value in placed.items()}
-    return contract.StagedArrays(**placed)
+    return contract.StagedArrays(**{key: _on_device(value, sharded=False) for key, value in arrays.items()})
 
 
 def _on_device(array, sharded):
@@ -582,8 +579,8 @@ def _take(array, indices):
 
 def _feed(arrays, index_batches):
     """fit's (or predict's) input: per batch of indices, the batch of each array, through the backend's own path
-    for in-memory data. JAX and torch: a generator, gathering in NumPy (host placement, and device placement on a CPU
-    under JAX: stage; fit copies each batch to the device one batch ahead) or on the device (fit takes the backend's
+    for in-memory data. JAX and torch: a generator, gathering in NumPy (host placement, and on JAX device placement
+    on a CPU: stage; fit copies each batch to the device one batch ahead) or on the device (fit takes the backend's
     arrays as they are). TensorFlow: tf.data gathering each batch in
     parallel with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
     if keras.backend.backend() != "tensorflow":
