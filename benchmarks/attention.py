@@ -33,9 +33,9 @@ def measure(args):
     experiment = {"device": args.device, "variant": args.variant, "data_placement": args.placement}
     epoch, _, engaged = harness.harness_epoch(adapter, args.model, arrays, experiment, args.batch_size)
     return {
-        "per_s": harness.steady_rate(
+        "per_s": harness.steady_rates(
             adapter, args.device, epoch, args.examples, args.batch_size, args.warmup, args.trials
-        ),
+        )[0],
         "attention": engaged()["attention"],
         "framework_version": adapter.version(),
     }

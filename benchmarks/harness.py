@@ -167,11 +167,6 @@ def steady_rates(adapter, device, epoch, examples, batch_size, warmup, trials):
     return examples / statistics.median(timed), examples * trials / sum(timed)
 
 
-def steady_rate(adapter, device, epoch, examples, batch_size, warmup, trials):
-    """Examples/s of `epoch` over the median of `trials` epochs after `warmup` (steady_rates)."""
-    return steady_rates(adapter, device, epoch, examples, batch_size, warmup, trials)[0]
-
-
 def gpu_description():
     """The GPU's name and driver, as nvidia-smi gives them."""
     query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]

@@ -244,10 +244,9 @@ def prepared(model, args):
     return folder
 
 
-def record_rate(python, stack, model, variant, placement, args):
-    """The record side: scripts/train.py in a fresh process on the study's own experiment row, as a study's job runs
+def record_rate(python, stack, model, row, args):
+    """The record side: scripts/train.py in a fresh process on the study's own experiment `row`, as a study's job runs
     it; its record's train_images_per_s."""
-    row = record_experiment(stack, model, variant, placement, args)
     folder = Path(tempfile.mkdtemp(dir=args.scratch, prefix=f"{stack}-"))
     files = {name: folder / name for name in ("record.json", "epochs.csv", "telemetry.csv", "train.log")}
     command = [python, harness.REPO / "scripts" / "train.py", "--experiment", json.dumps(row)]
@@ -276,9 +275,10 @@ def compare(python, entry, stack, model, precision, args):
     rates = {"workflow": [], "bare": [], "bare_window": [], "record": [], "paired": []}
     parameters, version = {}, None
     sides = ("workflow", "bare") + ("paired",) * args.paired + ("record",) * (not args.no_record)
+    experiment = None if args.no_record else record_experiment(stack, model, variant, placement, args)
     for side in harness.alternating(sides, args.rounds):
         if side == "record":
-            rates[side].append(record_rate(python, stack, model, variant, placement, args))
+            rates[side].append(record_rate(python, stack, model, experiment, args))
             continue
         result = harness.run_inside(python, entry["environment"], __file__, options + ["--side", side])
         if side == "paired":
@@ -391,16 +391,16 @@ def main():
     )
     with tempfile.TemporaryDirectory(prefix="parity-") as scratch:
         args.scratch, args.existing = Path(scratch), existing  # the record side's data, runs and interpreters
-        for row in compared_rows(args, stacks, existing, chosen):
+        for row in compared_rows(args, stacks, chosen):
             print_row(row)
 
 
-def compared_rows(args, stacks, existing, chosen):
+def compared_rows(args, stacks, chosen):
     """Each stack's, model's and precision's row as it is measured (and written to --csv with those before it)."""
     rows = []
     for stack in chosen:
         entry = stacks[stack]
-        python, problem = harness.interpreter(stack, entry, args.device, existing, args.venv_root)
+        python, problem = harness.interpreter(stack, entry, args.device, args.existing, args.venv_root)
         for model in args.models:
             for precision in args.precisions:
                 variant = variant_for(entry, args.device, precision)

@@ -287,24 +287,26 @@ class _Attention(keras.layers.Layer):
 
     def __init__(self, width, heads, causal, composed):
         super().__init__()
-        self.qkv = keras.layers.Dense(3 * width, **_placeholder_initializers("kernel", "bias"))
-        self.out = keras.layers.Dense(width, **_placeholder_initializers("kernel", "bias"))
         self.softmax = keras.layers.Softmax()  # -composed's: its masking value fits the compute dtype
         self.heads, self.causal, self.composed = heads, causal, composed
 
     def build(self, input_shape):
-        self.qkv.build(input_shape)
-        self.out.build(input_shape)
+        width = input_shape[-1]
+        # The neutral layout's weights, in its order: the fused [query | key | value] projection (each head-major),
+        # then the output projection.
+        shapes = {"qkv_kernel": (width, 3 * width), "qkv_bias": (3 * width,), "out_kernel": (width, width)}
+        shapes["out_bias"] = (width,)
+        for name, shape in shapes.items():
+            setattr(self, name, self.add_weight(shape=shape, initializer=_placeholder, name=name))
 
     def call(self, sequence):
         width = sequence.shape[-1]
         head = (self.heads, width // self.heads)
         # The projections as Keras' MultiHeadAttention makes them (EinsumDense): einsums with the kernels seen per
-        # head, straight into and out of the (batch, tokens, heads, head width) layout Keras' op takes, the kernels
-        # [query | key | value] head-major. Dense layers on the flat width with reshapes between cost gpt-tiny's
-        # step 6 % on JAX (a 2-core CPU).
-        kernel = keras.ops.reshape(self.qkv.kernel, (width, 3, *head))
-        qkv = keras.ops.einsum("btc,cshd->btshd", sequence, kernel) + keras.ops.reshape(self.qkv.bias, (3, *head))
+        # head, straight into and out of the (batch, tokens, heads, head width) layout Keras' op takes. Dense layers
+        # on the flat width with reshapes between cost gpt-tiny's step 6 % on JAX (a 2-core CPU).
+        kernel = keras.ops.reshape(self.qkv_kernel, (width, 3, *head))
+        qkv = keras.ops.einsum("btc,cshd->btshd", sequence, kernel) + keras.ops.reshape(self.qkv_bias, (3, *head))
         query, key, value = keras.ops.unstack(qkv, axis=2)
         if self.composed:
             mixed = self._composed_attention(query, key, value)
@@ -312,8 +314,8 @@ class _Attention(keras.layers.Layer):
             mixed = keras.ops.dot_product_attention(
                 query, key, value, is_causal=self.causal, flash_attention=_FLASH_ATTENTION
             )
-        kernel = keras.ops.reshape(self.out.kernel, (*head, width))
-        return keras.ops.einsum("bthd,hdc->btc", mixed, kernel) + self.out.bias
+        kernel = keras.ops.reshape(self.out_kernel, (*head, width))
+        return keras.ops.einsum("bthd,hdc->btc", mixed, kernel) + self.out_bias
 
     def _composed_attention(self, query, key, value):
         """Attention written out as Keras' MultiHeadAttention writes it where it does not hand over to the fused op
