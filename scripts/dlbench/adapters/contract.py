@@ -152,11 +152,12 @@ class InputShare(Protocol):
 
 class Communication(Protocol):
     """With replicas, fixed-batch steps without the gradients' reduction between replicas, for the communication
-    share (dlbench/measure/communication.py): each replica then updates its own copy, so that pass runs last."""
+    share (dlbench/measure/communication.py): each replica then updates its own copy, so that pass runs last. Only
+    where the framework has such a step (PyTorch's DDP.no_sync); the one-step mechanisms (MirroredStrategy, Keras'
+    and JAX's jitted step over a mesh, Gluon's Trainer) reduce in every step and leave the capability out."""
 
     def unreduced_steps(self, model, staged, order, batch_size):
-        """run(steps) as fixed_batch_steps' but skipping the gradients' all-reduce, where the framework has a way
-        to (PyTorch's DDP.no_sync); None where it has none or the run has one replica."""
+        """run(steps) as fixed_batch_steps' but skipping the gradients' all-reduce (called with replicas only)."""
 
 
 # What a TrainingAdapter may have beyond its core, each whole or not at all.

@@ -640,11 +640,6 @@ def fixed_batch_steps(model, staged, order, batch_size):
     return lambda steps: _train_steps(model, itertools.repeat((model.train_on, first), steps))
 
 
-def unreduced_steps(model, staged, order, batch_size):
-    """None: GSPMD derives the all-reduce from the shardings of one jitted step: there is no step without it."""
-    return None
-
-
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     yield from staged.test.as_numpy_iterator() if order is None else _host_batches(staged, order, batch_size)

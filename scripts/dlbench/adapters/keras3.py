@@ -649,11 +649,6 @@ def fixed_batch_steps(model, staged, order, batch_size):
     return lambda steps: _fit_loss(model, (placed for _ in range(steps)))
 
 
-def unreduced_steps(model, staged, order, batch_size):
-    """None: fit's distributed step (MirroredStrategy, or one jitted step over the mesh) always reduces."""
-    return None
-
-
 # The float32 test logits one predict call returns at most (at least one batch's): a language model's over a whole
 # test split would not fit on the host (gpt2-small's are 0.2 GB a sequence), an image model's fit in one call. The
 # float64 reduction makes about four temporaries twice their size: 2 GiB of host memory at the peak.

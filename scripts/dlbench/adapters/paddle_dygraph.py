@@ -644,11 +644,6 @@ def fixed_batch_steps(model, staged, order, batch_size):
     return lambda steps: _train_steps(model, itertools.repeat(first, steps))
 
 
-def unreduced_steps(model, staged, order, batch_size):
-    """None: this stack runs one replica."""
-    return None
-
-
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     if order is not None:

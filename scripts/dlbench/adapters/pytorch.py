@@ -678,9 +678,7 @@ def fixed_batch_steps(model, staged, order, batch_size):
 
 def unreduced_steps(model, staged, order, batch_size):
     """fixed_batch_steps' steps inside DDP's no_sync, which leaves out the gradients' all-reduce (PyTorch's way to
-    accumulate gradients locally): what a step costs without its communication. None with one replica."""
-    if model.distributed is None:
-        return None
+    accumulate gradients locally): what a step costs without its communication."""
     steps = fixed_batch_steps(model, staged, order, batch_size)
 
     def unreduced(count):

@@ -697,11 +697,6 @@ def fixed_batch_steps(model, staged, order, batch_size):
     return lambda steps: _train_steps(model, itertools.repeat((model.train_on, batch), steps))
 
 
-def unreduced_steps(model, staged, order, batch_size):
-    """None: MirroredStrategy keeps one mirrored copy of each variable, which only a reduced update may change."""
-    return None
-
-
 def loader_batches(staged, order, batch_size):
     """The loader's own host batches (uint8 NHWC, labels) of `order`; None: of the evaluation split (tests)."""
     if order is None:

@@ -1,8 +1,8 @@
 """With data-parallel replicas, where the framework can leave out the gradients' reduction (the adapter's
-unreduced_steps, None where it cannot): the share of a step spent communicating that compute does not hide, from pairs
-of epochs of fixed-batch steps, one with the reduction and one without, alternating so that drift falls on both alike
-(after one untimed call of each, which traces or compiles it where a framework needs to). As many pairs as the steady
-window has epochs, at least 3."""
+unreduced_steps, the Communication capability): the share of a step spent communicating that compute does not hide,
+from pairs of epochs of fixed-batch steps, one with the reduction and one without, alternating so that drift falls on
+both alike (after one untimed call of each, which traces or compiles it where a framework needs to). As many pairs as
+the steady window has epochs, at least 3."""
 
 from .. import parallel
 from ..adapters import contract
@@ -19,8 +19,6 @@ def measure(trained):
     run, model, staged, batch_size = trained.run, trained.model, trained.staged, trained.batch_size
     order = trained.shuffles.order_of(run.experiment["epochs"] - 1)  # the last training epoch's: already read
     unreduced = run.adapter.unreduced_steps(model, staged, order, batch_size)
-    if unreduced is None:
-        return {}
     reduced, steps = run.adapter.fixed_batch_steps(model, staged, order, batch_size), len(order) // batch_size
     trained.sampler.mark("communication warm-up")
     run.timed(reduced, 1)
