@@ -1,11 +1,11 @@
 """Parity: this workflow's steady training images/s against a hand-written script of the same framework.
 
-For each stack it can run, each --models model and each precision, the adapter's epoch (built, staged and timed
-exactly as scripts/train.py does) and the bare script of benchmarks/bare (that framework's own idioms: PyTorch
-tensors on the device with autocast, GradScaler and channels_last; Keras `fit` on NumPy arrays; MXNet hybridize +
-Trainer with mx.contrib.amp; TensorFlow tf.function; Flax NNX a jax.jit step with its state donated and optax;
-Paddle the dynamic graph with paddle.amp) train the same network on the same synthetic images with Adam at the same
-batch size, under the default math mode (TF32 and autotuning on, as practitioners run a GPU):
+For each stack it can run, each --models model and each precision, the adapter's epoch (built, staged and timed exactly
+as scripts/train.py does) and the bare script of benchmarks/bare (that framework's own idioms: PyTorch tensors on the
+device with autocast, GradScaler and channels_last; Keras `fit` on NumPy arrays, on TensorFlow on a tf.data pipeline;
+MXNet hybridize + Trainer with mx.contrib.amp; TensorFlow tf.function; Flax NNX a jax.jit step with its state donated
+and optax; Paddle the dynamic graph with paddle.amp) train the same network on the same synthetic images with Adam at
+the same batch size, under the default math mode (TF32 and autotuning on, as practitioners run a GPU):
 
     fp32      the variant of the mode the bare script runs (PyTorch and Paddle eager; graph for tf.function and
               hybridize; XLA for Flax; Keras' `fit`: XLA on JAX, eager on torch, and on TensorFlow XLA on GPU and

@@ -579,26 +579,21 @@ def _take(array, indices):
     return array[indices] if isinstance(array, np.ndarray) else keras.ops.take(array, indices, axis=0)
 
 
-def _feed(arrays, index_batches):
-    """fit's (or predict's) input: per batch of indices, the batch of each array, through the backend's own path
-    for in-memory data. JAX and torch: a generator, gathering in NumPy (host placement, and on JAX device placement
-    on a CPU: stage; fit copies each batch to the device one batch ahead) or on the device (fit takes the backend's
-    arrays as they are). TensorFlow: tf.data gathering each batch in
-    parallel with prefetch, the pipeline Keras builds for arrays itself (array_data_adapter.get_tf_dataset)."""
+def _feed(arrays, order, batch_size):
+    """fit's input: the whole batches of `order`, each of every array, through the backend's own path for in-memory
+    data. JAX and torch: a generator, gathering in NumPy (host placement, and on JAX device placement on a CPU:
+    stage; fit copies each batch to the device one batch ahead) or on the device (fit takes the backend's arrays as
+    they are). TensorFlow: the epoch gathered at once on the host and batched by tf.data with prefetch, a TensorFlow
+    user's from_tensor_slices pipeline; a gather per batch in a tf.data map, the pipeline Keras builds for arrays
+    (array_data_adapter), ran LeNet's epoch 15 % slower on 2 cores (docs/findings.md, "Keras on TensorFlow's feed")."""
+    batches = data.batch_slices(len(order), batch_size)
     if keras.backend.backend() != "tensorflow":
-        return (tuple(_take(array, indices) for array in arrays) for indices in index_batches)
+        return (tuple(_take(array, order[batch]) for array in arrays) for batch in batches)
     import tensorflow as tf
 
-    indices = tf.data.Dataset.from_tensor_slices(np.asarray(index_batches))
-    tensors = tf.data.Dataset.from_tensors(tuple(arrays)).repeat()
-    gathered = tf.data.Dataset.zip((indices, tensors)).map(
-        lambda batch, data: tuple(tf.gather(array, batch) for array in data), num_parallel_calls=tf.data.AUTOTUNE
-    )
-    return gathered.prefetch(tf.data.AUTOTUNE)
-
-
-def _index_batches(order, batch_size):
-    return [order[batch] for batch in data.batch_slices(len(order), batch_size)]
+    with tf.device("/CPU:0"):
+        epoch = tuple(tf.gather(array, order[: len(batches) * batch_size]) for array in arrays)
+        return tf.data.Dataset.from_tensor_slices(epoch).batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
 def _fit_loss(model, batches):
@@ -609,7 +604,7 @@ def _train_batches(staged, order, batch_size):
     """fit's input for the batches of `order`."""
     if staged.STREAM:
         return staged.train(order, batch_size)
-    return _feed((staged.train_x, staged.train_y), _index_batches(order, batch_size))
+    return _feed((staged.train_x, staged.train_y), order, batch_size)
 
 
 def train_epoch(model, staged, order, batch_size):
