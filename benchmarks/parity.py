@@ -382,7 +382,8 @@ def main():
     stacks, existing, chosen = harness.chosen_stacks(parser, args, default=list)
     print(
         f"device {args.device} ({harness.gpu_description() if args.device == 'gpu' else f'threads: {args.threads}'}); "
-        f"batch {args.batch_size}, {args.images} images, ResNet-50 at {args.image_size}x{args.image_size}; "
+        f"batch {args.batch_size}, {args.images} examples"
+        f"{f', ResNet-50 at {args.image_size}x{args.image_size}' if 'resnet50' in args.models else ''}; "
         f"median of {args.trials} epochs after {args.warmup}, {args.rounds} processes per side; target {TARGET}"
     )
     print(
