@@ -238,16 +238,17 @@ class _Attention(nnx.Module):
         True: "composed: einsum, softmax, einsum",
     }
 
-    def __init__(self, width, heads, causal, composed, dtype):
-        # The neutral layout's weights, in its order: the fused projection's columns [q | k | v], each head-major,
-        # then the output projection.
-        shapes = {"qkv_kernel": (width, 3 * width), "qkv_bias": (3 * width,), "out_kernel": (width, width)}
-        for name, shape in {**shapes, "out_bias": (width,)}.items():
+    WEIGHTS = ("qkv_kernel", "qkv_bias", "out_kernel", "out_bias")
+
+    def __init__(self, shapes, heads, causal, composed, dtype):
+        # The neutral weights of specs.parameter_shapes, in its order: the fused projection's columns [q | k | v],
+        # each head-major, then the output projection.
+        for name, shape in zip(self.WEIGHTS, shapes, strict=True):
             setattr(self, name, nnx.Param(jnp.zeros(shape)))
         self.heads, self.causal, self.composed, self.dtype = heads, causal, composed, dtype
 
     def weights(self):
-        return [self.qkv_kernel, self.qkv_bias, self.out_kernel, self.out_bias]
+        return [getattr(self, name) for name in self.WEIGHTS]
 
     def __call__(self, x):
         width = x.shape[-1]
@@ -306,7 +307,8 @@ def _leaf_module(layer, in_shape, variant, rngs, built):
     if isinstance(layer, specs.LayerNorm):
         return nnx.LayerNorm(in_shape[-1], epsilon=layer.epsilon, **options)
     if isinstance(layer, specs.Attention):
-        return _Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention, dtype)
+        shapes, _ = specs.parameter_shapes(layer, in_shape)
+        return _Attention(shapes, layer.heads, layer.causal, variant.composed_attention, dtype)
     if isinstance(layer, specs.LMHead):
         if layer.tied:
             return _TiedHead(next(module for module in built if isinstance(module, nnx.Embed)))

@@ -285,18 +285,18 @@ class _Attention(keras.layers.Layer):
     """Multi-head self-attention between the fused input projection and the output projection: through Keras' fused
     op, keras.ops.dot_product_attention, or written out (variant -composed, _composed_attention)."""
 
-    def __init__(self, width, heads, causal, composed):
+    WEIGHTS = ("qkv_kernel", "qkv_bias", "out_kernel", "out_bias")
+
+    def __init__(self, shapes, heads, causal, composed):
         super().__init__()
+        self.shapes = shapes
         self.softmax = keras.layers.Softmax()  # -composed's: its masking value fits the compute dtype
         self.heads, self.causal, self.composed = heads, causal, composed
 
     def build(self, input_shape):
-        width = input_shape[-1]
-        # The neutral layout's weights, in its order: the fused [query | key | value] projection (each head-major),
-        # then the output projection.
-        shapes = {"qkv_kernel": (width, 3 * width), "qkv_bias": (3 * width,), "out_kernel": (width, width)}
-        shapes["out_bias"] = (width,)
-        for name, shape in shapes.items():
+        # The neutral weights of specs.parameter_shapes, in its order: the fused [query | key | value] projection
+        # (each head-major), then the output projection.
+        for name, shape in zip(self.WEIGHTS, self.shapes, strict=True):
             setattr(self, name, self.add_weight(shape=shape, initializer=_placeholder, name=name))
 
     def call(self, sequence):
@@ -365,7 +365,8 @@ def _leaf_layers(layer, in_shape, variant):
     if isinstance(layer, specs.LayerNorm):
         return [keras.layers.LayerNormalization(epsilon=layer.epsilon, **_placeholder_initializers("beta", "gamma"))]
     if isinstance(layer, specs.Attention):
-        return [_Attention(in_shape[-1], layer.heads, layer.causal, variant.composed_attention)]
+        shapes, _ = specs.parameter_shapes(layer, in_shape)
+        return [_Attention(shapes, layer.heads, layer.causal, variant.composed_attention)]
     if isinstance(layer, specs.TokenPool):
         return [_token_pool(layer.kind)]
     if isinstance(layer, specs.LMHead):  # untied: a bias-free kernel
