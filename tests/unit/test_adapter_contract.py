@@ -124,7 +124,7 @@ def contract_problems(name, source, roles):
 def test_the_adapters_are_exactly_those_the_stacks_name():
     assert sorted(ROLES) == adapters.names()
     assert adapters.names() == sorted(
-        path.stem for path in FOLDER.glob("*.py") if path.stem not in ("__init__", "contract")
+        path.stem for path in FOLDER.glob("*.py") if path.stem not in ("__init__", *adapters.SHARED)
     )
 
 

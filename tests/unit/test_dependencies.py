@@ -8,6 +8,7 @@ from hashlib import sha256
 from pathlib import Path
 
 import pytest
+from dlbench import adapters
 from dlbench.configuration import load_stacks
 from dlbench.dependencies import REPOSITORY, code_files, code_name, library_files
 
@@ -140,7 +141,7 @@ def adapter_files(files):
     return {
         Path(file).stem
         for file in files
-        if file.startswith("scripts/dlbench/adapters/") and Path(file).stem not in ("__init__", "contract")
+        if file.startswith("scripts/dlbench/adapters/") and Path(file).stem in adapters.names()
     }
 
 
@@ -233,8 +234,7 @@ def test_code_that_runs_in_a_framework_env_imports_only_the_standard_library_and
     report), so that no stack env needs the driver's packages."""
     import sys
 
-    adapters = [path.stem for path in (REPOSITORY / "scripts/dlbench/adapters").glob("*.py")]
-    modules = tuple(f"dlbench.adapters.{name}" for name in adapters if name not in ("__init__", "contract"))
+    modules = tuple(f"dlbench.adapters.{name}" for name in adapters.names())
     in_env = library_files(
         "scripts/run_experiment.py", "scripts/max_batch.py", "scripts/run_ops.py", extra_modules=modules
     )

@@ -2,6 +2,7 @@
 
 The interface is code: contract.py's Protocols (TrainingAdapter for a stack's `adapter`, OpsAdapter for its
 `ops_adapter`), checked for every adapter by tests/unit/test_adapter_contract.py. Load one by name with load().
+The adapters whose frameworks' experts write their own training loop share loop.py's over their primitives.
 """
 
 import importlib
@@ -20,9 +21,13 @@ OPTIMIZER_DEFAULTS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
 RMSPROP_RHO = 0.9
 
 
+# The package's modules that are not adapters: the interface, and the training loop several adapters share.
+SHARED = ("contract", "loop")
+
+
 def names():
-    """The adapters: every module of this package but the contract."""
-    return sorted(module.name for module in pkgutil.iter_modules(__path__) if module.name != "contract")
+    """The adapters: every module of this package but the shared ones."""
+    return sorted(module.name for module in pkgutil.iter_modules(__path__) if module.name not in SHARED)
 
 
 def load(name) -> "TrainingAdapter | OpsAdapter":

@@ -42,7 +42,6 @@ each global batch); XLA's collectives cross the nodes (NCCL on GPUs; gloo betwee
 
 import dataclasses
 import functools
-import itertools
 import os
 
 import flax
@@ -56,7 +55,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .. import data, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, jax_numpy, load
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, jax_numpy, load, loop
 
 FRAMEWORK = "flax"
 # The adapter whose tf.data pipelines stream, loaded by name (stream), so that only streamed runs depend on it
@@ -616,19 +615,29 @@ def _batch_sharding(model):
     return None if model.layout is None else model.layout.sharding
 
 
-def _train_steps(model, calls):
-    """One step per call; the mean loss stays on the device until the caller reads it."""
-    loss_sum, steps = _placed(np.zeros((), np.float32), model.replicated), 0
-    for step, arguments in calls:
-        model.state, loss_sum = step(model.state, loss_sum, *arguments)
-        steps += 1
+def _begin(model):
+    return _placed(np.zeros((), np.float32), model.replicated)
+
+
+def _step(model, call, loss_sum):
+    """One jitted step (a call of _batch_calls), the state donated to it; the loss summed inside the step."""
+    step, arguments = call
+    model.state, loss_sum = step(model.state, loss_sum, *arguments)
+    return loss_sum
+
+
+def _mean(model, loss_sum, steps):
+    """The mean loss, on the device until the caller reads it; the state's last update produced with it."""
     mean = loss_sum / steps
     _produced((model.state, mean))
     return mean
 
 
+_LOOP = loop.Loop(begin=_begin, step=_step, mean=_mean)
+
+
 def train_epoch(model, staged, order, batch_size):
-    return _train_steps(model, _batch_calls(model, staged, order, batch_size))
+    return _LOOP.epoch(model, _batch_calls(model, staged, order, batch_size))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
@@ -639,7 +648,7 @@ def fixed_batch_steps(model, staged, order, batch_size):
         indices = _placed(order[:batch_size].astype(np.int32), model.replicated)
         first = jnp.take(staged.train_x, indices, axis=0), jnp.take(staged.train_y, indices, axis=0)
         first = jax.device_put(first, _batch_sharding(model))
-    return lambda steps: _train_steps(model, itertools.repeat((model.train_on, first), steps))
+    return _LOOP.repeating(model, (model.train_on, first))
 
 
 def loader_batches(staged, order, batch_size):

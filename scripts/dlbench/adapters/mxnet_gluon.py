@@ -19,7 +19,6 @@ over the contexts before Trainer.step(global batch) divides them by the global b
 
 import ctypes
 import dataclasses
-import itertools
 import math
 
 import mxnet as mx
@@ -28,7 +27,7 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 
 from .. import data, mathmode, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, loop
 
 FRAMEWORK = "mxnet"
 INPUT_WORK = GATHER_AND_PLACE
@@ -718,36 +717,42 @@ def _omp_threads():
     return ctypes.CDLL(sorted(runtimes)[0]).omp_get_max_threads() if runtimes else None
 
 
-def _train_steps(model, batches):
-    """One training step per batch of shards (one per context): a forward and backward on each context, queued
-    together (MXNet's engine runs them concurrently), then Trainer.step over the global batch. The mean loss is read
-    once, after the last step."""
+def _begin(model):
+    return [mx.nd.zeros((1,), ctx=ctx) for ctx in model.contexts]  # a total per context
+
+
+def _step(model, shards, totals):
+    """One training step on a batch of shards (one per context): a forward and backward on each context, queued
+    together (MXNet's engine runs them concurrently), then Trainer.step over the global batch."""
     network, trainer, loss_fn = model.network, model.trainer, model.loss
-    scaled = model.variant.mixed_precision
-    totals, steps = [mx.nd.zeros((1,), ctx=ctx) for ctx in model.contexts], 0
-    for shards in batches:
-        with autograd.record():
-            losses = [loss_fn(network(images), labels) for images, labels in shards]
-            if scaled:
-                with amp.scale_loss(losses, trainer) as scaled_losses:
-                    autograd.backward(scaled_losses)
-        if not scaled:
-            autograd.backward(losses)
-        trainer.step(sum(images.shape[0] for images, _ in shards))
-        for total, loss in zip(totals, losses):
-            total += loss.mean()  # in place: NDArray.__iadd__
-        steps += 1
-    # The global batches' mean loss: the shards are equal, so the mean of the replicas' means.
+    with autograd.record():
+        losses = [loss_fn(network(images), labels) for images, labels in shards]
+        if model.variant.mixed_precision:
+            with amp.scale_loss(losses, trainer) as scaled_losses:
+                autograd.backward(scaled_losses)
+    if not model.variant.mixed_precision:
+        autograd.backward(losses)
+    trainer.step(sum(images.shape[0] for images, _ in shards))
+    for total, loss in zip(totals, losses):
+        total += loss.mean()  # in place: NDArray.__iadd__
+    return totals
+
+
+def _mean(model, totals, steps):
+    """The global batches' mean loss, read once after the last step: the shards are equal, so the mean of the
+    replicas' means."""
     return sum(total.asscalar() for total in totals) / (steps * len(totals))
 
 
+_LOOP = loop.Loop(begin=_begin, step=_step, mean=_mean)
+
+
 def train_epoch(model, staged, order, batch_size):
-    return _train_steps(model, _batches(staged, order, batch_size))
+    return _LOOP.epoch(model, _batches(staged, order, batch_size))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    first = next(_batches(staged, order, batch_size))
-    return lambda steps: _train_steps(model, itertools.repeat(first, steps))
+    return _LOOP.repeating(model, next(_batches(staged, order, batch_size)))
 
 
 def loader_batches(staged, order, batch_size):

@@ -15,7 +15,6 @@ a GPU, on CPU the composed matmul-softmax-matmul) is read back.
 import contextlib
 import ctypes
 import dataclasses
-import itertools
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ from paddle.base import core
 from paddle.nn.functional import sdpa
 
 from .. import data, mathmode, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, loop
 
 FRAMEWORK = "paddle"
 INPUT_WORK = GATHER_AND_PLACE
@@ -617,31 +616,39 @@ def _cross_entropy(logits, labels, reduction="mean"):
     return F.cross_entropy(logits.flatten(0, -2), labels.flatten(), reduction=reduction)
 
 
-def _train_steps(model, batches):
-    """One training step per batch; the mean loss stays on the device until the caller reads it."""
-    network, optimizer, scaler = model.network, model.optimizer, model.scaler
-    network.train()
-    total, steps = paddle.zeros([]), 0
-    for images, labels in batches:
-        with _autocast(model):
-            loss = _cross_entropy(network(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.clear_grad(set_to_zero=False)
-        total += loss.detach().astype("float32")
-        steps += 1
+def _begin(model):
+    model.network.train()
+    return paddle.zeros([])
+
+
+def _step(model, batch, total):
+    """One training step; its loss added to the total on the device."""
+    images, labels = batch
+    with _autocast(model):
+        loss = _cross_entropy(model.network(images), labels)
+    model.scaler.scale(loss).backward()
+    model.scaler.step(model.optimizer)
+    model.scaler.update()
+    model.optimizer.clear_grad(set_to_zero=False)
+    total += loss.detach().astype("float32")
+    return total
+
+
+def _mean(model, total, steps):
     return total / steps
 
 
+_LOOP = loop.Loop(begin=_begin, step=_step, mean=_mean)
+
+
 def train_epoch(model, staged, order, batch_size):
-    return _train_steps(model, _batches(staged, order, batch_size))
+    return _LOOP.epoch(model, _batches(staged, order, batch_size))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
     # A one-batch epoch run to its end: a persistent Paddle loader left mid-epoch hands its rest to the next epoch.
     (first,) = _batches(staged, order[:batch_size], batch_size)
-    return lambda steps: _train_steps(model, itertools.repeat(first, steps))
+    return _LOOP.repeating(model, first)
 
 
 def loader_batches(staged, order, batch_size):

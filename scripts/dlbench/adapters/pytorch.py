@@ -9,7 +9,6 @@ torchrun (parallel.launch), gloo processes sharing the cores on CPU, NCCL over t
 import atexit
 import dataclasses
 import datetime
-import itertools
 import math
 
 import numpy as np
@@ -19,7 +18,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from .. import data, mathmode, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, loop
 
 FRAMEWORK = "torch"
 INPUT_WORK = GATHER_AND_PLACE
@@ -646,20 +645,25 @@ def _cross_entropy(logits, labels, reduction="mean"):
     return F.cross_entropy(logits.flatten(0, -2), labels.flatten(), reduction=reduction)
 
 
-def _train_steps(model, batches):
-    """One training step per batch; the mean loss stays on the device until the caller reads it."""
-    run, optimizer, scaler = model.run, model.optimizer, model.scaler
+def _begin(model):
     model.network.train()
-    total, steps = torch.zeros((), device=model.device), 0
-    for images, labels in batches:
-        optimizer.zero_grad(set_to_none=True)
-        with _autocast(model):
-            loss = _cross_entropy(run(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        total += loss.detach().float()
-        steps += 1
+    return torch.zeros((), device=model.device)
+
+
+def _step(model, batch, total):
+    """One training step; its loss added to the total on the device."""
+    images, labels = batch
+    model.optimizer.zero_grad(set_to_none=True)
+    with _autocast(model):
+        loss = _cross_entropy(model.run(images), labels)
+    model.scaler.scale(loss).backward()
+    model.scaler.step(model.optimizer)
+    model.scaler.update()
+    total += loss.detach().float()
+    return total
+
+
+def _mean(model, total, steps):
     mean = total / steps
     if model.distributed is not None:  # the global batches' mean: every replica's slice is the same size
         torch.distributed.all_reduce(mean)
@@ -667,13 +671,15 @@ def _train_steps(model, batches):
     return mean
 
 
+_LOOP = loop.Loop(begin=_begin, step=_step, mean=_mean)
+
+
 def train_epoch(model, staged, order, batch_size):
-    return _train_steps(model, _batches(staged, order, batch_size, model.memory_format))
+    return _LOOP.epoch(model, _batches(staged, order, batch_size, model.memory_format))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
-    first = next(_batches(staged, order, batch_size, model.memory_format))
-    return lambda steps: _train_steps(model, itertools.repeat(first, steps))
+    return _LOOP.repeating(model, next(_batches(staged, order, batch_size, model.memory_format)))
 
 
 def unreduced_steps(model, staged, order, batch_size):

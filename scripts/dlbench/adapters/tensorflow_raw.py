@@ -22,14 +22,13 @@ embedding's variable (one variable, counted and updated once).
 """
 
 import dataclasses
-import itertools
 import math
 
 import numpy as np
 import tensorflow as tf
 
 from .. import data, mathmode, parallel, specs, variants
-from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract
+from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, loop
 
 FRAMEWORK = "tensorflow"
 INPUT_WORK = GATHER_AND_PLACE
@@ -665,19 +664,29 @@ def _replica_rows(order, batch_size, count):
     return np.array([[parallel.replica_slice(batch, rank, count) for rank in range(count)] for batch in batches])
 
 
-def _train_steps(model, calls):
-    with tf.device(model.device):
-        model.loss_sum.assign(0.0)
-        steps = 0
-        for step, arguments in calls:
-            step(*arguments)
-            steps += 1
-        model.example = (step, arguments)
-        return float(model.loss_sum.read_value()) / steps  # read_value: with replicas, their shares summed
+def _begin(model):
+    model.loss_sum.assign(0.0)
+    return model.loss_sum
+
+
+def _step(model, call, loss_sum):
+    """One step (a call of _batch_calls); the loss summed into the model's variable inside it. The last call is
+    kept for the engagement check (XLA's compiled step)."""
+    step, arguments = call
+    step(*arguments)
+    model.example = call
+    return loss_sum
+
+
+def _mean(model, loss_sum, steps):
+    return float(loss_sum.read_value()) / steps  # read_value: with replicas, their shares summed
+
+
+_LOOP = loop.Loop(begin=_begin, step=_step, mean=_mean, scope=lambda model: tf.device(model.device))
 
 
 def train_epoch(model, staged, order, batch_size):
-    return _train_steps(model, _batch_calls(model, staged, order, batch_size))
+    return _LOOP.epoch(model, _batch_calls(model, staged, order, batch_size))
 
 
 def fixed_batch_steps(model, staged, order, batch_size):
@@ -694,7 +703,7 @@ def fixed_batch_steps(model, staged, order, batch_size):
     else:
         with tf.device(model.device):  # the first batch, gathered and on the device before timing
             batch = tuple(tf.identity(part) for part in batch)
-    return lambda steps: _train_steps(model, itertools.repeat((model.train_on, batch), steps))
+    return _LOOP.repeating(model, (model.train_on, batch))
 
 
 def loader_batches(staged, order, batch_size):
