@@ -8,7 +8,7 @@ from pathlib import Path
 # This copy of the workflow's own library first: the driver's editable install (envs/driver.yaml) names the checkout
 # the driver was built in, which a copied workflow (the tests run many) is not.
 sys.path.insert(0, f"{workflow.basedir}/scripts")
-from dlbench import configuration
+from dlbench.study import configuration
 
 
 configfile: configuration.workflow_config_file()
@@ -34,7 +34,7 @@ wildcard_constraints:
     stack=regex_alternatives([*STACKS, plan.TOOLS]),
     device="cpu|gpu",
     operator="|".join(config["ops"]["operators"]) or "none",
-    code=r"[a-z_]+(\.[a-z0-9_]+(\+[a-z0-9_]+)*)?",  # dlbench/dependencies.py: code_name
+    code=r"[a-z_]+(\.[a-z0-9_]+(\+[a-z0-9_]+)*)?",  # dlbench/study/dependencies.py: code_name
 
 
 # On a cluster only the timed jobs are submitted; the rest needs the network or is light (config `slurm`).

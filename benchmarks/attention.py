@@ -4,7 +4,7 @@
 Per stack and --models model, the two variants of the mode its practitioners train in (benchmarks/parity.py) run in
 fresh processes, alternating sides over --rounds rounds; a process reports the median of --trials epochs after
 --warmup epochs (the first compiles). Each round's ratio fused / composed is one paired observation; the table
-gives their geometric mean with its 95% interval (Student's t on the logarithms, dlbench.analysis.statistics), and
+gives their geometric mean with its 95% interval (Student's t on the logarithms, dlbench.study.analysis.statistics), and
 names a stack that has no composed variant (TensorFlow, whose attention is always written out) with its reason.
 Run from the repository root with the driver:
 
@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 import harness
-from dlbench.analysis.statistics import log_interval
+from dlbench.study.analysis.statistics import log_interval
 from dlbench.variants import unsupported_reason
 from parity import data_placement, practitioner_mode
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import yaml
-from dlbench.analysis.statistics import is_equivalence
+from dlbench.study.analysis.statistics import is_equivalence
 from planning import copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]

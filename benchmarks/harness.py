@@ -29,7 +29,7 @@ VOCABULARIES = {"gpt-tiny": 256, "gpt2-small": 50257}
 
 
 def stacks():
-    from dlbench.configuration import load_stacks
+    from dlbench.study.configuration import load_stacks
 
     return load_stacks()
 

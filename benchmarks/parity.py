@@ -193,7 +193,7 @@ def record_experiment(stack, model, variant, placement, args):
     """The experiment row (repeat 1) a study of config.yaml with this one stack, model, variant and data placement
     gives its job (workflow/rules/common.smk), on the benchmark's data; a stack given with --python in that
     interpreter, as config `existing_envs` names it."""
-    from dlbench import configuration, plan  # the driver's: a stack's interpreter, running --inside, has no YAML
+    from dlbench.study import configuration, plan  # the driver's: a stack's interpreter, running --inside, has no YAML
 
     existing = {stack: str(Path(args.existing[stack]).absolute())} if stack in args.existing else {}
     overrides = {

@@ -7,14 +7,14 @@ VM). True centres: the A/A study has every experiment of a group equal (any diff
 study draws each experiment's log centre from N(0, --spread), so leads range from ties to clear wins.
 
 Two designs, each at alpha 0.05 per group:
-- fixed: --rounds rounds of every experiment, then the aggregation's tests (dlbench.analysis.statistics.decisions:
+- fixed: --rounds rounds of every experiment, then the aggregation's tests (dlbench.study.analysis.statistics.decisions:
   each experiment against the fastest, paired by round, Holm within the group over every pair of it); a group is
   decided when every other experiment is proven slower or equivalent.
-- race: dlbench.analysis.race at looks --looks (the last the maximum), alpha spent O'Brien-Fleming-style across
+- race: dlbench.study.analysis.race at looks --looks (the last the maximum), alpha spent O'Brien-Fleming-style across
   them; a group is decided when one experiment is left.
 - fixed pooled, race pooled: the same, each comparison's variance pooled toward a prior fitted over the study's
-  comparisons (dlbench.analysis.pooling, limma's moderated t): the fixed design's after its rounds, the race's after
-  its first look.
+  comparisons (dlbench.study.analysis.pooling, limma's moderated t): the fixed design's after its rounds, the race's
+  after its first look.
 
 Printed per study and design: groups decided, groups with a false claim (a "slower" for an experiment not truly
 slower, or an "equivalent" for one truly beyond the margin), and runs spent per study. Run from the repository root:
@@ -26,9 +26,9 @@ import argparse
 import math
 
 import numpy as np
-from dlbench.analysis.pooling import fit_prior, pooled
-from dlbench.analysis.race import ELIMINATED, RETIRED, first_look_prior, planned_looks, race, rounds_spent
-from dlbench.analysis.statistics import SLOWER, compared, decisions, equivalence_bound, is_equivalence
+from dlbench.study.analysis.pooling import fit_prior, pooled
+from dlbench.study.analysis.race import ELIMINATED, RETIRED, first_look_prior, planned_looks, race, rounds_spent
+from dlbench.study.analysis.statistics import SLOWER, compared, decisions, equivalence_bound, is_equivalence
 
 DRIFT = 0.05  # a round's shared drift (log scale): pairing removes it, so it only matters unpaired
 

@@ -1,5 +1,5 @@
-"""Tidy tables from the run records, each as CSV with Parquet beside it (dlbench.analysis.tables names them): runs (one
-row per run), summary (per experiment, over repeats; what results cost where the config prices a device-hour),
+"""Tidy tables from the run records, each as CSV with Parquet beside it (dlbench.study.analysis.tables names them): runs
+(one row per run), summary (per experiment, over repeats; what results cost where the config prices a device-hour),
 epochs, comparisons (between stacks and variants within each group of otherwise identical experiments), fastest (each
 group's answer: the report's first page), relative (every stack in every group against one reference stack, and each
 stack across groups), versions (each framework's releases paired on otherwise identical experiments), scaling (each
@@ -8,11 +8,11 @@ experiment on several data-parallel replicas against the same on one, and the st
 target accuracy was reached and how long whole trainings lasted) and max_batch (one row per largest-batch search,
 empty when none ran).
 
-Every statistic is computed here, once, by dlbench.analysis (records, summary, cost, comparisons, fastest, statistics: each
-module says how); the report only prints them. Failed runs (status error/oom) stay in the runs table and are counted
-in the summary; statistics use the runs with status ok. A record that cannot stand for its run (unreadable, or
-contradicted by the epochs.csv and telemetry.csv its run wrote beside it: dlbench/record_check.py) counts as an error
-run naming why. An experiment is summarised per machine, so runs from
+Every statistic is computed here, once, by dlbench.study.analysis (records, summary, cost, comparisons, fastest,
+statistics: each module says how); the report only prints them. Failed runs (status error/oom) stay in the runs table
+and are counted in the summary; statistics use the runs with status ok. A record that cannot stand for its run
+(unreadable, or contradicted by the epochs.csv and telemetry.csv its run wrote beside it: dlbench/record_check.py)
+counts as an error run naming why. An experiment is summarised per machine, so runs from
 different cluster nodes are never pooled and comparisons stay within one machine.
 
     python scripts/aggregate.py --records results/runs/*/rep*/record.json [--max-batch results/max_batch/*.json] \
@@ -25,10 +25,12 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from dlbench.analysis.comparisons import comparisons, version_pairs
-from dlbench.analysis.cost import with_costs
-from dlbench.analysis.fastest import fastest_table
-from dlbench.analysis.records import (
+from dlbench.cli import run_main
+from dlbench.io import replacing_all
+from dlbench.study.analysis.comparisons import comparisons, version_pairs
+from dlbench.study.analysis.cost import with_costs
+from dlbench.study.analysis.fastest import fastest_table
+from dlbench.study.analysis.records import (
     MAX_BATCH_COLUMNS,
     epochs_table,
     max_batch_row,
@@ -37,13 +39,11 @@ from dlbench.analysis.records import (
     runs_table,
     telemetry_table,
 )
-from dlbench.analysis.relative import relative_table
-from dlbench.analysis.scaling import scaling_table
-from dlbench.analysis.summary import summary_table
-from dlbench.analysis.tables import TABLES
-from dlbench.analysis.workload import workload_table
-from dlbench.cli import run_main
-from dlbench.io import replacing_all
+from dlbench.study.analysis.relative import relative_table
+from dlbench.study.analysis.scaling import scaling_table
+from dlbench.study.analysis.summary import summary_table
+from dlbench.study.analysis.tables import TABLES
+from dlbench.study.analysis.workload import workload_table
 
 
 def write_tables(tables, folder):

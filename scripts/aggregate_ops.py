@@ -4,7 +4,7 @@
 A job that failed as a whole gives one row with its status and error. A job whose timed window was shared with other
 processes beyond the config's `contention` limits was run again; its contended tries keep their rows, with status
 `contended` and what contended them, and are never drawn. A row above its ceiling gets its cause
-(dlbench.analysis.operators). Parquet is written beside the CSV.
+(dlbench.study.analysis.operators). Parquet is written beside the CSV.
 """
 
 import argparse
@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 
 import pandas as pd
-
-from dlbench.analysis.operators import over_ceiling_causes
 from dlbench.cli import run_main
 from dlbench.io import replacing_all
+from dlbench.study.analysis.operators import over_ceiling_causes
 
 COLUMNS = [
     "stack",

@@ -1,4 +1,4 @@
-"""Index an image folder for data placement `stream` (see dlbench/data.py and dlbench/image_folder.py).
+"""Index an image folder for data placement `stream` (see dlbench/data.py and dlbench/study/image_folder.py).
 
     python scripts/index_image_folder.py NAME OUT_META --options JSON [--workers N]
 
@@ -10,10 +10,10 @@ import argparse
 import json
 import time
 
-from dlbench import image_folder
-from dlbench.catalog import image_folder_options
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic
+from dlbench.study import image_folder
+from dlbench.study.catalog import image_folder_options
 
 
 def main():

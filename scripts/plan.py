@@ -1,4 +1,4 @@
-"""What a config plans, without Snakemake's DAG: the experiment matrix (dlbench/plan.py, the module the workflow's
+"""What a config plans, without Snakemake's DAG: the experiment matrix (dlbench/study/plan.py, the module the workflow's
 rules import) and, for retries, the runs whose record is not ok. Run with the driver from the repository root, with
 the config arguments Snakemake was given (layered over config.yaml as Snakemake does):
 
@@ -14,10 +14,9 @@ tables and report after them) and touches no ok record:
 import argparse
 import sys
 
-from snakemake.cli import parse_config
-
-from dlbench import configuration, plan
 from dlbench.cli import run_main
+from dlbench.study import configuration, plan
+from snakemake.cli import parse_config
 
 
 def checked_config(configfiles, config_arguments):

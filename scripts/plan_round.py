@@ -1,4 +1,4 @@
-"""Racing: after a planned look, the experiments that run the rounds to the next look (dlbench/analysis/race.py
+"""Racing: after a planned look, the experiments that run the rounds to the next look (dlbench/study/analysis/race.py
 decides).
 
 Reads every run record through the look's round, groups the runs as the aggregation does (race.race_groups: by
@@ -13,11 +13,11 @@ round; they count against the budget all the same.
 import argparse
 import json
 
-from dlbench.analysis.race import Budget, noise_source, plan_next, race_groups, schedule
-from dlbench.analysis.records import read_records, record_machines, runs_table
-from dlbench.analysis.summary import run_seconds
 from dlbench.cli import run_main
 from dlbench.io import write_json_atomic
+from dlbench.study.analysis.race import Budget, noise_source, plan_next, race_groups, schedule
+from dlbench.study.analysis.records import read_records, record_machines, runs_table
+from dlbench.study.analysis.summary import run_seconds
 
 
 def group_label(key):

@@ -18,12 +18,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
-from dlbench.catalog import IMAGE_FOLDER_KINDS, dataset_info, image_folder_options
-from dlbench import data, image_folder
+from dlbench import data
 from dlbench.cli import run_main
 from dlbench.data import channel_stats
 from dlbench.io import file_sha256, json_text
+from dlbench.study import image_folder
+from dlbench.study.catalog import IMAGE_FOLDER_KINDS, dataset_info, image_folder_options
 
 
 def synthetic(shape, classes, train_size, test_size, seed):

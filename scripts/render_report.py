@@ -1,8 +1,8 @@
 """The rendered report (HTML + PDF) from the aggregated tables.
 
-The document is report/report.qmd, whose body is the sections of dlbench/report (one module each: its prose, tables
-and the figures it draws). With `quarto` on PATH it renders with Quarto (html + typst formats); otherwise the same
-document renders with pandoc (self-contained HTML) and pandoc -> typst -> PDF.
+The document is report/report.qmd, whose body is the sections of dlbench/study/report (one module each: its prose,
+tables and the figures it draws). With `quarto` on PATH it renders with Quarto (html + typst formats); otherwise the
+same document renders with pandoc (self-contained HTML) and pandoc -> typst -> PDF.
 """
 
 import argparse
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from dlbench.cli import run_main
 from dlbench.io import replacing_all
-from dlbench.report import Study, body
-from dlbench.report.render import render
+from dlbench.study.report import Study, body
+from dlbench.study.report.render import render
 
 
 def main():

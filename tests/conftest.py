@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from dlbench.configuration import load_stacks
 from dlbench.process import child_environment
+from dlbench.study.configuration import load_stacks
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS, TESTS = REPO / "scripts", REPO / "tests"

@@ -29,9 +29,9 @@ TABLE = (
 )
 
 NAMES = tuple(axis.name for axis in TABLE)
-# The swept axes: {name: the config's key}, in the matrix's order (dlbench.plan.grids).
+# The swept axes: {name: the config's key}, in the matrix's order (dlbench.study.plan.grids).
 CONFIG_KEYS = {axis.name: axis.config_key for axis in TABLE if axis.config_key}
-# Experiments equal in these, on one machine, are compared and raced together (dlbench.analysis.race.race_groups),
+# Experiments equal in these, on one machine, are compared and raced together (dlbench.study.analysis.race.race_groups),
 # so that comparisons stay paired round by round.
 COMPARISON_GROUP = [axis.name for axis in TABLE if axis.grouped]
 # A figure's panel: the experiments drawn side by side in it (stacks and variants, over optimisers and rates), on one

@@ -2,8 +2,8 @@
 
 record.json is flat: every section's fields sit at its top level, and `contention`, `dataset_description`, `stream`,
 `gpu_devices` and `provenance` hold objects of the classes below. workflow/schemas/run_record.schema.yaml and
-docs/run-record.md are generated from these classes (dlbench/record_docs.py), and a unit test keeps them equal; a new
-field is added here, with its unit and meaning, and nowhere else by hand.
+docs/run-record.md are generated from these classes (dlbench/study/record_docs.py), and a unit test keeps them equal; a
+new field is added here, with its unit and meaning, and nowhere else by hand.
 
 Standard library only: the runner writes the record of a process that died before writing its own.
 """

@@ -1,7 +1,7 @@
 """`--profile profiles/slurm` on a real Slurm: the one-node cluster of scripts/slurm_cluster.sh (munge, MariaDB +
 slurmdbd, slurmctld, slurmd with a GPU GRES). The tiny workflow runs with every training job a Slurm job, then GPU
 jobs are checked for what they ask Slurm for, then bad settings are refused before any submission. The account
-and partition rules themselves (dlbench/slurm.py): tests/unit/test_slurm_settings.py."""
+and partition rules themselves (dlbench/study/slurm.py): tests/unit/test_slurm_settings.py."""
 
 import json
 import os

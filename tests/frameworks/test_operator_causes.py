@@ -6,7 +6,7 @@ import json
 import subprocess
 
 from conftest import REPO, SHARED_MACHINE, STACKS, library_environment, read_csv
-from dlbench import configuration
+from dlbench.study import configuration
 from runs import ENV_DESCRIPTION
 
 STACK = "torch-2.13"

@@ -563,7 +563,7 @@ import json, sys
 from itertools import combinations
 from pathlib import Path
 import matplotlib.figure
-from dlbench.report import Study, body
+from dlbench.study.report import Study, body
 
 overlaps, drawn = [], []
 save = matplotlib.figure.Figure.savefig
@@ -670,7 +670,7 @@ def in_tools_venv(env_python, script):
 
 CONFIDENCE_CELLS = """
 import pandas as pd
-from dlbench.report.answer import confidence_cell
+from dlbench.study.report.answer import confidence_cell
 
 undecided = dict(confidence="inconclusive", rounds=8, resolvable_lead=1.29, rounds_to_decide=36,
                  minutes_to_decide=3.0, race_outcome="undecided", confidence_reason="")
@@ -690,7 +690,7 @@ def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_rea
 GROUP_TITLES = """
 import json
 import pandas as pd
-from dlbench.report.common import group_titles
+from dlbench.study.report.common import group_titles
 
 group = dict(model="mlp", dataset="digits", batch_size=64, device="cpu", replicas=1, scaling="weak",
              optimizer="adam", learning_rate=0.001, epochs=3, data_placement="device", machine="cpu-model")
@@ -718,7 +718,7 @@ def test_a_table_of_groups_names_what_they_share_once_and_never_leaves_a_group_u
 
 
 THREAD_TEXTS = """
-from dlbench.report.answer import thread_text
+from dlbench.study.report.answer import thread_text
 
 print(thread_text(dict(intra_op_threads=0, inter_op_threads=0, schedulable_cpus=2)))
 print(thread_text(dict(xla_threads=0, schedulable_cpus=4)))
@@ -736,7 +736,7 @@ def test_a_framework_default_of_one_thread_per_cpu_is_printed_as_its_count(env_p
 
 TWO_BASELINES = """
 import pandas as pd
-from dlbench.report.comparisons import comparisons_table
+from dlbench.study.report.comparisons import comparisons_table
 
 group = dict(machine="cpu-model", dataset="digits", model="lenet", device="cpu", batch_size=64, optimizer="adam",
              learning_rate=0.001, epochs=3, data_placement="device", replicas=1, scaling="weak")
@@ -772,7 +772,7 @@ import sys
 from pathlib import Path
 import pandas as pd
 from dlbench.axes import PANEL
-from dlbench.report.throughput import throughput_figure
+from dlbench.study.report.throughput import throughput_figure
 
 panel = dict(dataset="synthetic-tokens-256x64", model="gpt-tiny", device="cpu", batch_size=32, optimizer="adam",
              learning_rate=0.001, epochs=3, data_placement="device", replicas=1, scaling="weak", machine="cpu-model")
@@ -802,7 +802,7 @@ def test_a_language_models_throughput_is_drawn_in_tokens_per_second(env_python, 
 
 FIRST_EPOCHS = """
 import pandas as pd
-from dlbench.report.end_to_end import rank_sentences
+from dlbench.study.report.end_to_end import rank_sentences
 
 panel = dict(dataset="digits", model="mlp", device="cpu", batch_size=32, optimizer="adam", learning_rate=0.001,
              epochs=3, data_placement="device", replicas=1, scaling="weak", machine="cpu-model")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from dlbench import adapters, measure
 from dlbench.adapters import contract
-from dlbench.configuration import load_stacks
-from dlbench.dependencies import adapter_declarations
+from dlbench.study.configuration import load_stacks
+from dlbench.study.dependencies import adapter_declarations
 
 FOLDER = Path(adapters.__file__).parent
 KINDS = (

@@ -1,12 +1,12 @@
 """Configs that cannot run are refused before anything runs, every problem at once, each naming its key (or file) and
-what is allowed: dlbench/configuration.py, the checks the workflow and scripts/plan.py share, tested as functions (the
-workflow's and scripts/plan.py's refusals: tests/workflow/test_config.py). Layering matches Snakemake's: config.yaml,
-then each --configfile, then --config."""
+what is allowed: dlbench/study/configuration.py, the checks the workflow and scripts/plan.py share, tested as functions
+(the workflow's and scripts/plan.py's refusals: tests/workflow/test_config.py). Layering matches Snakemake's:
+config.yaml, then each --configfile, then --config."""
 
 import pytest
 import yaml
 from conftest import REPO
-from dlbench import configuration, plan
+from dlbench.study import configuration, plan
 
 MACHINE = configuration.Machine(gpus=0, memory_bytes=24 * 2**30, cores=2)  # this project's 2-core, 24 GiB machine
 WORKFLOW_CONFIG = REPO / "config.yaml"

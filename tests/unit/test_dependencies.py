@@ -1,7 +1,7 @@
-"""The library files a script imports are found from the code (dlbench/dependencies.py): imports wherever they stand,
-modules loaded by name, each followed transitively, and the adapters a stack's process loads by name for its backend
-and streamed data, so that an edit changes the code of exactly the jobs whose process imports the file (every job's
-inputs in a planned workflow: tests/workflow/test_job_inputs.py)."""
+"""The library files a script imports are found from the code (dlbench/study/dependencies.py): imports wherever they
+stand, modules loaded by name, each followed transitively, and the adapters a stack's process loads by name for its
+backend and streamed data, so that an edit changes the code of exactly the jobs whose process imports the file (every
+job's inputs in a planned workflow: tests/workflow/test_job_inputs.py)."""
 
 import shutil
 from hashlib import sha256
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from dlbench import adapters
-from dlbench.configuration import load_stacks
-from dlbench.dependencies import REPOSITORY, code_files, code_name, library_files
+from dlbench.study.configuration import load_stacks
+from dlbench.study.dependencies import REPOSITORY, code_files, code_name, library_files
 
 FAKE_PACKAGE = {
     "scripts/main.py": "import json\nimport pkg.sub.beta\nfrom pkg import alpha\nfrom helper import HELP\n\n\n"
@@ -228,19 +228,24 @@ def top_level_imports(path):
     return names
 
 
-def test_code_that_runs_in_a_framework_env_imports_only_the_standard_library_and_numpy():
-    """The package's boundary: what a training, max-batch or operator job runs inside a stack's env (the scripts,
-    every library module they import and every adapter) stays apart from the driver's (planning, aggregation, the
-    report), so that no stack env needs the driver's packages."""
+def test_the_package_keeps_the_study_apart_from_what_runs_in_a_framework_env():
+    """The package's boundary, as its layout shows it: what a training, max-batch or operator job runs inside a
+    stack's env (the scripts, every library module they import and every adapter) is dlbench outside dlbench/study,
+    and everything there imports the standard library and NumPy only (each adapter its framework), never the study's
+    side (planning, aggregation, the report), so that no stack env needs the driver's packages."""
     import sys
 
     modules = tuple(f"dlbench.adapters.{name}" for name in adapters.names())
     in_env = library_files(
         "scripts/run_experiment.py", "scripts/max_batch.py", "scripts/run_ops.py", extra_modules=modules
     )
-    problems = []
-    for path in in_env:
+    library = sorted(str(path.relative_to(REPOSITORY)) for path in (REPOSITORY / "scripts/dlbench").rglob("*.py"))
+    outside_study = [path for path in library if not path.startswith("scripts/dlbench/study/")]
+    assert {path for path in in_env if path.startswith("scripts/dlbench/")} == set(outside_study)
+    imported = library_files(*outside_study)
+    problems = [f"{path}, of the study, is imported from outside it" for path in imported if "/study/" in path]
+    for path in outside_study:
         allowed = set(sys.stdlib_module_names) | IN_ENV_PACKAGES | (FRAMEWORKS if "/adapters/" in path else set())
         problems += [f"{path} imports {name}" for name in sorted(top_level_imports(path) - allowed)]
-    assert not problems and "scripts/dlbench/adapters/pytorch.py" in in_env, problems
-    assert "pandas" in top_level_imports("scripts/dlbench/analysis/summary.py")  # the driver's side has it
+    assert not problems, problems
+    assert "pandas" in top_level_imports("scripts/dlbench/study/analysis/summary.py")  # the study's side has it

@@ -6,8 +6,9 @@ import re
 
 import pytest
 import yaml
-from dlbench import config_docs, record_docs, specs
-from dlbench.configuration import REPO, STACKS, config_schema, load_stacks
+from dlbench import specs
+from dlbench.study import config_docs, record_docs
+from dlbench.study.configuration import REPO, STACKS, config_schema, load_stacks
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -228,7 +229,7 @@ def test_every_dataset_is_documented():
 def test_every_figure_of_the_report_is_drawn_by_the_section_that_shows_it_and_every_section_is_listed():
     """One convention: a section module draws its figures (`figures / "<name>.svg"`) and writes their links; report.md
     lists every section, and the document's body is the sections."""
-    sections = sorted((REPO / "scripts" / "dlbench" / "report").glob("*.py"))
+    sections = sorted((REPO / "scripts" / "dlbench" / "study" / "report").glob("*.py"))
     titles = []
     for module in sections:
         source = text(module)
@@ -236,7 +237,7 @@ def test_every_figure_of_the_report_is_drawn_by_the_section_that_shows_it_and_ev
         assert [name for name in linked if f'figures / "{name}.svg"' not in source] == [], module.name
         titles += re.findall(r'^TITLE = "(.+)"$', source, re.MULTILINE)
     assert len(titles) > 10
-    folded = re.search(r'^NOT_IN_STUDY = "(.+?)"', text(REPO / "scripts" / "dlbench" / "report" / "__init__.py"), re.M)
+    folded = re.search(r'^NOT_IN_STUDY = "(.+?)"', text(REPO / "scripts" / "dlbench" / "study" / "report" / "__init__.py"), re.M)
     listed = section(DOCS / "report.md", "The report")
     assert [title for title in [*titles, folded[1]] if f"**{title}**" not in listed] == []
     assert "{{< include body.md >}}" in text(REPO / "report" / "report.qmd")
@@ -248,8 +249,9 @@ def test_where_things_are_names_every_module():
         *(REPO / "scripts").glob("*.py"),
         *(REPO / "scripts").glob("*.sh"),
         *(REPO / "scripts" / "dlbench").glob("*.py"),
-        *(REPO / "scripts" / "dlbench" / "analysis").glob("*.py"),
-        *(REPO / "scripts" / "dlbench" / "report").glob("*.py"),
+        *(REPO / "scripts" / "dlbench" / "study").glob("*.py"),
+        *(REPO / "scripts" / "dlbench" / "study" / "analysis").glob("*.py"),
+        *(REPO / "scripts" / "dlbench" / "study" / "report").glob("*.py"),
         *(REPO / "scripts" / "dlbench" / "measure").glob("*.py"),
         *(REPO / "workflow" / "rules").glob("*.smk"),
         *(REPO / "benchmarks").glob("*.py"),

@@ -1,10 +1,11 @@
-"""The experiment row is a declared type (dlbench/plan.py: Experiment): the matrix's builder makes rows of exactly its
-keys, each documented where it is declared."""
+"""The experiment row is a declared type (dlbench/study/plan.py: Experiment): the matrix's builder makes rows of exactly
+its keys, each documented where it is declared."""
 
 import inspect
 
 import pytest
-from dlbench import configuration, plan, record
+from dlbench import record
+from dlbench.study import configuration, plan
 
 STACKS = configuration.load_stacks()
 

@@ -1,13 +1,14 @@
-"""Each group's answer for the report's first page (dlbench/analysis/fastest.py), from summary and comparisons rows:
-the fastest that can be tested, its lead over the runner-up read from the comparisons table, and the confidence."""
+"""Each group's answer for the report's first page (dlbench/study/analysis/fastest.py), from summary and comparisons
+rows: the fastest that can be tested, its lead over the runner-up read from the comparisons table, and the
+confidence."""
 
 import math
 
 import pandas as pd
 import pytest
-from dlbench.analysis.cost import COST_COLUMNS, with_costs
-from dlbench.analysis.fastest import differences, fastest_table
-from dlbench.analysis.tables import GROUP
+from dlbench.study.analysis.cost import COST_COLUMNS, with_costs
+from dlbench.study.analysis.fastest import differences, fastest_table
+from dlbench.study.analysis.tables import GROUP
 
 GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device", 1, "weak"]))
 

@@ -1,16 +1,16 @@
-"""Every interval the tables print agrees with its verdict (dlbench/analysis/statistics.py, verdict_interval): above
-1, faster; below 1, slower; containing 1 inside the equivalence margin, equivalent; containing 1 and reaching past it,
-inconclusive. Checked on the report fixture's study and on random families of comparisons; the levels Holm tested at
+"""Every interval the tables print agrees with its verdict (dlbench/study/analysis/statistics.py, verdict_interval):
+above 1, faster; below 1, slower; containing 1 inside the equivalence margin, equivalent; containing 1 and reaching past
+it, inconclusive. Checked on the report fixture's study and on random families of comparisons; the levels Holm tested at
 and the equivalence interval are held to hand computations and to SciPy."""
 
 import math
 
 import numpy as np
 import pytest
-from dlbench.analysis.comparisons import comparisons, version_pairs
-from dlbench.analysis.records import read_records, record_machines, runs_table
-from dlbench.analysis.scaling import scaling_table
-from dlbench.analysis.statistics import (
+from dlbench.study.analysis.comparisons import comparisons, version_pairs
+from dlbench.study.analysis.records import read_records, record_machines, runs_table
+from dlbench.study.analysis.scaling import scaling_table
+from dlbench.study.analysis.statistics import (
     ALPHA,
     FASTER,
     INCONCLUSIVE,
@@ -23,7 +23,7 @@ from dlbench.analysis.statistics import (
     holm_levels,
     interval,
 )
-from dlbench.analysis.summary import summary_table
+from dlbench.study.analysis.summary import summary_table
 from report_fixture import write_records
 from scipy import stats
 

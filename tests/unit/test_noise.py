@@ -1,4 +1,4 @@
-"""Where the noise lives (dlbench/analysis/noise.py): the variance components of log epoch time within and between
+"""Where the noise lives (dlbench/study/analysis/noise.py): the variance components of log epoch time within and between
 processes against hand computations, the steady-state trend test against SciPy's regression, and the columns the
 runs and summary tables get from them."""
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from dlbench.analysis.noise import (
+from dlbench.study.analysis.noise import (
     SLOWING_DOWN,
     STEADY,
     TOO_SHORT,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from dlbench import ops
-from dlbench.analysis.operators import CACHE, GEMM, IMPORT, UNEXPLAINED, VIEW, over_ceiling_causes
+from dlbench.study.analysis.operators import CACHE, GEMM, IMPORT, UNEXPLAINED, VIEW, over_ceiling_causes
 
 
 class FakeDevice:

@@ -1,8 +1,8 @@
-"""The report's one palette (dlbench.palette): a colour per stack family, the same in every figure, the training and
-operator figures alike, and series that stay apart within a family."""
+"""The report's one palette (dlbench.study.palette): a colour per stack family, the same in every figure, the training
+and operator figures alike, and series that stay apart within a family."""
 
-from dlbench.configuration import load_stacks
-from dlbench.palette import (
+from dlbench.study.configuration import load_stacks
+from dlbench.study.palette import (
     FAMILY_COLOURS,
     OTHER_COLOUR,
     family,

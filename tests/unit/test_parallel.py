@@ -5,7 +5,8 @@ import shlex
 
 import numpy as np
 import pytest
-from dlbench import configuration, parallel, plan
+from dlbench import parallel
+from dlbench.study import configuration, plan
 from test_plan import CONFIG, tiny_searches
 
 STACKS = configuration.load_stacks()

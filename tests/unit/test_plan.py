@@ -1,4 +1,4 @@
-"""The experiment matrix module (dlbench/plan.py) that the rules, scripts/plan.py and the tests share, and the
+"""The experiment matrix module (dlbench/study/plan.py) that the rules, scripts/plan.py and the tests share, and the
 prepared-data fingerprints the workflow checks before planning."""
 
 import json
@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO
-from dlbench import cli, configuration, data, plan, variants
+from dlbench import cli, data, variants
+from dlbench.study import configuration, plan
 from runs import write_run
 
 STACKS = configuration.load_stacks()

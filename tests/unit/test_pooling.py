@@ -1,11 +1,12 @@
-"""Pooled variance (dlbench/analysis/pooling.py, limma's moderated t): its special functions against SciPy, the prior
-against a hand computation and against limma's fitFDist formulas evaluated with SciPy, and the pooled comparisons."""
+"""Pooled variance (dlbench/study/analysis/pooling.py, limma's moderated t): its special functions against SciPy, the
+prior against a hand computation and against limma's fitFDist formulas evaluated with SciPy, and the pooled
+comparisons."""
 
 import math
 
 import numpy as np
 import pytest
-from dlbench.analysis.pooling import (
+from dlbench.study.analysis.pooling import (
     PRIOR_FREEDOM_CAP,
     Prior,
     digamma,
@@ -16,8 +17,8 @@ from dlbench.analysis.pooling import (
     trigamma,
     trigamma_inverse,
 )
-from dlbench.analysis.race import ELIMINATED, LIVE, judged
-from dlbench.analysis.statistics import PAIRED, UNPAIRED, LogRatio, paired_log_ratio
+from dlbench.study.analysis.race import ELIMINATED, LIVE, judged
+from dlbench.study.analysis.statistics import PAIRED, UNPAIRED, LogRatio, paired_log_ratio
 from scipy import optimize, special
 
 EULER_GAMMA = 0.5772156649015329

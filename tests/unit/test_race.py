@@ -1,11 +1,11 @@
-"""The statistics of racing (dlbench/analysis/race.py): alpha spent across planned looks, elimination of a rival
+"""The statistics of racing (dlbench/study/analysis/race.py): alpha spent across planned looks, elimination of a rival
 proven slower, retirement of one proven equivalent, a group of one alone, and the false claims of a race among equal
 experiments held to alpha."""
 
 import numpy as np
 import pandas as pd
 import pytest
-from dlbench.analysis.race import (
+from dlbench.study.analysis.race import (
     ALONE,
     DECIDED,
     ELIMINATED,
@@ -25,7 +25,7 @@ from dlbench.analysis.race import (
     schedule,
     spent,
 )
-from dlbench.analysis.tables import GROUP
+from dlbench.study.analysis.tables import GROUP
 
 MARGIN = 0.05
 LOOKS = planned_looks([3, 5, 8])

@@ -7,7 +7,7 @@ import os
 import pytest
 from dlbench import record as run_record
 from dlbench import record_check
-from dlbench.analysis.records import read_records
+from dlbench.study.analysis.records import read_records
 from runs import EPOCHS, write_run
 
 

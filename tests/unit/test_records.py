@@ -3,10 +3,10 @@ run's tables beside its record, which Snakemake does not track, are checked for 
 
 import numpy as np
 from conftest import read_csv
-from dlbench.analysis.records import TRACE_MIN_BIN_S, trace_rows
-from dlbench.cpus import microarchitecture
 from dlbench.io import write_json_atomic
 from dlbench.record import EPOCH_COLUMNS, add_epoch, keep_one_target, write_epochs_csv
+from dlbench.study.analysis.records import TRACE_MIN_BIN_S, trace_rows
+from dlbench.study.cpus import microarchitecture
 from runs import strict_json
 
 

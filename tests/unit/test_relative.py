@@ -1,4 +1,4 @@
-"""The relative-throughput table (dlbench/analysis/relative.py): every stack in every group against one reference
+"""The relative-throughput table (dlbench/study/analysis/relative.py): every stack in every group against one reference
 stack, each stack's fastest variant, and each stack's geometric mean across the groups it shares with the
 reference."""
 
@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 import pytest
-from dlbench.analysis.relative import ACROSS, relative_table
-from dlbench.analysis.tables import GROUP
+from dlbench.study.analysis.relative import ACROSS, relative_table
+from dlbench.study.analysis.tables import GROUP
 
 BASE = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device", 1, "weak"]))
 

@@ -1,5 +1,5 @@
 """A run still going in the folder is named, never answered with advice to remove its lock; a run that ended (a
-crash, kill -9) is not (dlbench/runlock.py). End to end: tests/workflow/test_recovery.py's kill -9 test."""
+crash, kill -9) is not (dlbench/study/runlock.py). End to end: tests/workflow/test_recovery.py's kill -9 test."""
 
 import json
 import socket
@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-from dlbench import runlock
 from dlbench.process import process_alive
+from dlbench.study import runlock
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ replicas against the same experiment on one, its efficiency with an interval, an
 count."""
 
 import pytest
-from dlbench.analysis.records import read_records, record_machines, runs_table
-from dlbench.analysis.scaling import scaling_table
-from dlbench.analysis.summary import summary_table
+from dlbench.study.analysis.records import read_records, record_machines, runs_table
+from dlbench.study.analysis.scaling import scaling_table
+from dlbench.study.analysis.summary import summary_table
 from report_fixture import SCALING, write_records
 
 

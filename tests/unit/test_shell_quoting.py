@@ -10,7 +10,7 @@ import tokenize
 import pytest
 import yaml
 from conftest import REPO
-from dlbench import configuration
+from dlbench.study import configuration
 
 RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
 

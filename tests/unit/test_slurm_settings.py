@@ -1,10 +1,10 @@
-"""The account and partition rules of `--profile profiles/slurm` (dlbench/slurm.py), on recorded outputs of sinfo,
+"""The account and partition rules of `--profile profiles/slurm` (dlbench/study/slurm.py), on recorded outputs of sinfo,
 sacctmgr and scontrol (on a real one-node cluster: tests/cluster/test_slurm.py)."""
 
 import subprocess
 
 import pytest
-from dlbench import slurm
+from dlbench.study import slurm
 
 SINFO = "cpu*|(null)\ngpu|gpu:h100:4\ngpu|gpu:h100:8\n"
 

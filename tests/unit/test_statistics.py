@@ -1,5 +1,5 @@
-"""The comparisons' statistics (dlbench/analysis/statistics.py), the plain-Python Student's t under them (student.py),
-at unit level: each held to SciPy or to a case worked by hand."""
+"""The comparisons' statistics (dlbench/study/analysis/statistics.py), the plain-Python Student's t under them
+(student.py), at unit level: each held to SciPy or to a case worked by hand."""
 
 import math
 import subprocess
@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import library_environment
-from dlbench.analysis.statistics import (
+from dlbench.study.analysis.statistics import (
     ALPHA,
     INCONCLUSIVE,
     NOT_TESTED,
@@ -23,15 +23,15 @@ from dlbench.analysis.statistics import (
     equivalence_p,
     freedom_after,
     holm,
-    mean_interval,
     interval,
     log_interval,
+    mean_interval,
     paired_log_ratio,
     repeats_to_decide,
     verdict,
     welch_log_ratio,
 )
-from dlbench.analysis.student import t_critical, t_tail
+from dlbench.study.analysis.student import t_critical, t_tail
 from scipy import stats
 
 FREEDOMS = [1, 1.5, 2, 2.7, 3, 4, 7.3, 12, 30, 200, 5000]
@@ -221,7 +221,8 @@ def test_repeats_to_decide_are_the_fewest_rounds_that_would_decide_at_the_observ
 def test_the_race_imports_no_scipy():
     """The race's planner decides with plain Python and NumPy, as the comparisons' tests it shares."""
     code = (
-        "import sys, dlbench.analysis.race; assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
+        "import sys, dlbench.study.analysis.race; "
+        "assert not [name for name in sys.modules if name.split('.')[0] == 'scipy']"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=library_environment())
 

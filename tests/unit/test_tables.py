@@ -1,10 +1,11 @@
-"""The tables' names and grouping keys (dlbench/analysis/tables.py), which the aggregation, the workflow's rules and
-the report share, and the table of axes (dlbench/axes.py) every list of axes comes from."""
+"""The tables' names and grouping keys (dlbench/study/analysis/tables.py), which the aggregation, the workflow's rules
+and the report share, and the table of axes (dlbench/axes.py) every list of axes comes from."""
 
 import yaml
 from conftest import REPO
-from dlbench import axes, configuration, plan, record
-from dlbench.analysis import tables
+from dlbench import axes, record
+from dlbench.study import configuration, plan
+from dlbench.study.analysis import tables
 
 
 def test_groups_and_panels_are_made_of_an_experiments_identity():

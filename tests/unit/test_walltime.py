@@ -4,8 +4,8 @@ process add up to the wall from the wrapper's start to its record, whatever the 
 import pandas as pd
 import pytest
 from dlbench import walltime
-from dlbench.analysis.records import wall_columns
-from dlbench.analysis.summary import run_seconds
+from dlbench.study.analysis.records import wall_columns
+from dlbench.study.analysis.summary import run_seconds
 
 
 class FakeClock:

@@ -4,9 +4,9 @@ epoch's share; and the machine as a record describes it."""
 
 import pytest
 from dlbench import record
-from dlbench.analysis.records import read_records, record_machines, runs_table, target_epoch
-from dlbench.analysis.summary import summary_table
-from dlbench.analysis.workload import workload_table
+from dlbench.study.analysis.records import read_records, record_machines, runs_table, target_epoch
+from dlbench.study.analysis.summary import summary_table
+from dlbench.study.analysis.workload import workload_table
 from report_fixture import DATASETS, write_records
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 from conftest import REPO, SNAKEMAKE, copy_repository
-from dlbench import configuration
+from dlbench.study import configuration
 
 WORKFLOW_CONFIG = REPO / "config.yaml"
 # Snakemake's refusal of a --configfile that is not a mapping, as docs/troubleshooting.md quotes it.
@@ -35,8 +35,8 @@ def dry_run_with(tmp_path, overrides):
 
 
 def test_bad_config_is_refused_by_the_workflow_with_every_problem_named():
-    """The workflow refuses through dlbench/configuration.py (its cases: tests/unit/test_configuration.py), before any job,
-    naming each key at once."""
+    """The workflow refuses through dlbench/study/configuration.py (its cases: tests/unit/test_configuration.py), before
+    any job, naming each key at once."""
     result = dry_run("stacks=[caffe-1.0]", "models=[alexnet]")
     assert result.returncode != 0
     output = result.stdout + result.stderr

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import SNAKEMAKE, copy_repository
-from dlbench.dependencies import adapter_modules
-
+from dlbench.study.dependencies import adapter_modules
 
 # A script that runs another script in a child process: imports do not show it.
 CHILD_SCRIPTS = {"scripts/run_experiment.py": "scripts/train.py"}
@@ -145,7 +144,7 @@ def test_every_job_has_exactly_the_library_files_it_imports_as_inputs(repository
     keras = next(inputs for job, (_, inputs, _) in jobs.items() if job.startswith("train results/runs/keras-3-tensor"))
     assert {"scripts/dlbench/adapters/tensorflow_raw.py", "scripts/dlbench/mathmode.py"} <= keras
     prepare = next(inputs for rule, inputs, _ in jobs.values() if rule == "prepare_dataset")
-    assert {"scripts/dlbench/io.py", "scripts/dlbench/image_folder.py"} <= prepare
+    assert {"scripts/dlbench/io.py", "scripts/dlbench/study/image_folder.py"} <= prepare
 
 
 def test_a_module_an_adapter_starts_importing_becomes_an_input_of_the_jobs_that_run_it(repository):

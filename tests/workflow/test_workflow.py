@@ -16,7 +16,7 @@ import pytest
 import yaml
 from archives import mnist_like, registry_entry, serve
 from conftest import REPO, SHARED_MACHINE, SNAKEMAKE, VENV_ROOT, copy_repository, planned_rules, read_csv
-from dlbench.analysis import tables
+from dlbench.study.analysis import tables
 from hostile import HOSTILE, HOSTILE_URL_PATH, markers
 
 FAST_STACKS = ["mxnet-1.9", "tensorflow-2.21", "keras-3-jax", "keras-3-tensorflow"]

@@ -20,20 +20,12 @@ from build_env import (
     venv_prefix,
     venv_problem,
 )
-from dlbench import (
-    catalog,
-    cli,
-    configuration,
-    data,
-    dependencies,
-    plan,
-    runlock,
-    slurm,
-)
-from dlbench.analysis import tables
+from dlbench import cli, data
+from dlbench.study import catalog, configuration, dependencies, plan, runlock, slurm
+from dlbench.study.analysis import tables
 
 # The config Snakemake layered (config.yaml, --configfile, --config), checked and with its defaults, refused with
-# every problem at once: the same checks scripts/plan.py makes (dlbench/configuration.py).
+# every problem at once: the same checks scripts/plan.py makes (dlbench/study/configuration.py).
 configuration.with_defaults(config, workflow.config_settings.config)
 STACKS = configuration.load_stacks()
 REGISTRY = configuration.load_registry(config)
@@ -70,8 +62,8 @@ def needs_gpu():
 
 
 def slurm_submission():
-    """Account and partitions of `--profile profiles/slurm`, checked before any job is submitted (dlbench/slurm.py);
-    empty where jobs are not submitted to Slurm."""
+    """Account and partitions of `--profile profiles/slurm`, checked before any job is submitted
+    (dlbench/study/slurm.py); empty where jobs are not submitted to Slurm."""
     # Remote execution: this is a job running inside Slurm, which submits nothing.
     if config["scheduler"] != "slurm" or workflow.remote_exec:
         return slurm.NOT_SUBMITTED
@@ -137,7 +129,7 @@ def stack_env(stack, device):
 
 
 def experiment_table():
-    """{id: row} of the experiment matrix (dlbench/plan.py), each left-out group printed once."""
+    """{id: row} of the experiment matrix (dlbench/study/plan.py), each left-out group printed once."""
     sizes, tokens = plan.train_sizes(config, REGISTRY), plan.token_datasets(config, REGISTRY)
     table, skipped = plan.experiment_table(config, STACKS, sizes, tokens)
     for entry in skipped:
@@ -323,13 +315,13 @@ def env_build_arguments(wildcards):
 def code_manifest(script, adapter=None, backend=None, streamed=False):
     """The one input that stands for a job's code: a manifest (rule code_manifest) of the script, what it imports
     from the repository transitively, the scripts it starts and the adapters it loads by name for its backend and
-    data, found from the code (dlbench/dependencies.py): a library change reruns exactly the jobs it touches.
+    data, found from the code (dlbench/study/dependencies.py): a library change reruns exactly the jobs it touches.
     """
     return f"results/code/{dependencies.code_name(script, adapter, backend, streamed)}.sha256"
 
 
 def code_files(wildcards):
-    """The files a code manifest covers, from its name (dlbench/dependencies.py's code_name)."""
+    """The files a code manifest covers, from its name (dlbench/study/dependencies.py's code_name)."""
     return dependencies.code_files(wildcards.code)
 
 

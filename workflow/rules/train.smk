@@ -1,4 +1,5 @@
-# Output and log paths are dlbench/plan.py's RUN_DIRECTORY and RUN_LOG (the failure summary and retries read them).
+# Output and log paths are dlbench/study/plan.py's RUN_DIRECTORY and RUN_LOG (the failure summary and retries read
+# them).
 rule train:
     input:
         unpack(train_inputs),

@@ -228,7 +228,7 @@ class JaxBackend(KerasBackend, Protocol):
 
 
 class LoadsByName(Protocol):
-    """What an adapter may declare, each as a literal at its top level (dlbench/dependencies.py reads them without
+    """What an adapter may declare, each as a literal at its top level (dlbench/study/dependencies.py reads them without
     importing the adapter), for the other adapters it loads by name (adapters.load) rather than importing them."""
 
     BACKEND_ADAPTERS: dict

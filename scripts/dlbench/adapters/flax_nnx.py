@@ -59,7 +59,7 @@ from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, jax_n
 
 FRAMEWORK = "flax"
 # The adapter whose tf.data pipelines stream, loaded by name (stream), so that only streamed runs depend on it
-# (dlbench/dependencies.py reads this literal).
+# (dlbench/study/dependencies.py reads this literal).
 STREAM_ADAPTER = "tensorflow_raw"
 INPUT_WORK = GATHER_AND_PLACE
 LOADER = "tf.data (parallel map: read, decode_and_crop_jpeg, resize, flip; batch, prefetch), device_put per batch"

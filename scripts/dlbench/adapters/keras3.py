@@ -40,7 +40,7 @@ from . import GATHER_AND_PLACE, OPTIMIZER_DEFAULTS, RMSPROP_RHO, contract, load
 FRAMEWORK = "keras"
 # The adapter of each backend, whose switches Keras runs on, and the one whose tf.data pipelines stream on every
 # backend: loaded by name (_backend_adapter, stream), so that a stack's jobs depend on its backend's adapter only,
-# and on the streaming one only with streamed data (dlbench/dependencies.py reads these literals).
+# and on the streaming one only with streamed data (dlbench/study/dependencies.py reads these literals).
 BACKEND_ADAPTERS = {"jax": "jax_numpy", "tensorflow": "tensorflow_raw", "torch": "pytorch"}
 STREAM_ADAPTER = "tensorflow_raw"
 if keras.backend.backend() == "tensorflow":
