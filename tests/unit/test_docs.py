@@ -237,7 +237,9 @@ def test_every_figure_of_the_report_is_drawn_by_the_section_that_shows_it_and_ev
         assert [name for name in linked if f'figures / "{name}.svg"' not in source] == [], module.name
         titles += re.findall(r'^TITLE = "(.+)"$', source, re.MULTILINE)
     assert len(titles) > 10
-    folded = re.search(r'^NOT_IN_STUDY = "(.+?)"', text(REPO / "scripts" / "dlbench" / "study" / "report" / "__init__.py"), re.M)
+    folded = re.search(
+        r'^NOT_IN_STUDY = "(.+?)"', text(REPO / "scripts" / "dlbench" / "study" / "report" / "__init__.py"), re.M
+    )
     listed = section(DOCS / "report.md", "The report")
     assert [title for title in [*titles, folded[1]] if f"**{title}**" not in listed] == []
     assert "{{< include body.md >}}" in text(REPO / "report" / "report.qmd")

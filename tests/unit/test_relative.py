@@ -59,3 +59,16 @@ def test_a_named_baseline_is_the_reference_and_two_groups_give_no_interval():
     assert across.loc["torch-2.13", "ratio"] == pytest.approx(math.sqrt(2.0 * 1.25))
     assert math.isnan(across.loc["torch-2.13", "ratio_ci95_low"])
     assert table["reference_rule"].iloc[0] == "the config's `comparison_baseline`"
+
+
+def test_groups_that_differ_past_model_dataset_batch_and_devices_keep_labels_apart():
+    adam = SUMMARY[SUMMARY["model"] == "mlp"]
+    table = relative_table(pd.concat([adam, adam.assign(optimizer="sgd")]), FASTEST)
+    cells = table[table["group"] != ACROSS]
+    assert sorted(set(cells["group"])) == ["mlp/digits b32 cpu (optimizer adam)", "mlp/digits b32 cpu (optimizer sgd)"]
+    assert set(relative_table(SUMMARY, FASTEST)["group"]) == {
+        "mlp/digits b32 cpu",
+        "lenet/digits b32 cpu",
+        "gpt-tiny/digits b32 cpu",
+        ACROSS,
+    }

@@ -25,7 +25,16 @@ from typing import NamedTuple
 import pandas as pd
 
 from dlbench.study.analysis.cost import COST_COLUMNS
-from dlbench.study.analysis.recommendation import BUSY_GAP, FASTEST, OPEN, RUNNER_UP, TIED, name, recommendation
+from dlbench.study.analysis.recommendation import (
+    BUSY_GAP,
+    FASTEST,
+    OPEN,
+    RUNNER_UP,
+    TIED,
+    name,
+    recommendation,
+    unequal_cores,
+)
 from dlbench.study.analysis.statistics import MIN_REPEATS, is_equivalence
 from dlbench.study.analysis.summary import PARTLY_INPUT_BOUND
 from dlbench.study.analysis.tables import GROUP
@@ -71,6 +80,7 @@ COLUMNS = [
     "inference_images_per_s",
     "fastest_inference_images_per_s",
     "input_heavy",
+    "unequal_cores",
     "recommendation",
 ]
 # What the runs measured beside throughput, read for what sets the fastest apart from the runner-up: (summary column,
@@ -263,11 +273,10 @@ def open_rivals(fastest, compared, verdicts=(INCONCLUSIVE,)):
     return compared[judged & compared["verdict"].isin(verdicts)]
 
 
-def what_would_decide(part, fastest, compared):
+def what_would_decide(part, fastest, compared, rivals):
     """(rounds, more rounds, minutes) that would decide an inconclusive answer: the most rounds any unproven rival of
-    the fastest needs, how many more than the fewest its rivals have run, and the minutes those added rounds of the
-    rivals and the fastest would take; Nones where no practical number would decide one of them."""
-    rivals = open_rivals(fastest, compared)
+    the fastest (`rivals`, open_rivals') needs, how many more than the fewest its rivals have run, and the minutes those
+    added rounds of the rivals and the fastest would take; Nones where no practical number would decide one of them."""
     beaten = (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == FASTER)
     if rivals.empty or beaten.any() or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
         return None, None, None  # more rounds do not decide for the fastest against a rival proven faster than it
@@ -278,26 +287,28 @@ def what_would_decide(part, fastest, compared):
     return needed, more, more * seconds / 60
 
 
-def resolvable_lead(fastest, compared):
-    """The smallest lead over its unproven rivals the study's rounds resolve at the spread they show (the largest of
-    their comparisons' `resolvable_ratio`): a closer race than this stays undecided within the budget."""
-    rivals = open_rivals(fastest, compared)
+def resolvable_lead(rivals):
+    """The smallest lead over its unproven rivals (open_rivals') the study's rounds resolve at the spread they show
+    (the largest of their comparisons' `resolvable_ratio`): a closer race than this stays undecided within the
+    budget."""
     if rivals.empty or "resolvable_ratio" not in rivals:
         return None
     return rivals["resolvable_ratio"].max()
 
 
-def race_columns(part, fastest, compared, flag):
-    """The rounds the group ran, its race's outcome (None unraced) and, where inconclusive, what would decide it."""
+def race_columns(part, fastest, compared, flag, unsettled):
+    """The rounds the group ran, its race's outcome (None unraced) and, where inconclusive, what would decide it
+    (`unsettled`: the comparisons of the fastest's rivals neither slower nor equivalent, open_rivals')."""
     outcomes = compared["race_outcome"].dropna() if "race_outcome" in compared else compared.iloc[0:0]
     columns = {
         "rounds": int(part["runs"].max()) if "runs" in part else None,
         "race_outcome": outcomes.iloc[0] if len(outcomes) else None,
     }
     if flag == INCONCLUSIVE:
-        decide = what_would_decide(part, fastest, compared)
+        rivals = unsettled[unsettled["verdict"] == INCONCLUSIVE]
+        decide = what_would_decide(part, fastest, compared, rivals)
         columns["rounds_to_decide"], columns["more_rounds_to_decide"], columns["minutes_to_decide"] = decide
-        columns["resolvable_lead"] = resolvable_lead(fastest, compared)
+        columns["resolvable_lead"] = resolvable_lead(rivals)
     return columns
 
 
@@ -353,7 +364,7 @@ def group_row(key, part, compared):
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
         row.update(confidence=flag, confidence_reason=f"no run finished ({statuses})")
-        return dict(row, recommendation=recommendation(row, part.iloc[0:0], compared))
+        return dict(row, unequal_cores=False, recommendation=recommendation(row, part.iloc[0:0], compared, None))
     fastest = order.iloc[0]
     row.update(
         fastest_stack=fastest["stack"],
@@ -378,7 +389,8 @@ def group_row(key, part, compared):
         row["differs"] = differences(fastest, runner_up)
         contenders.update(in_the_running(runner_up, verdict, standing))
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
-    row.update(race_columns(part, fastest, compared, row["confidence"]))
+    unsettled = open_rivals(fastest, compared, (INCONCLUSIVE, FASTER))
+    row.update(race_columns(part, fastest, compared, row["confidence"], unsettled))
     row["input_heavy"] = input_heavy(part)
     serving = fastest_at_inference(part, fastest)
     if serving is not None:
@@ -391,8 +403,9 @@ def group_row(key, part, compared):
         row.update(to_target_s=quickest["time_to_target_s_mean"], fastest_to_target_s=fastest["time_to_target_s_mean"])
     running = part.set_index("experiment_id").loc[list(contenders)].reset_index()
     running["role"] = list(contenders.values())
-    unsettled = open_rivals(fastest, compared, (INCONCLUSIVE, FASTER))
-    row["recommendation"] = recommendation(row, running, unsettled)
+    caveat = unequal_cores(running)
+    row["unequal_cores"] = caveat is not None
+    row["recommendation"] = recommendation(row, running, unsettled, caveat)
     return row
 
 

@@ -237,11 +237,12 @@ def next_step(row):
     return "No answer: no run of the group finished (see Failed runs)."
 
 
-def recommendation(row, contenders, unsettled):
+def recommendation(row, contenders, unsettled, caveat):
     """Page 1's recommendation for a group. row: its fastest-table row (confidence, lead, rounds and what would
     decide, the first to target and the fastest at inference); contenders: the group's summary rows still in the
     running with their `role`, the fastest first (the runner-up beside it where decided, the tied or unproven rivals
-    otherwise); unsettled: the comparisons of the fastest's rivals neither slower nor equivalent (fastest.py)."""
+    otherwise); unsettled: the comparisons of the fastest's rivals neither slower nor equivalent (fastest.py);
+    caveat: unequal_cores' of the contenders, or None."""
     flag = row["confidence"]
     if flag == "decisive":
         advice = decided(row, contenders)
@@ -253,5 +254,4 @@ def recommendation(row, contenders, unsettled):
         advice = f"The lead is {row['confidence_reason']}: raise `repeats` to 3 or more to test it."
     else:
         advice = next_step(row)
-    caveat = unequal_cores(contenders) if len(contenders) > 1 else None
     return advice if caveat is None else f"{advice} {caveat}"

@@ -56,11 +56,23 @@ def best_variants(part):
     return measured.loc[measured.groupby("stack")["train_images_per_s_gmean"].idxmax()]
 
 
-def group_label(key):
-    """A group's short name: model on dataset, batch, device count."""
-    row = dict(zip(GROUP, key))
-    replicas = "" if row["replicas"] == 1 else f", {row['replicas']} {row['device']}s"
-    return f"{row['model']}/{row['dataset']} b{row['batch_size']} {row['device']}{replicas}"
+def group_labels(keys):
+    """{key: a group's short name}: model on dataset, batch, device count, and where groups share those, the other
+    parts of their keys that tell them apart (optimiser, rate, epochs, placement, machine), so that no two groups of
+    the table share a label."""
+    short = {}
+    for key in keys:
+        row = dict(zip(GROUP, key))
+        replicas = "" if row["replicas"] == 1 else f", {row['replicas']} {row['device']}s"
+        short[key] = f"{row['model']}/{row['dataset']} b{row['batch_size']} {row['device']}{replicas}"
+    labels = {}
+    for key in keys:
+        twins = [other for other in keys if short[other] == short[key]]
+        apart = [
+            f"{column} {value}" for at, (column, value) in enumerate(zip(GROUP, key)) if len({t[at] for t in twins}) > 1
+        ]
+        labels[key] = short[key] + (f" ({', '.join(apart)})" if apart else "")
+    return labels
 
 
 def relative_table(summary, fastest, named=None):
@@ -68,8 +80,9 @@ def relative_table(summary, fastest, named=None):
     if summary["train_images_per_s_gmean"].notna().sum() == 0:
         return pd.DataFrame(columns=COLUMNS)
     reference, rule = reference_stack(summary, fastest, named)
-    rows = []
-    for key, part in summary.groupby(GROUP, dropna=False, sort=True):
+    rows, groups = [], dict(list(summary.groupby(GROUP, dropna=False, sort=True)))
+    labels = group_labels(list(groups))
+    for key, part in groups.items():
         best = best_variants(part).set_index("stack")
         if reference not in best.index:
             continue
@@ -78,7 +91,7 @@ def relative_table(summary, fastest, named=None):
             rows.append(
                 dict(
                     zip(GROUP, key),
-                    group=group_label(key),
+                    group=labels[key],
                     stack=stack,
                     variant=row["variant"],
                     reference_stack=reference,

@@ -13,7 +13,6 @@ import pandas as pd
 
 from dlbench.study.analysis.fastest import DIFFERENCES
 from dlbench.study.analysis.noise import MIN_TREND_EPOCHS, STEADY_DRIFT, measurement_quality
-from dlbench.study.analysis.recommendation import UNEQUAL_CORES
 from dlbench.study.cpus import microarchitecture
 from dlbench.study.report import resources
 from dlbench.study.report.common import (
@@ -66,8 +65,8 @@ LEGEND = (
     "where decided; either where tied; where undecided, the rivals still in the running with their ratios, the "
     "smallest lead the rounds resolve and what would decide it; beside a tie or an undecided group the measures on "
     "which a reader can still choose (first epoch, time to target, inference), none of them tested; and a caveat "
-    "where the experiments a verdict rests on kept unequal shares of the CPU busy (each framework's own thread "
-    "default), with their images/s per busy core."
+    "where the experiments a verdict rests on kept unequal shares of the CPU busy (frameworks left to their own "
+    "threads, or XLA, which `cpu_threads: all` cannot pin), with their images/s per busy core."
 )
 COST_LEGEND = (
     " Cost per million images: the fastest's, at the config's `price_per_hour` for its device (per device on GPU, "
@@ -423,9 +422,8 @@ def what_to_use(fastest, runs, titles):
     if fastest.empty or "recommendation" not in fastest:
         return ""
     lines = [f"- **{titles[index]}**: {row['recommendation']}" for index, row in fastest.iterrows()]
-    unequal = fastest["recommendation"].fillna("").str.contains(UNEQUAL_CORES, regex=False).any()
     defaults = (runs["provenance_threads"] == "framework").any()
-    switch = f"\n{EQUAL_CORES}\n" if unequal and defaults else ""
+    switch = f"\n{EQUAL_CORES}\n" if fastest["unequal_cores"].any() and defaults else ""
     return "\n" + lead_in("**What to use**, group by group:") + "\n".join(lines) + "\n" + switch
 
 

@@ -25,7 +25,7 @@ METHOD = (
 def markdown(study, figures):
     relative = study.relative
     cells = relative[relative["group"] != ACROSS]
-    if cells.empty or cells["group"].nunique() < 2 or cells["stack"].nunique() < 2:
+    if cells["group"].nunique() < 2 or cells["stack"].nunique() < 2:
         return None
     stacks = sorted(cells["stack"].unique())
     parts = [part for _, part in cells.groupby(GROUP, dropna=False, sort=False)]
