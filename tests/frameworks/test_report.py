@@ -214,6 +214,10 @@ def test_page_one_is_the_answer_each_groups_fastest_with_its_lead_and_confidence
     assert serving and {row["inference_stack"] for row in serving} == {"torch-2.13"}
     assert f"the fastest is another experiment in {len(serving)} of 10 groups" in answer
     assert "torch-2.13 (eager) 7,200 images/s; the fastest to train, keras-3-jax" in answer
+    replying = [row for row in fastest.values() if row["latency_stack"] and row["fastest_stack"] != "torch-2.13"]
+    assert replying and {row["latency_stack"] for row in replying} == {"torch-2.13"}
+    assert f"the lowest latency is another experiment in {len(replying)} of 10 groups" in answer
+    assert "torch-2.13 (eager) 0.25 ms; the fastest to train, keras-3-jax (eager), 0.50 ms" in answer
     heavy = [row for row in fastest.values() if row["input_heavy"]]  # the streamed group's slow feeds
     assert (
         heavy

@@ -331,6 +331,20 @@ def test_the_fastest_at_inference_is_named_beside_the_fastest_to_train_with_both
     assert row["inference_stack"] == "keras-3-jax"  # a tie at inference keeps the fastest to train
 
 
+def test_the_lowest_latency_at_batch_1_is_named_beside_the_fastest_to_train_and_among_the_tie_breakers():
+    experiments = [
+        dict(experiment("keras-3-jax", 200.0), latency_ms_median_mean=0.6, first_epoch_s_median=3.0),
+        dict(experiment("torch-2.13", 195.0), latency_ms_median_mean=0.3, first_epoch_s_median=0.5),
+    ]
+    row = answer(experiments, [compared("torch-2.13", "keras-3-jax", 0.98, "inconclusive")])
+    assert (row["fastest_stack"], row["latency_stack"]) == ("keras-3-jax", "torch-2.13")
+    assert (row["latency_ms"], row["fastest_latency_ms"]) == (0.3, 0.6)
+    assert "lowest latency at batch 1 torch-2.13 (eager), 0.30 ms." in row["recommendation"]
+    tied = [dict(each, latency_ms_median_mean=0.6) for each in experiments]
+    assert answer(tied, [compared("torch-2.13", "keras-3-jax", 0.98, "inconclusive")])["latency_stack"] == "keras-3-jax"
+    assert pd.isna(answer([experiment("keras-3-jax", 200.0)], [])["latency_stack"])
+
+
 def test_the_experiments_that_spend_a_tenth_of_an_epoch_on_input_are_named_largest_share_first():
     experiments = [
         dict(experiment("keras-3-tensorflow", 100.0), input_share_mean=0.26),

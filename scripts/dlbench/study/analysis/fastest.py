@@ -1,11 +1,12 @@
 """The report's first answer, one row per comparison group: the fastest experiment that can be tested (at least
-MIN_REPEATS ok repeats, where the group has any: as the comparisons' baseline is chosen), its throughput with
-interval, its lead over the runner-up with the comparisons table's verdict and interval (at the level that verdict was
-tested at, so the two agree), its cost per million images where the config sets a price, faster experiments with too
-few repeats to test, the first to reach the target accuracy in every repeat where that is another experiment, the
-fastest at inference (geometric means, untested: inference is measured once a run and not raced), the experiments
-that spend a tenth or more of a steady epoch on input, and how far the answer can be trusted. Read from the summary
-and comparisons tables (pandas), so the verdict on page 1 is the one the comparisons table holds.
+MIN_REPEATS ok repeats, where the group has any: as the comparisons' baseline is chosen), its throughput with interval,
+its lead over the runner-up with the comparisons table's verdict and interval (at the level that verdict was tested at,
+so the two agree), its cost per million images where the config sets a price, faster experiments with too few repeats to
+test, the first to reach the target accuracy in every repeat where that is another experiment, the fastest at inference
+(geometric means) and the lowest latency at batch 1 (means of the runs' medians; both untested: each is measured once a
+run and not raced), the experiments that spend a tenth or more of a steady epoch on input, and how far the answer can be
+trusted. Read from the summary and comparisons tables (pandas), so the verdict on page 1 is the one the comparisons
+table holds.
 
 The answer is decisive only where every other tested experiment of the group is proven slower than the fastest, not
 the runner-up alone: a rival with a noisier measurement can stay unproven behind a runner-up that is proven slower,
@@ -79,6 +80,10 @@ COLUMNS = [
     "inference_variant",
     "inference_images_per_s",
     "fastest_inference_images_per_s",
+    "latency_stack",
+    "latency_variant",
+    "latency_ms",
+    "fastest_latency_ms",
     "input_heavy",
     "unequal_cores",
     "recommendation",
@@ -324,13 +329,14 @@ def to_target(part):
     return None if reached.empty else reached.loc[reached["time_to_target_s_mean"].idxmin()]
 
 
-def fastest_at_inference(part, fastest):
-    """The experiment with the highest geometric-mean inference throughput (a forward pass over the test set, measured
-    in every run and never raced or tested), the fastest to train where it ties; None where no run measured one."""
-    if "inference_images_per_s_gmean" not in part or part["inference_images_per_s_gmean"].isna().all():
+def best_untested(part, fastest, column, lowest=False):
+    """The experiment with the best `column` (the highest, or with `lowest` the lowest), a figure measured beside
+    training and never raced or tested, the fastest to train where it ties; None where no run measured it."""
+    if column not in part or part[column].isna().all():
         return None
-    best = part.loc[part["inference_images_per_s_gmean"].idxmax()]
-    ties = best["inference_images_per_s_gmean"] <= fastest.get("inference_images_per_s_gmean", float("nan"))
+    best = part.loc[part[column].idxmin() if lowest else part[column].idxmax()]
+    mine = fastest.get(column, float("nan"))
+    ties = best[column] >= mine if lowest else best[column] <= mine
     return fastest if ties else best
 
 
@@ -392,11 +398,16 @@ def group_row(key, part, compared):
     unsettled = open_rivals(fastest, compared, (INCONCLUSIVE, FASTER))
     row.update(race_columns(part, fastest, compared, row["confidence"], unsettled))
     row["input_heavy"] = input_heavy(part)
-    serving = fastest_at_inference(part, fastest)
+    serving = best_untested(part, fastest, "inference_images_per_s_gmean")
     if serving is not None:
         row.update(inference_stack=serving["stack"], inference_variant=serving["variant"])
         row.update(inference_images_per_s=serving["inference_images_per_s_gmean"])
         row["fastest_inference_images_per_s"] = fastest.get("inference_images_per_s_gmean")
+    replying = best_untested(part, fastest, "latency_ms_median_mean", lowest=True)
+    if replying is not None:
+        row.update(latency_stack=replying["stack"], latency_variant=replying["variant"])
+        row.update(latency_ms=replying["latency_ms_median_mean"])
+        row["fastest_latency_ms"] = fastest.get("latency_ms_median_mean")
     quickest = to_target(part)
     if quickest is not None:
         row.update(to_target_stack=quickest["stack"], to_target_variant=quickest["variant"])

@@ -13,11 +13,11 @@ and the tests read it without rendering.
   proven faster than the fastest on the rounds they share, that disagreement;
 - untested, alone, contended, failed: what to do next.
 
-A tie or an undecided group ends in the tie-breakers the runs measured beside throughput, each marked untested (no
-test compares them): the quickest first epoch among the contenders (median over repeats, compilation included), the
-group's first to the target and its fastest at inference (the fastest table's, dlbench.study.analysis.fastest). Beside
-any verdict, a caveat where the experiments it rests on kept unequal shares of the CPU busy: their images/s per busy
-core.
+A tie or an undecided group ends in the tie-breakers the runs measured beside throughput, each marked untested (no test
+compares them): the quickest first epoch among the contenders (median over repeats, compilation included), the group's
+first to the target, its fastest at inference and its lowest latency at batch 1 (the fastest table's,
+dlbench.study.analysis.fastest). Beside any verdict, a caveat where the experiments it rests on kept unequal shares of
+the CPU busy: their images/s per busy core.
 """
 
 import math
@@ -178,8 +178,8 @@ def undecided(row, contenders, unsettled):
 
 def tie_breakers(row, contenders):
     """The measures beside steady throughput on which a reader can choose among tied or undecided contenders, each
-    with its best and marked untested: the contenders' quickest first epoch, the group's first to the target and its
-    fastest at inference (the fastest table's)."""
+    with its best and marked untested: the contenders' quickest first epoch, the group's first to the target, its
+    fastest at inference and its lowest latency at batch 1 (the fastest table's)."""
     found = []
     first = contenders["first_epoch_s_median"].dropna() if "first_epoch_s_median" in contenders else ()
     if len(first) > 1:
@@ -193,6 +193,10 @@ def tie_breakers(row, contenders):
         found.append(
             f"fastest at inference {row['inference_stack']} ({row['inference_variant']}), "
             f"{row['inference_images_per_s']:,.0f}/s"
+        )
+    if pd.notna(row.get("latency_stack")):
+        found.append(
+            f"lowest latency at batch 1 {row['latency_stack']} ({row['latency_variant']}), {row['latency_ms']:.2f} ms"
         )
     if not found:
         return ""

@@ -64,7 +64,8 @@ LEGEND = (
     "won, not a proven cause. What to use: each group's recommendation, from the same verdicts: use the fastest "
     "where decided; either where tied; where undecided, the rivals still in the running with their ratios, the "
     "smallest lead the rounds resolve and what would decide it; beside a tie or an undecided group the measures on "
-    "which a reader can still choose (first epoch, time to target, inference), none of them tested; and a caveat "
+    "which a reader can still choose (first epoch, time to target, inference, latency at batch 1), none of them "
+    "tested; and a caveat "
     "where the experiments a verdict rests on kept unequal shares of the CPU busy (frameworks left to their own "
     "threads, or XLA, which `cpu_threads: all` cannot pin), with their images/s per busy core."
 )
@@ -280,28 +281,38 @@ def reversal_sentence(fastest):
     )
 
 
-def inference_sentence(fastest, titles):
-    """The groups whose fastest at inference is another experiment than the fastest to train, each with both
-    throughputs (untested: inference is measured once a run, not raced); `titles`: group_titles' names of the rows."""
-    other = another_than_fastest(fastest, "inference")
+# The figures measured beside training that page 1 names where another experiment than the fastest to train has the
+# best: the fastest table's prefix -> (the lead-in, its column, how a figure prints). Untested: each is measured once a
+# run, not raced.
+UNTESTED_BESTS = {
+    "inference": (
+        "At inference (a pass over the test set as the stack runs it, its fixed cost per pass included; one figure a "
+        "run, not tested: geometric means) the fastest is another experiment in",
+        "inference_images_per_s",
+        lambda value: f"{number(value)} images/s",
+    ),
+    "latency": (
+        "At batch 1 (one test example in, its logits back on the host: the median call of a run, averaged over the "
+        "runs that measured it; not tested) the lowest latency is another experiment in",
+        "latency_ms",
+        lambda value: f"{value:.2f} ms",
+    ),
+}
+
+
+def untested_best_sentence(fastest, titles, prefix):
+    """The groups whose best at an UNTESTED_BESTS figure is another experiment than the fastest to train, each with
+    both figures; `titles`: group_titles' names of the rows."""
+    heading, column, shown = UNTESTED_BESTS[prefix]
+    other = another_than_fastest(fastest, prefix) if f"{prefix}_stack" in fastest else fastest.iloc[0:0]
     if other.empty:
         return ""
     lines = [
-        f"- {titles[index]}: {row['inference_stack']} ({row['inference_variant']}) "
-        f"{number(row['inference_images_per_s'])} images/s; the fastest to train, {row['fastest_stack']} "
-        f"({row['fastest_variant']}), {number(row['fastest_inference_images_per_s'])}"
+        f"- {titles[index]}: {row[f'{prefix}_stack']} ({row[f'{prefix}_variant']}) {shown(row[column])}; the fastest "
+        f"to train, {row['fastest_stack']} ({row['fastest_variant']}), {shown(row[f'fastest_{column}'])}"
         for index, row in other.iterrows()
     ]
-    return (
-        "\n"
-        + lead_in(
-            "At inference (a pass over the test set as the stack runs it, its fixed cost per pass included; one "
-            "figure a run, not tested: geometric means) the fastest is another experiment in "
-            f"{len(other)} of {groups_text(len(fastest))}:"
-        )
-        + "\n".join(lines)
-        + "\n"
-    )
+    return "\n" + lead_in(f"{heading} {len(other)} of {groups_text(len(fastest))}:") + "\n".join(lines) + "\n"
 
 
 def input_sentence(fastest, titles):
@@ -504,9 +515,9 @@ def answer_table(fastest, runs, shared, titles):
 
 
 def markdown(study, figures):
-    """Page 1: each group's answer first, with what else changes a reader's choice (faster but untested, first to
-    the target, fastest at inference, input-heavy), then where and how it was measured, the measurements' quality
-    and what the columns mean."""
+    """Page 1: each group's answer first, with what else changes a reader's choice (faster but untested, first to the
+    target, fastest at inference, lowest latency at batch 1, input-heavy), then where and how it was measured, the
+    measurements' quality and what the columns mean."""
     lines = [
         machine_line(study.runs),
         versions_line(study.summary, study.runs),
@@ -524,7 +535,8 @@ def markdown(study, figures):
         + "\n"
         + untested_sentence(study.fastest, titles)
         + reversal_sentence(study.fastest)
-        + inference_sentence(study.fastest, titles)
+        + untested_best_sentence(study.fastest, titles, "inference")
+        + untested_best_sentence(study.fastest, titles, "latency")
         + input_sentence(study.fastest, titles)
         + "\n"
         + "\n\n".join(lines)
