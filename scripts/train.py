@@ -36,7 +36,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
     part of its wall time marked on `timeline`."""
     run, phases = Run(adapter, experiment, record["phases_s"]), record["phases_s"]
     record["framework_version"] = adapter.version()
-    record["provenance"].update(run.cuda_versions(record["provenance"]))
+    record["provenance"].update(run.libraries(record["provenance"]))
     device, batch_size = experiment["device"], parallel.global_batch_size(experiment)  # the batch size, settled once
     # Evaluation runs one replica's batches: on one device (DDP, tf.nn, Gluon), or split over them (Keras' predict).
     eval_batch_size = parallel.replica_batch_size(experiment)

@@ -172,6 +172,11 @@ class Provenance:
         "cuDNN of a GPU job as the framework reports it, else from the env's nvidia-cudnn-cuXX wheel; null for MXNet,"
         " which bundles its own and reports no version"
     )
+    cpu_kernels: str | None = entry(
+        "the CPU kernel libraries of a CPU job's framework build, as the framework names them (its adapter's"
+        ' cpu_kernels: "oneDNN 3.12, BLAS MKL"; XLA\'s own for JAX); null on GPU jobs; absent in older records',
+        required=False,
+    )
     python: str = entry("the Python version")
     numpy: str | None = entry(
         "NumPy of the run's env (every framework hands arrays through it); absent in older records", required=False

@@ -24,11 +24,12 @@ class Run:
             self.device, threads, experiment["seed"], experiment["math_mode"], parallel.replicas(experiment)
         )
 
-    def cuda_versions(self, provenance):
-        """On a GPU, the CUDA and cuDNN versions the framework itself reports, which win over those of the env's
-        wheels (`provenance`'s) where it reports them."""
+    def libraries(self, provenance):
+        """What the framework itself reports of the libraries its kernels come from: on a GPU the CUDA and cuDNN
+        versions, which win over those of the env's wheels (`provenance`'s) where it reports them; on a CPU its CPU
+        kernel libraries (oneDNN, the BLAS)."""
         if self.device != "gpu":
-            return {}
+            return {"cpu_kernels": self.adapter.cpu_kernels()}
         reported = record.dotted_cuda_versions(*self.adapter.cuda_versions())
         return {key: version or provenance[key] for key, version in zip(("cuda", "cudnn"), reported)}
 

@@ -114,6 +114,18 @@ def test_a_stack_configured_holds_its_own_framework_alone(probes, stack):
     assert probes[stack][0]["frameworks_configured"] == own_framework_modules(STACKS[stack])
 
 
+# What each framework's CPU build names among its kernel libraries (cpu_kernels, the record's provenance).
+CPU_KERNELS = {"torch": "oneDNN 3.", "tensorflow": "oneDNN", "mxnet": "oneDNN", "paddle": "oneDNN", "jax": "XLA:CPU"}
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_a_stack_names_the_cpu_kernel_libraries_its_framework_runs(probes, stack):
+    """Frameworks on one machine can run different kernels (oneDNN, MKL, OpenBLAS, XLA's own): each run's record
+    says which, as the framework names them."""
+    (framework,) = own_framework_modules(STACKS[stack])
+    assert CPU_KERNELS[framework] in probes[stack][0]["cpu_kernels"]
+
+
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_variants_a_stack_lacks_are_refused_not_run_as_another(probes, stack):
     """What stacks.yaml calls unsupported, the adapter refuses to build (the matrix never runs it in disguise)."""

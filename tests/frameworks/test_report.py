@@ -360,7 +360,10 @@ def test_what_ran_is_a_row_per_stack_with_its_variants(report):
     stacks = {row["stack"] for row in read_csv(report / "tables/runs.csv") if row["status"] == "ok"}
     rows = [line for line in section.splitlines() if line.startswith("| ") and line.split(" | ")[0][2:] in stacks]
     assert sorted(line.split(" | ")[0][2:] for line in rows) == sorted(stacks)
-    assert "| torch-2.13 | eager: eager (float32, NCHW); graph: graph (float32, NCHW) |" in section
+    assert (
+        "| torch-2.13 | eager: eager (float32, NCHW); graph: graph (float32, NCHW) | oneDNN 3.12, BLAS MKL |" in section
+    )
+    assert "| keras-3-jax |" in section and "| XLA:CPU (jaxlib 0.10.2) |" in section
 
 
 def test_a_contended_try_is_listed_with_its_figures_and_never_averaged(report):

@@ -229,6 +229,7 @@ def main():
             {
                 "framework": adapter.FRAMEWORK,
                 "version": adapter.version(),
+                "cpu_kernels": adapter.cpu_kernels(),
                 "results": results,
                 "unsupported": unsupported,
                 "oom_detection": oom_detection,

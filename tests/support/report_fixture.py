@@ -26,6 +26,16 @@ BACKEND_VERSIONS = {"keras-3-jax": "jax 0.10.2", "keras-3-tensorflow": "tensorfl
 CPU_PANELS = [("digits", "mlp"), ("synthetic-32x32x3", "lenet")]
 BATCH_SIZES = [32, 64, 128]
 VARIANTS = ["eager", "graph"]
+# What each framework's CPU build names as its kernel libraries (the record's provenance).
+TORCH_KERNELS, TENSORFLOW_KERNELS = "oneDNN 3.12, BLAS MKL", "oneDNN, Eigen"
+CPU_KERNELS = {
+    "mxnet-1.9": "oneDNN, BLAS OpenBLAS",
+    "torch-2.11": TORCH_KERNELS,
+    "torch-2.13": TORCH_KERNELS,
+    "tensorflow-2.21": TENSORFLOW_KERNELS,
+    "keras-3-jax": "XLA:CPU (jaxlib 0.10.2)",
+    "keras-3-tensorflow": TENSORFLOW_KERNELS,
+}
 GPU_STACKS = ["torch-2.11", "torch-2.13", "keras-3-jax"]
 # Streamed GPU runs: (loader images/s over training's, input share) -> input-bound, compute-bound, partly input-bound
 STREAMED = {"torch-2.11": (1.02, 0.05), "torch-2.13": (3.0, 0.01), "keras-3-jax": (1.6, 0.3)}
@@ -193,6 +203,7 @@ def write_run(folder, experiment, speed, rep, start, contended=False):
             started_at=f"2026-11-22T10:{start // 60:02d}:{start % 60:02d}+00:00",
             finished_at=f"2026-11-22T10:{start // 60:02d}:{start % 60 + 0.9:04.1f}+00:00",
             gpu="NVIDIA H100 80GB HBM3" if experiment["device"] == "gpu" else None,
+            cpu_kernels=None if experiment["device"] == "gpu" else CPU_KERNELS[experiment["stack"]],
         ),
     )
     if failed:

@@ -212,7 +212,7 @@ def test_a_backend_an_adapter_declares_nothing_for_is_refused():
 # Pillow (streamed images decoded in the loaders) and pynvml (GPU telemetry, imported on a GPU only); each adapter its
 # own framework too. The driver's packages (Snakemake, pandas, PyYAML, jsonschema, matplotlib) are not in those envs.
 IN_ENV_PACKAGES = {"numpy", "PIL", "pynvml", "dlbench"}
-FRAMEWORKS = {"torch", "tensorflow", "keras", "jax", "flax", "optax", "mxnet", "paddle"}
+FRAMEWORKS = {"torch", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet", "paddle"}
 
 
 def top_level_imports(path):

@@ -117,6 +117,10 @@ class TrainingAdapter(Adapter, Protocol):
     def cuda_versions(self) -> tuple[str | None, str | None]:
         """(CUDA, cuDNN) as the framework reports them (None where it reports none, e.g. a CPU build)."""
 
+    def cpu_kernels(self) -> str | None:
+        """The CPU kernel libraries the framework's build uses, in words ("oneDNN 3.12, BLAS MKL"; None where it
+        names none): the record's provenance of a CPU run, for frameworks on one machine can run different kernels."""
+
     def is_oom(self, error) -> bool:
         """Whether an exception is this framework's out-of-memory error."""
 
@@ -182,7 +186,7 @@ class OpsAdapter(Adapter, Protocol):
 
 class KerasBackend(Protocol):
     """What keras3 calls in the adapter of the backend it runs on (pytorch, tensorflow_raw, jax_numpy), and Flax in
-    jax_numpy, besides cuda_versions and allocator_peak_mb."""
+    jax_numpy, besides cuda_versions, cpu_kernels and allocator_peak_mb."""
 
     def apply_threads(self, threads) -> dict:
         """The intra-op (TensorFlow: and inter-op) thread counts, pinned where `threads` is a number, read back."""
@@ -219,6 +223,9 @@ class JaxBackend(KerasBackend, Protocol):
 
     def cuda_versions(self) -> tuple[str | None, str | None]:
         """(CUDA, cuDNN) as jaxlib reports them (None where it reports none, e.g. a CPU build)."""
+
+    def cpu_kernels(self) -> str | None:
+        """XLA:CPU's kernels, named by jaxlib's version."""
 
     def allocator_peak_mb(self, device) -> float | None:
         """The JAX allocator's peak in MiB (None on CPU)."""

@@ -696,6 +696,10 @@ def cuda_versions():
     return jax_numpy.cuda_versions()
 
 
+def cpu_kernels():
+    return jax_numpy.cpu_kernels()
+
+
 def allocator_peak_mb(device):
     return jax_numpy.allocator_peak_mb(device)
 

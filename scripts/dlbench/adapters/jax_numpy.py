@@ -61,6 +61,14 @@ def cuda_versions():
     return str(loaded.cuda_runtime_get_version()), str(loaded.cudnn_get_version())
 
 
+def cpu_kernels():
+    """XLA compiles its own CPU kernels (calling Eigen or YNNPACK for some), which no version names apart from
+    jaxlib's (shared, contract.JaxBackend)."""
+    import jaxlib
+
+    return f"XLA:CPU (jaxlib {jaxlib.__version__})"
+
+
 def allocator_peak_mb(device):
     """The GPU allocator's peak in MiB; None on CPU (shared, contract.JaxBackend)."""
     if device != "gpu":

@@ -711,6 +711,11 @@ def cuda_versions():
     return _backend_adapter().cuda_versions()
 
 
+def cpu_kernels():
+    """The backend's, through its adapter."""
+    return _backend_adapter().cpu_kernels()
+
+
 def allocator_peak_mb(device):
     """The backend's allocator peak, through its adapter."""
     return _backend_adapter().allocator_peak_mb(device)

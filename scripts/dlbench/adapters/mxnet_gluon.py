@@ -795,6 +795,21 @@ def cuda_versions():
     return None, None
 
 
+# MXNet's build features that name its CPU kernel libraries, in words.
+_CPU_LIBRARIES = {
+    "MKLDNN": "oneDNN",
+    "BLAS_MKL": "BLAS MKL",
+    "BLAS_OPEN": "BLAS OpenBLAS",
+    "BLAS_ATLAS": "BLAS ATLAS",
+    "BLAS_APPLE": "BLAS Accelerate",
+}
+
+
+def cpu_kernels():
+    features = mx.runtime.Features()
+    return ", ".join(words for key, words in _CPU_LIBRARIES.items() if features.is_enabled(key)) or None
+
+
 def allocator_peak_mb(device):
     return None  # MXNet 1.9 exposes no allocator peak (only free/total through gpu_memory_info)
 

@@ -696,6 +696,12 @@ def cuda_versions():
     return paddle.version.cuda(), paddle.version.cudnn()
 
 
+def cpu_kernels():
+    """oneDNN where the build has it, and the BLAS: MKL where paddle.version says so, else OpenBLAS."""
+    parts = ["oneDNN"] if core.is_compiled_with_onednn() else []
+    return ", ".join([*parts, "BLAS MKL" if paddle.version.with_mkl == "ON" else "BLAS OpenBLAS"])
+
+
 def allocator_peak_mb(device):
     return paddle.device.cuda.max_memory_allocated() / 2**20 if device == "gpu" else None
 

@@ -10,6 +10,7 @@ import atexit
 import dataclasses
 import datetime
 import math
+import re
 
 import numpy as np
 import torch
@@ -737,6 +738,21 @@ def sync(device):
 def cuda_versions():
     cudnn = torch.backends.cudnn.version()
     return torch.version.cuda, str(cudnn) if cudnn else None
+
+
+# The BLAS PyTorch's build information names (BLAS_INFO), in words.
+_BLAS_NAMES = {"mkl": "MKL", "open": "OpenBLAS", "accelerate": "Accelerate", "flexi": "FlexiBLAS"}
+
+
+def cpu_kernels():
+    """The CPU kernel libraries of the build, as torch.__config__ names them: oneDNN (convolutions, matmuls where
+    PyTorch takes it) with its version, and the BLAS (shared, contract.TorchBackend)."""
+    build = torch.__config__.show()
+    onednn = re.search(r"(?:MKL-DNN|oneDNN) v([\d.]+)", build)
+    blas = re.search(r"BLAS_INFO=(\w+)", build)
+    parts = [f"oneDNN {onednn.group(1)}" if onednn else "oneDNN"] if torch.backends.mkldnn.is_available() else []
+    parts += [f"BLAS {_BLAS_NAMES.get(blas.group(1), blas.group(1))}"] if blas else []
+    return ", ".join(parts) or None
 
 
 def allocator_peak_mb(device):

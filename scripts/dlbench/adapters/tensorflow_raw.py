@@ -758,6 +758,14 @@ def cuda_versions():
     return build.get("cuda_version"), build.get("cudnn_version")
 
 
+def cpu_kernels():
+    """oneDNN where TensorFlow's oneDNN optimisations are on (x86's default; TF_ENABLE_ONEDNN_OPTS=0 turns them off),
+    Eigen's kernels for the rest (shared, contract.TensorFlowBackend)."""
+    from tensorflow.python.util import _pywrap_util_port  # TensorFlow's own test of the switch
+
+    return "oneDNN, Eigen" if _pywrap_util_port.IsMklEnabled() else "Eigen"
+
+
 def allocator_peak_mb(device):
     return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20 if device == "gpu" else None
 

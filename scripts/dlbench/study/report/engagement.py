@@ -52,14 +52,25 @@ def variant_text(runs):
     return "; ".join(f"{reading} for {', '.join(sorted(set(names)))}" for reading, names in models.items())
 
 
+def cpu_kernels(members):
+    """The CPU kernel libraries a stack's CPU runs reported (the record's provenance), or a dash where none did."""
+    named = members.get("provenance_cpu_kernels", members.iloc[0:0]).dropna()
+    return "; ".join(sorted(set(named))) or "-"
+
+
 def engagement_table(runs):
-    """A row per stack: what each of its variants ran, read back from the first finished run of each model."""
+    """A row per stack: what each of its variants ran, read back from the first finished run of each model, and the
+    CPU kernel libraries its framework build runs on."""
     ok = runs[runs["status"] == "ok"].drop_duplicates(["stack", "variant", "model", "dataset"])
     rows = [
-        [stack, "; ".join(f"{variant}: {variant_text(part)}" for variant, part in members.groupby("variant"))]
+        [
+            stack,
+            "; ".join(f"{variant}: {variant_text(part)}" for variant, part in members.groupby("variant")),
+            cpu_kernels(members),
+        ]
         for stack, members in ok.groupby("stack")
     ]
-    return markdown_table(["stack", "each variant as it ran (engaged; matmul dtype, layout)"], rows)
+    return markdown_table(["stack", "each variant as it ran (engaged; matmul dtype, layout)", "CPU kernels"], rows)
 
 
 def model_table(runs):
