@@ -43,7 +43,7 @@ METHOD = (
     'that level), so that below 0.05 reads as decided there too, and the columns say "race-adjusted". Experiments '
     "with fewer than 3 ok repeats, on either side, are not tested. The table is also "
     "`results/tables/comparisons.csv` (and `.parquet`). Δ, as benchstat prints it: the change in throughput "
-    'where the verdict proves one, "~" where it does not.'
+    'where the verdict proves one, "~" where it does not, with n, the repeats of each side.'
 )
 
 
@@ -54,12 +54,20 @@ def repeats_text(row):
     return f"{row['runs_ok']} vs {row['baseline_runs_ok']}{method_word(row)}"
 
 
+def sample_sizes(row):
+    """benchstat's n per side: the rounds both sides ran where paired, else each side's ok repeats."""
+    if row["method"] == "paired by round":
+        return f"n={row['pairs']}+{row['pairs']}"
+    return f"n={row['runs_ok']}+{row['baseline_runs_ok']}"
+
+
 def delta_text(row):
     """benchstat's delta: the change in throughput as a signed percentage where the verdict proves one (faster or
-    slower), "~" where it does not."""
+    slower), "~" where it does not, with the n of each side beside it."""
     if row["verdict"] not in ("faster", "slower"):
-        return "~"
-    return f"{(row['ratio'] - 1) * 100:+.1f}\u00a0%".replace("-", "−")  # a no-break space: never "−53.8 / %"
+        return f"~ ({sample_sizes(row)})"
+    change = f"{(row['ratio'] - 1) * 100:+.1f}\u00a0%".replace("-", "−")  # a no-break space: never "−53.8 / %"
+    return f"{change} ({sample_sizes(row)})"
 
 
 def prior_text(part):

@@ -28,7 +28,9 @@ from dlbench.study.report.common import (
 TITLE = "Input share, memory, utilisation and energy"
 
 METHOD = (
-    "Means over the repeats that finished; the input share is each experiment's first repeat's unless the config "
+    "Every column is a mean over the repeats that finished, but the costs: per million images at the geometric "
+    "mean throughput, to target at the mean time, each with its 95% interval. The input share is each experiment's "
+    "first repeat's unless the config "
     "measures it in every repeat (`measure_input_share`). The input share is the part of a steady epoch that goes away when every "
     "step trains on one batch prepared before the clock starts: time spent gathering batches and placing them on the "
     "device that compute does not hide (for Keras on TensorFlow the copy to the device stays in both epochs, so its "
@@ -63,8 +65,8 @@ GPU_COLUMNS = [
 ]
 # Beside energy per image, where the config prices the device-hour (the summary's costs, dlbench.study.analysis.cost).
 COSTS = [
-    ("cost_per_million_images", 3, "cost per million images (geometric mean [95%])"),
-    ("cost_to_target", 3, "cost to target (mean [95%])"),
+    ("cost_per_million_images", 3, "cost per million images [95%]"),
+    ("cost_to_target", 3, "cost to target [95%]"),
 ]
 
 
@@ -78,26 +80,20 @@ def cost_cell(row, column, digits):
 
 def resources_table(summary, runs):
     """Input share, memory, utilisation and energy per experiment (means over ok repeats), a table per dataset,
-    model, batch and device; GPU columns only where measured, costs only where priced."""
-    header = [
-        "stack",
-        "variant",
-        "input share (mean)",
-        "RSS peak MiB (mean)",
-        "CPU % (mean)",
-        "images/s per busy core (mean)",
-        "training GFLOP/s (mean)",
+    model, batch and device; per-core throughput and GPU columns only where measured, costs only where priced."""
+    always = [("host_rss_peak_mb_mean", 0, "RSS peak MiB"), ("cpu_utilisation_mean_mean", 0, "CPU %")]
+    measured_only = [
+        ("train_images_per_busy_core_mean", 0, "images/s per busy core"),
+        ("train_flops_per_s_mean", 2, "training GFLOP/s"),
+        *GPU_COLUMNS,
     ]
-    columns = [
-        ("host_rss_peak_mb_mean", 0, number),
-        ("cpu_utilisation_mean_mean", 0, number),
-        ("train_images_per_busy_core_mean", 0, number),
-        ("train_flops_per_s_mean", 2, lambda flops, digits: number(flops / 1e9, digits)),
-    ]
+    formats = {"train_flops_per_s_mean": lambda flops, digits: number(flops / 1e9, digits)}
     sections = []
     for panel in panel_titles(summary):
         part = panel_rows(summary, panel)
-        measured = [(column, digits, title) for column, digits, title in GPU_COLUMNS if part[column].notna().any()]
+        shown = always + [
+            (column, digits, title) for column, digits, title in measured_only if part[column].notna().any()
+        ]
         priced = [
             (column, digits, title) for column, digits, title in COSTS if column in part and part[column].notna().any()
         ]
@@ -107,13 +103,12 @@ def resources_table(summary, runs):
                 row["stack"],
                 row["variant_label"],
                 cell(row, "input_share_mean", 1, share),
-                *(cell(row, column, digits, formatter) for column, digits, formatter in columns),
-                *(cell(row, column, digits) for column, digits, _ in measured),
+                *(cell(row, column, digits, formats.get(column, number)) for column, digits, _ in shown),
                 *(cost_cell(row, column, digits) for column, digits, _ in priced),
             ]
             for _, row in part.iterrows()
         ]
-        titles = header + [f"{title} (mean)" for _, _, title in measured] + [title for _, _, title in priced]
+        titles = ["stack", "variant", "input share"] + [title for *_, title in shown + priced]
         sections.append(f"### {panel_title(panel)}\n\n" + markdown_table(titles, rows))
     reasons = sorted(set(runs["gpu_fields_reason"].dropna()))
     note = f"\nGPU fields not shown where not measured: {'; '.join(reasons)}.\n" if reasons else ""
