@@ -301,8 +301,9 @@ def test_raced_a_rival_that_left_against_an_earlier_leader_counts_only_through_a
         and row["confidence_reason"] == "the runner-up is proven equivalent within 5 %"
     )
     undecided = [compared("mxnet-1.9", "torch-2.13", 0.98, "inconclusive"), eliminated_early]
-    row = raced(experiments, undecided, "torch-2.13_mlp")  # jax is behind a rival that is not out: not proven
+    row = raced(experiments, undecided, "torch-2.13_mlp")  # jax is slower than a rival still open: out of the running
     assert row["confidence"] == "inconclusive" and row["confidence_reason"] == "inconclusive"
+    assert row["recommendation"].startswith("Undecided between torch-2.13 (eager) and mxnet-1.9 (eager) (")
     slower = [compared("mxnet-1.9", "torch-2.13", 0.9, "slower"), eliminated_early]
     row = raced(experiments, slower, "torch-2.13_mlp")  # slower than a rival proven slower: slower
     assert row["confidence"] == "decisive"
@@ -413,7 +414,7 @@ def test_a_decided_group_recommends_the_fastest_with_its_lead_and_confidence():
     )
 
 
-def three_way_tie(busy=(90.0, 88.0, 85.0)):
+def three_way_tie(busy=(90.0, 88.0, 85.0), needs=(None, None)):
     """torch, mxnet and keras-3-jax within a few percent, neither rival proven against torch and no practical number
     of rounds deciding them: the undecided group a reader of page 1 must still be told what to do with."""
     experiments = [
@@ -436,8 +437,8 @@ def three_way_tie(busy=(90.0, 88.0, 85.0)):
         dict(compared("mxnet-1.9", "torch-2.13", 0.97, "inconclusive"), ratio_low=0.89, ratio_high=1.12),
         dict(compared("keras-3-jax", "torch-2.13", 0.95, "inconclusive"), ratio_low=0.84, ratio_high=1.09),
     ]
-    for row in rows:
-        row.update(repeats_to_decide=None, pairs=8, race_outcome="undecided", resolvable_ratio=1.15)
+    for row, need in zip(rows, needs):
+        row.update(repeats_to_decide=need, pairs=8, race_outcome="undecided", resolvable_ratio=1.15)
         row["race_leader"] = "torch-2.13_mlp"
     return fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
 
@@ -456,6 +457,14 @@ def test_a_three_way_tie_names_its_rivals_what_this_machine_resolves_and_what_to
         "but not tested: quickest first epoch mxnet-1.9 (eager), 0.30 s median; fastest at inference keras-3-jax "
         "(eager), 950/s."
     )
+
+
+def test_where_one_rival_is_out_of_reach_the_rounds_that_decide_the_others_are_named():
+    row = three_way_tie(needs=(14, None))
+    assert (
+        "No practical number of rounds would decide keras-3-jax (eager) at the ratio and spread shown; the rounds in "
+        "all that would decide the others: mxnet-1.9 (eager) 14."
+    ) in row["recommendation"]
 
 
 def test_contenders_on_unequal_shares_of_the_cpu_are_compared_per_busy_core_beside_the_verdict():

@@ -159,9 +159,10 @@ def against_fastest(fastest, compared, names):
     judged against an earlier leader, or against the leader a rival was proven faster than, stands behind the fastest
     where proven slower than an experiment that is itself proven slower than the fastest ("slower") or equivalent to
     it ("slower than <that experiment>", out of the running beside a tie): every claim of the group holds together at
-    the family's level, so the chain does too. Any other rival is not proven against the fastest: it reads "compared
-    only with <its comparator>: <its own verdict>". `names`: {experiment: the name a reader sees}; returns
-    {rival: Standing}."""
+    the family's level, so the chain does too. A rival proven slower than one still open against the fastest is out
+    of the running too ("slower than <that experiment>"): it cannot be the group's fastest, though it is not proven
+    against it. Any other rival is not proven against the fastest: it reads "compared only with <its comparator>:
+    <its own verdict>". `names`: {experiment: the name a reader sees}; returns {rival: Standing}."""
     found = claims(compared)
     standing = {
         rival: Standing(verdict, proven(verdict), is_equivalence(verdict))
@@ -180,7 +181,11 @@ def against_fastest(fastest, compared, names):
                 behind = True
     for rival, other, verdict in tested_pairs(compared):
         if rival != fastest and rival not in standing:  # its own verdict, never the flipped one of a rival's row
-            standing[rival] = Standing(f"compared only with {names.get(other, other)}: {verdict}", False)
+            # Proven slower than a rival still open against the fastest: not proven against the fastest, but out of
+            # the running, for an experiment proven slower than another of the group cannot be its fastest.
+            out = verdict == SLOWER
+            words = f"slower than {names.get(other, other)}" if out else f"compared only with {names.get(other, other)}"
+            standing[rival] = Standing(words if out else f"{words}: {verdict}", out)
     return standing
 
 

@@ -131,10 +131,21 @@ def ratio_list(rows):
     )
 
 
-def how_to_decide(row):
-    """The rounds that would decide an undecided group, and the setting that runs them."""
+def how_to_decide(row, open_rows):
+    """The rounds that would decide an undecided group, and the setting that runs them; where no practical number
+    would, which rivals (`open_rows`: their comparisons) stay out of reach and what the others need."""
     if pd.isna(row["rounds_to_decide"]):
-        return "No practical number of rounds would decide it at the ratios and spread they show."
+        needs = open_rows.get("repeats_to_decide", pd.Series(float("nan"), index=open_rows.index))
+        never = [name(rival) for index, rival in open_rows.iterrows() if pd.isna(needs[index])]
+        reachable = [
+            f"{name(rival)} {int(needs[index])}" for index, rival in open_rows.iterrows() if pd.notna(needs[index])
+        ]
+        if not never or not reachable:
+            return "No practical number of rounds would decide it at the ratios and spread they show."
+        return (
+            f"No practical number of rounds would decide {listed(never)} at the ratio and spread shown; the rounds "
+            f"in all that would decide the others: {', '.join(reachable)}."
+        )
     cost = [] if pd.isna(row["more_rounds_to_decide"]) else [f"{row['more_rounds_to_decide']} more"]
     cost += [] if pd.isna(row["minutes_to_decide"]) else [minutes_words(row["minutes_to_decide"])]
     setting = "the last of `race.looks`" if pd.notna(row["race_outcome"]) else "`repeats`"
@@ -165,7 +176,7 @@ def undecided(row, contenders, unsettled):
         sentences.append(
             f"{rounds or 'This'} machine resolves a lead of {row['resolvable_lead']:.2f}x or more over each."
         )
-    sentences.append(how_to_decide(row))
+    sentences.append(how_to_decide(row, open_rows))
     margin = margin_for_tie(open_rows[open_rows["baseline_experiment_id"] == contenders.iloc[0]["experiment_id"]])
     if margin is not None:
         sentences.append(

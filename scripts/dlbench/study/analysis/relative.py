@@ -116,4 +116,6 @@ def relative_table(summary, fastest, named=None):
                 groups=len(part),
             )
         )
-    return pd.concat([cells, pd.DataFrame(summaries, columns=COLUMNS)], ignore_index=True)
+    table = pd.concat([cells, pd.DataFrame(summaries, columns=COLUMNS)], ignore_index=True)
+    # The summary rows have no group: its whole-number axes stay whole numbers beside their blanks ("batch 64").
+    return table.astype({axis: "Int64" for axis in GROUP if pd.api.types.is_integer_dtype(summary[axis])})

@@ -43,7 +43,8 @@ METHOD = (
     'that level), so that below 0.05 reads as decided there too, and the columns say "race-adjusted". Experiments '
     "with fewer than 3 ok repeats, on either side, are not tested. The table is also "
     "`results/tables/comparisons.csv` (and `.parquet`). Δ, as benchstat prints it: the change in throughput "
-    'where the verdict proves one, "~" where it does not, with n, the repeats of each side.'
+    'where the verdict proves one, "~" where it does not, with n per side: the rounds both ran where paired, each '
+    "side's finished repeats otherwise."
 )
 
 

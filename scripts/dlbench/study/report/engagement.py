@@ -87,7 +87,9 @@ def markdown(study, figures):
     return (
         lead_in(
             "Read back from each framework after training, not assumed from the requested variant "
-            '(see docs/methodology.md, "Variants"):'
+            '(see docs/methodology.md, "Variants"). CPU kernels: the kernel libraries the framework\'s build names '
+            "(oneDNN, its BLAS; for JAX, XLA's own), as the framework reports them in each CPU run, not traced per "
+            "operation:"
         )
         + engagement_table(study.runs)
         + "\n"

@@ -28,9 +28,9 @@ from dlbench.study.report.common import (
 TITLE = "Input share, memory, utilisation and energy"
 
 METHOD = (
-    "Every column is a mean over the repeats that finished, but the costs: per million images at the geometric "
-    "mean throughput, to target at the mean time, each with its 95% interval. The input share is each experiment's "
-    "first repeat's unless the config "
+    "Each figure is a mean over the repeats that finished and measured it; costs, where the config prices the device, "
+    "are per million images at the geometric mean throughput and to target at the mean time, each with its 95% "
+    "interval. The input share is each experiment's first repeat's unless the config "
     "measures it in every repeat (`measure_input_share`). The input share is the part of a steady epoch that goes away when every "
     "step trains on one batch prepared before the clock starts: time spent gathering batches and placing them on the "
     "device that compute does not hide (for Keras on TensorFlow the copy to the device stays in both epochs, so its "
