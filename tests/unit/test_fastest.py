@@ -530,3 +530,11 @@ def test_a_group_of_one_and_a_decided_group_with_a_faster_untested_experiment_sa
         [compared("mxnet-1.9", "torch-2.13", 0.5, "slower")],
     )
     assert row["recommendation"].endswith("Faster, but too few repeats to test: jax-0.9 (eager).")
+
+
+def test_an_interval_bound_beside_1_keeps_the_digits_that_show_which_side_it_is_on():
+    from dlbench.study.analysis.recommendation import ratio_words
+
+    assert ratio_words(0.83, 0.6925, 1.004) == "0.83x [0.69, 1.004]"
+    assert ratio_words(1.05, 0.9996, 1.12) == "1.05x [0.9996, 1.12]"
+    assert ratio_words(1.2, 1.0, 1.3) == "1.20x [1.00, 1.30]"

@@ -44,9 +44,19 @@ def minutes_words(minutes):
     return "under a minute" if minutes < 1 else f"about {minutes:.0f} minutes"
 
 
+def bound_words(bound):
+    """An interval's bound at 2 decimals, or at as many more (up to 4) as keep one beside 1 from printing as 1.00: an
+    interval [0.69, 1.004] holds 1, which "[0.69, 1.00]" hides."""
+    for digits in (2, 3, 4):
+        text = f"{bound:.{digits}f}"
+        if float(text) != 1 or bound == 1:
+            break
+    return text
+
+
 def ratio_words(ratio, low, high):
     """A ratio and its interval where it has one: "1.15x [1.02, 1.30]" (the report prints every ratio so)."""
-    interval = "" if pd.isna(low) else f" [{low:.2f}, {high:.2f}]"
+    interval = "" if pd.isna(low) else f" [{bound_words(low)}, {bound_words(high)}]"
     return f"{ratio:.2f}x{interval}"
 
 
