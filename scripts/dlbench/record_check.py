@@ -1,10 +1,10 @@
-"""Whether a run record stands for its run: the tables its run wrote beside it (epochs.csv, telemetry.csv) are there
-and unchanged (their digests in the record), its epoch times are those of epochs.csv, and every figure the record
-derives from its epochs follows from them within rounding; no time is negative or not finite, no utilisation above
-its peak, no CPU run faster than its cores could compute. Older records, without digests, are checked for their
-tables and epoch times only: their figures were derived by the formulas of their day. A record that does not is no
-measurement: read() (dlbench/record.py) names it and the aggregation counts it as an error run. Standard library
-only: the driver and the tools env read records.
+"""Whether a run record stands for its run: every number within the bounds its field declares
+(dlbench/record_fields.py) and finite, the tables its run wrote beside it (epochs.csv, telemetry.csv) there and
+unchanged (their digests in the record), its epoch times those of epochs.csv, and every figure the record derives from
+its epochs following from them within rounding; no CPU run faster than its cores could compute. Older records,
+without digests, are checked for their bounds, tables and epoch times only: their figures were derived by the
+formulas of their day. A record that does not is no measurement: read() (dlbench/record.py) names it and the
+aggregation counts it as an error run. Standard library only: the driver and the tools env read records.
 """
 
 import csv
@@ -13,10 +13,15 @@ from pathlib import Path
 
 from .io import file_sha256
 from .peaks import CPU_CORE_BOUND
+from .record_fields import RUN_TABLES, record_schema
 
-RUN_TABLES = ("epochs.csv", "telemetry.csv")  # beside each record, written before it (run_experiment.py)
 # Figures derived from the epochs are written with full precision (repr) in both files: equal but for summation order.
 ROUNDING = 1e-9
+BOUNDS = {
+    "minimum": (lambda value, bound: value >= bound, "below its least value"),
+    "exclusiveMinimum": (lambda value, bound: value > bound, "not above its bound"),
+    "maximum": (lambda value, bound: value <= bound, "above its greatest value"),
+}
 
 
 def tables_sha256(tables):
@@ -26,9 +31,35 @@ def tables_sha256(tables):
 
 def problem(path, record):
     """What keeps the record at path from standing for its run, or None."""
-    return tables_problem(Path(path).parent, record) or (
-        figures_problem(Path(path).parent, record) if record["status"] == "ok" else None
+    return (
+        bounds_problem(record, record_schema())
+        or tables_problem(Path(path).parent, record)
+        or (figures_problem(Path(path).parent, record) if record["status"] == "ok" else None)
     )
+
+
+def bounds_problem(value, schema, name="record"):
+    """The first number under `value` (a record, or a field's value as its `schema` describes it) that is not finite
+    or lies outside the bounds its schema declares, named by its path in the record."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            return f"its {name} {value} is not finite"
+        for keyword, (holds, words) in BOUNDS.items():
+            if keyword in schema and not holds(value, schema[keyword]):
+                return f"its {name} {value} is {words} {schema[keyword]}"
+        return None
+    if isinstance(value, list):
+        parts = [(f"{name}[{index}]", item, schema.get("items") or {}) for index, item in enumerate(value)]
+    elif isinstance(value, dict):
+        nested = schema.get("properties") or {}
+        other = schema.get("additionalProperties") if isinstance(schema.get("additionalProperties"), dict) else {}
+        prefix = "" if name == "record" else f"{name}."
+        parts = [(f"{prefix}{key}", item, nested.get(key, other)) for key, item in value.items()]
+    else:
+        return None
+    return next(filter(None, (bounds_problem(item, part, path) for path, item, part in parts)), None)
 
 
 def tables_problem(folder, record):
@@ -58,9 +89,6 @@ def figures_problem(folder, record):
         rows = epoch_table(folder)
     except (ValueError, KeyError, csv.Error) as error:
         return f"its epochs.csv cannot be read ({error})"
-    times = [*record["epoch_train_s"], *record["epoch_eval_s"], *(record.get("extra_steady_epochs_s") or [])]
-    if not all(isinstance(time, (int, float)) and math.isfinite(time) and time >= 0 for time in times):
-        return "an epoch time is negative or not finite"
     if [row["train_s"] for row in rows] != record["epoch_train_s"] or not rows:
         return f"its epochs.csv holds {len(rows)} epoch(s) whose train_s differ from the record's epoch_train_s"
     if not record.get("tables_sha256"):  # older records: derived by the formulas of their day
@@ -70,7 +98,7 @@ def figures_problem(folder, record):
         return f"its epochs.csv counts other images per epoch than the record's images_per_epoch {images}"
     window = [row["train_s"] for row in rows[1:]] + list(record.get("extra_steady_epochs_s") or [])
     derived = {
-        "train_images_per_s": images * len(window) / sum(window) if window and sum(window) else None,
+        "train_images_per_s": steady_throughput(images, [rows[0]["train_s"], *window]),
         "first_epoch_images_per_s": images / rows[0]["train_s"] if rows[0]["train_s"] else None,
         "time_to_target_s": time_to_target(rows, record),
         "final_test_accuracy": rows[-1]["test_accuracy"],
@@ -84,12 +112,15 @@ def figures_problem(folder, record):
     return ceiling_problem(record)
 
 
+def steady_throughput(images_per_epoch, epoch_seconds):
+    """Images/s over epochs 2..N (None with a single epoch: the first epoch carries compilation)."""
+    steady = epoch_seconds[1:]
+    return images_per_epoch * len(steady) / sum(steady) if steady and sum(steady) else None
+
+
 def ceiling_problem(record):
-    """A training rate no device computes: beyond its GPU's datasheet peak (MFU above 1), or on a CPU beyond what
-    its cores could at the precision that ran (peaks.CPU_CORE_BOUND)."""
-    utilisation = record.get("model_flops_utilisation")
-    if utilisation is not None and not 0 <= utilisation <= 1:
-        return f"its model_flops_utilisation {utilisation} is beyond the device's peak"
+    """A training rate no CPU computes: beyond what its cores could at the precision that ran
+    (peaks.CPU_CORE_BOUND). On a GPU, its datasheet peak bounds model_flops_utilisation at 1 (record_fields)."""
     achieved, cores = record.get("train_flops_per_s"), (record.get("provenance") or {}).get("cpu_cores")
     bound = CPU_CORE_BOUND.get(record.get("mfu_precision"), CPU_CORE_BOUND["fp32"]) * (cores or 0)
     if record.get("device") == "cpu" and achieved and cores and achieved > bound:

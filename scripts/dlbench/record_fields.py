@@ -9,22 +9,43 @@ Standard library only: the runner writes the record of a process that died befor
 """
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Literal
 
-from . import record_check, walltime
+from . import walltime
 
 SCHEMA_VERSION = 11
 NO_TELEMETRY = "the run ended before telemetry started"
 Seconds = float  # every time is in seconds: the unit column says so once per field
 
 
-def entry(description, unit=None, default=None, factory=None, required=True, schema=None, **keywords):
+RUN_TABLES = ("epochs.csv", "telemetry.csv")  # beside each record, written before it (run_experiment.py)
+
+# How the summary table (dlbench/study/analysis/summary.py) takes a field over an experiment's ok repeats: `interval`,
+# the geometric mean with its 95 % interval beside the mean, std, coefficient of variation, min and median; `mean`,
+# the mean alone. A field without one is not summarised.
+SUMMARIES = {
+    "interval": "geometric mean with its 95 % interval, mean, std, cv, min, median",
+    "mean": "mean",
+}
+
+
+def entry(description, unit=None, default=None, factory=None, required=True, schema=None, summary=None, **keywords):
     """A record field: its meaning, its unit, its default in a record not yet measured (`factory` for a list or
-    dict), whether a valid record may lack it (only fields older records lack), and JSON Schema keywords beyond what
-    its type gives (`schema` replaces the schema its type gives)."""
-    metadata = {"description": description, "unit": unit, "required": required, "schema": schema, "keywords": keywords}
+    dict), whether a valid record may lack it (only fields older records lack), how the summary table takes it over
+    repeats (a key of SUMMARIES), and JSON Schema keywords beyond what its type gives, its bounds among them, which
+    reading a record checks (dlbench/record_check.py; `schema` replaces the schema its type gives)."""
+    assert summary in (None, *SUMMARIES), summary
+    metadata = {
+        "description": description,
+        "unit": unit,
+        "required": required,
+        "schema": schema,
+        "keywords": keywords,
+        "summary": summary,
+    }
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -110,8 +131,10 @@ class GpuDevice:
     """One GPU the run's telemetry sampled."""
 
     device: str = entry("the GPU as CUDA_VISIBLE_DEVICES names it, else its NVML index")
-    utilisation_mean: float | None = at_least(0, "NVML utilisation, mean over steady epochs", "%")
-    utilisation_p95: float | None = at_least(0, "NVML utilisation, 95th percentile over steady epochs", "%")
+    utilisation_mean: float | None = at_least(0, "NVML utilisation, mean over steady epochs", "%", maximum=100)
+    utilisation_p95: float | None = at_least(
+        0, "NVML utilisation, 95th percentile over steady epochs", "%", maximum=100
+    )
     memory_peak_mb: float | None = at_least(0, "NVML memory used, peak over the run", "MiB")
     power_mean_w: float | None = at_least(0, "NVML power, mean over the training epochs", "W")
     energy_j: float | None = at_least(0, "energy over the training epochs", "J")
@@ -284,7 +307,7 @@ class Outcome:
         " absent in older records",
         factory=dict,
         required=False,
-        propertyNames={"enum": list(record_check.RUN_TABLES)},
+        propertyNames={"enum": list(RUN_TABLES)},
         additionalProperties=HASH,
     )
     contention: Contention | None = entry(
@@ -314,27 +337,35 @@ class Timing:
         0,
         "over the steady window, all replicas: epochs 2..N and any extra steady epochs; null with one epoch",
         "images/s",
+        summary="interval",
     )
     replica_images_per_s: float | None = at_least(0, "train_images_per_s per replica", "images/s")
     first_epoch_images_per_s: float | None = at_least(
         0, "the first epoch's, compilation and warm-up included", "images/s"
     )
-    inference_images_per_s: float | None = at_least(0, "test images / median evaluation time", "images/s")
+    inference_images_per_s: float | None = at_least(
+        0, "test images / median evaluation time", "images/s", summary="interval"
+    )
     latency_ms_median: float | None = at_least(
         0,
         "inference latency at batch 1: the median of timed calls of one test example, host in, logits back on the"
         " host (dlbench/measure/latency.py); null where not measured (measure_latency, streamed data, replicas)",
         "ms",
         required=False,
+        summary="mean",
     )
-    latency_ms_p99: float | None = at_least(0, "the 99th percentile of those calls", "ms", required=False)
+    latency_ms_p99: float | None = at_least(
+        0, "the 99th percentile of those calls", "ms", required=False, summary="mean"
+    )
     latency_calls: int | None = at_least(1, "the timed calls of the latency pass", required=False)
     tokens_per_example: int | None = entry(
         "a language model's context, the tokens each training sequence predicts (a token dataset's examples, which the"
         " images/s fields count, are its sequences); null for images",
         minimum=1,
     )
-    train_tokens_per_s: float | None = at_least(0, "train_images_per_s x tokens_per_example", "tokens/s")
+    train_tokens_per_s: float | None = at_least(
+        0, "train_images_per_s x tokens_per_example", "tokens/s", summary="interval"
+    )
     target_accuracy: float | None = entry(
         "the test accuracy time_to_target_s counts to (config target_accuracy); null for a language model"
     )
@@ -385,6 +416,7 @@ class Input:
         " that compute does not hide (input_share_covers says which work); around 0 (within input_share_interval)"
         " when none shows",
         "share",
+        summary="mean",
     )
     input_share_interval: tuple[float, float] | None = entry(
         "[low, high]: 1 - fixed / real over the pairs they were timed in (each pair's two epochs adjacent), the noise"
@@ -405,12 +437,14 @@ class Input:
         "the loader alone, after training: the config's `stream.loader_batches` batches of a fresh shuffle decoded, augmented and"
         " placed on the device with the model removed",
         "images/s",
+        summary="mean",
     )
     input_bound_share: float | None = at_least(
         0,
         "train_images_per_s / loader_images_per_s: near 1, training runs as fast as its loader can feed it"
         " (input-bound); well below 1, the loader has headroom",
         "share",
+        summary="mean",
     )
 
 
@@ -427,6 +461,7 @@ class Communication:
         "1 - median fixed-batch epoch without the reduction / median with it; null with one replica or where the"
         " framework has no step without it",
         "share",
+        summary="mean",
     )
     communication_share_interval: tuple[float, float] | None = entry(
         "[low, high]: the same ratio over the pairs they were timed in (each pair's two epochs adjacent)", "share"
@@ -446,7 +481,9 @@ class Quality:
 
     TITLE = "Quality"
 
-    final_test_accuracy: float | None = entry("test accuracy after the last epoch", "share", minimum=0, maximum=1)
+    final_test_accuracy: float | None = entry(
+        "test accuracy after the last epoch", "share", minimum=0, maximum=1, summary="mean"
+    )
     final_test_loss: float | None = entry("test loss after the last epoch")
     loss_curve: list[float | None] = entry(
         "mean training loss per epoch; null where it was not finite (status diverged: JSON has no NaN)", factory=list
@@ -467,15 +504,21 @@ class Resources:
 
     TITLE = "Resources"
 
-    host_rss_peak_mb: float | None = at_least(0, "`getrusage` peak resident set of the training process", "MiB")
+    host_rss_peak_mb: float | None = at_least(
+        0, "`getrusage` peak resident set of the training process", "MiB", summary="mean"
+    )
     cpu_utilisation_mean: float | None = at_least(
-        0, "process CPU time / wall time over steady epochs (with several processes, rank 0's)", "% of all cores"
+        0,
+        "process CPU time / wall time over steady epochs (with several processes, rank 0's)",
+        "% of all cores",
+        summary="mean",
     )
     cpu_energy_j: float | None = at_least(
         0,
         "the CPU packages' energy over the training epochs, from their RAPL counters (Linux powercap, package zones"
         " summed, wraparound undone; `scripts/dlbench/rapl.py`): the whole packages, whatever ran on them",
         "J",
+        summary="mean",
     )
     cpu_energy_source: str | None = entry("the counters cpu_energy_j comes from (the zones read)")
     cpu_energy_reason: str | None = entry(
@@ -484,7 +527,10 @@ class Resources:
     )
     telemetry_hz: float | None = entry("sampling rate of telemetry.csv beside the record", "Hz")
     gpu_memory_peak_mb: float | None = at_least(
-        0, "NVML memory used on the run's GPUs (summed over its replicas' devices), peak over the run", "MiB"
+        0,
+        "NVML memory used on the run's GPUs (summed over its replicas' devices), peak over the run",
+        "MiB",
+        summary="mean",
     )
     allocator_peak_mb: float | None = at_least(
         0,
@@ -492,14 +538,22 @@ class Resources:
         " (memory growth on, so that TensorFlow does not take the whole card), JAX's memory_stats peak; null for MXNet, which has none; with replicas, the first"
         " replica's device only",
         "MiB",
+        summary="mean",
     )
-    gpu_utilisation_mean: float | None = at_least(0, "NVML GPU utilisation, mean over steady epochs", "%")
-    gpu_utilisation_p95: float | None = at_least(0, "NVML GPU utilisation, 95th percentile over steady epochs", "%")
+    gpu_utilisation_mean: float | None = at_least(
+        0, "NVML GPU utilisation, mean over steady epochs", "%", maximum=100, summary="mean"
+    )
+    gpu_utilisation_p95: float | None = at_least(
+        0, "NVML GPU utilisation, 95th percentile over steady epochs", "%", maximum=100, summary="mean"
+    )
     gpu_memory_utilisation_mean: float | None = at_least(
-        0, "NVML memory-controller utilisation, mean over steady epochs", "%"
+        0, "NVML memory-controller utilisation, mean over steady epochs", "%", maximum=100
     )
     gpu_power_mean_w: float | None = at_least(
-        0, "NVML power, mean over the training epochs (summed over the run's GPUs; utilisation is their mean)", "W"
+        0,
+        "NVML power, mean over the training epochs (summed over the run's GPUs; utilisation is their mean)",
+        "W",
+        summary="mean",
     )
     gpu_devices: list[GpuDevice] | None = entry(
         "each GPU the run's telemetry sampled (with replicas, every device of the node of replica process 0), in"
@@ -513,14 +567,18 @@ class Resources:
         "nvml energy counter: NVML's total energy counter (Volta and newer), read at the epochs' ends; power"
         " integration: NVML power integrated (trapezoids) over the telemetry samples, on a GPU without the counter"
     )
-    gpu_energy_per_image_j: float | None = at_least(0, "gpu_energy_j per training image", "J")
+    gpu_energy_per_image_j: float | None = at_least(0, "gpu_energy_j per training image", "J", summary="mean")
     gpu_idle_power_w: float | None = at_least(
-        0, "the GPU's draw over a short idle baseline before the run's imports (phase `idle baseline`)", "W"
+        0,
+        "the GPU's draw over a short idle baseline before the run's imports (phase `idle baseline`)",
+        "W",
+        summary="mean",
     )
     gpu_energy_above_idle_j: float | None = entry(
         "gpu_energy_j minus gpu_idle_power_w over the training epochs' time, the energy the training added (near 0 or"
         " below within noise for a model too small to load the GPU)",
         "J",
+        summary="mean",
     )
     gpu_fields_reason: str | None = entry("why the GPU fields are null", default=NO_TELEMETRY)
 
@@ -543,7 +601,10 @@ class Model:
         minimum=0,
     )
     train_flops_per_s: float | None = at_least(
-        0, "achieved in training: 3 x flops_per_image x train_images_per_s (backward = 2 x forward)", "FLOP/s"
+        0,
+        "achieved in training: 3 x flops_per_image x train_images_per_s (backward = 2 x forward)",
+        "FLOP/s",
+        summary="mean",
     )
     mfu_precision: Literal["fp32", "tf32", "fp16", "bf16"] | None = entry(
         "the precision the matmuls ran in, from `engaged` (tf32: float32 with TF32 engaged on a GPU)"
@@ -551,7 +612,11 @@ class Model:
     peak_flops_per_s: float | None = at_least(0, "the device's dense peak at mfu_precision", "FLOP/s")
     peak_flops_source: str | None = entry("the datasheet of that peak, or why there is none")
     model_flops_utilisation: float | None = at_least(
-        0, "train_flops_per_s / peak_flops_per_s (MFU); null without a datasheet peak", "share"
+        0,
+        "train_flops_per_s / peak_flops_per_s (MFU); null without a datasheet peak",
+        "share",
+        maximum=1,
+        summary="mean",
     )
 
 
@@ -608,6 +673,11 @@ def names():
     return [field.name for section in SECTIONS for field in fields(section)]
 
 
+def summarised(kind, sections=SECTIONS):
+    """The top-level fields the summary table takes over repeats as `kind` (a key of SUMMARIES), in order."""
+    return [field.name for section in sections for field in fields(section) if field.metadata["summary"] == kind]
+
+
 # --- JSON Schema from the types ---------------------------------------------------------------------------------------
 
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array"}
@@ -651,9 +721,9 @@ def field_schema(field, hints):
     schema = dict(metadata["schema"] or type_schema(hints[field.name]))
     for keyword, value in metadata["keywords"].items():
         schema[keyword] = {**schema[keyword], **value} if isinstance(schema.get(keyword), dict) else value
-    # `unit` is an annotation, as `description` is: validators pass over keywords they do not know.
-    unit = {"unit": metadata["unit"]} if metadata["unit"] else {}
-    return {**schema, "description": metadata["description"], **unit}
+    # `unit` and `summary` are annotations, as `description` is: validators pass over keywords they do not know.
+    annotations = {key: metadata[key] for key in ("unit", "summary") if metadata[key]}
+    return {**schema, "description": metadata["description"], **annotations}
 
 
 def object_schema(cls):
@@ -665,3 +735,16 @@ def object_schema(cls):
     if not getattr(cls, "OPEN", False):
         schema["additionalProperties"] = False
     return schema
+
+
+@functools.cache
+def record_schema():
+    """The record's JSON Schema: every section's fields at the top level, those required, and no others."""
+    properties, required = {}, []
+    for section in SECTIONS:
+        hints = typing.get_type_hints(section)
+        for field in fields(section):
+            properties[field.name] = field_schema(field, hints)
+            if field.metadata["required"]:
+                required.append(field.name)
+    return {"type": "object", "required": required, "additionalProperties": False, "properties": properties}

@@ -7,8 +7,7 @@ import subprocess
 import yaml
 from conftest import REPO, SHARED_MACHINE
 from dlbench import record as run_record
-from dlbench import record_check
-from dlbench.measure.steady_window import steady_throughput
+from dlbench import record_check, record_fields
 
 RECORD_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "run_record.schema.yaml").read_text())
 ENV_DESCRIPTION = {
@@ -126,7 +125,7 @@ def write_run(folder, **changes):
     (folder / "telemetry.csv").write_text("t_s,phase\n0.0,build\n")
     record |= {
         "extra_steady_epochs_s": EXTRA,
-        "train_images_per_s": steady_throughput(IMAGES, [*record["epoch_train_s"], *EXTRA]),
+        "train_images_per_s": record_check.steady_throughput(IMAGES, [*record["epoch_train_s"], *EXTRA]),
         "first_epoch_images_per_s": IMAGES / EPOCHS[0][0],
         "final_test_accuracy": EPOCHS[-1][4],
         "final_test_loss": EPOCHS[-1][3],
@@ -137,6 +136,6 @@ def write_run(folder, **changes):
         "mfu_precision": "fp32",
         "train_flops_per_s": 3e9,
     }
-    record["tables_sha256"] = record_check.tables_sha256({name: folder / name for name in record_check.RUN_TABLES})
+    record["tables_sha256"] = record_check.tables_sha256({name: folder / name for name in record_fields.RUN_TABLES})
     (folder / "record.json").write_text(json.dumps(record | changes))
     return folder / "record.json"

@@ -1,12 +1,25 @@
 """A record's files are strict JSON and plain CSV: a number that is not finite is written as null (an empty cell). A
 run's tables beside its record, which Snakemake does not track, are checked for by the aggregation."""
 
+import dataclasses
+
 import numpy as np
+import pytest
 from conftest import read_csv
+from dlbench import record_fields
 from dlbench.io import write_json_atomic
 from dlbench.record import EPOCH_COLUMNS, add_epoch, keep_one_target, write_epochs_csv
-from dlbench.study.analysis.records import TRACE_MIN_BIN_S, trace_rows
+from dlbench.study.analysis.records import (
+    TRACE_MIN_BIN_S,
+    Derived,
+    read_records,
+    record_machines,
+    runs_table,
+    trace_rows,
+)
+from dlbench.study.analysis.summary import MEANS, STATISTICS, SUMMARISED, summary_table
 from dlbench.study.cpus import microarchitecture
+from report_fixture import write_records
 from runs import strict_json
 
 
@@ -110,3 +123,20 @@ def test_a_cpu_is_named_by_its_microarchitecture_where_its_name_does_not_tell_it
     assert microarchitecture("Intel(R) Xeon(R) Platinum 8480+", "family 6, model 143, stepping 8") == "Sapphire Rapids"
     assert microarchitecture("AMD EPYC", "family 99, model 1, stepping 0") is None
     assert microarchitecture("AMD EPYC", None) is None
+
+
+def test_the_runs_and_summary_tables_take_each_field_as_its_declaration_says(tmp_path):
+    """One declaration per field (dlbench/record_fields.py, and the runs table's Derived columns): flatten() makes
+    every derived column, the summary takes each `interval` field with its geometric mean and interval and each
+    `mean` field with its mean, and a new field declared so needs no list of its own anywhere."""
+    records = read_records(write_records(tmp_path))
+    runs = runs_table(records, record_machines(records))
+    assert {field.name for field in dataclasses.fields(Derived)} <= set(runs.columns)
+    summary = summary_table(runs)
+    for field in record_fields.summarised("interval", SUMMARISED):
+        assert {f"{field}_gmean", f"{field}_ci95_low", f"{field}_ci95_high", f"{field}_cv"} <= set(summary.columns)
+    assert {f"{field}_mean" for field in record_fields.summarised("mean", SUMMARISED)} <= set(summary.columns)
+    assert "train_images_per_s" in STATISTICS and "final_test_accuracy" in MEANS and "steady_epoch_s" in STATISTICS
+    ok = runs[runs["status"] == "ok"].groupby(["experiment_id", "machine"])["final_test_accuracy"].mean()
+    means = summary.set_index(["experiment_id", "machine"])["final_test_accuracy_mean"]
+    assert means[ok.index].to_list() == pytest.approx(ok.to_list())

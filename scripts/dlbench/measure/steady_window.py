@@ -3,12 +3,7 @@ training set (fresh shuffles, no evaluation: after the last one, so no reported 
 alone are noise; throughput is taken over the whole window."""
 
 from .. import parallel
-
-
-def steady_throughput(images_per_epoch, epoch_seconds):
-    """Images/s over epochs 2..N (None with a single epoch: the first epoch carries compilation)."""
-    steady = epoch_seconds[1:]
-    return images_per_epoch * len(steady) / sum(steady) if steady else None
+from ..record_check import steady_throughput
 
 
 def measure(run, model, staged, shuffles, batch_size, epoch_seconds, extra, images, sampler, log):

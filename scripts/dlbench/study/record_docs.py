@@ -9,7 +9,6 @@ A unit test regenerates both and compares them with the committed files.
 
 import argparse
 import sys
-import typing
 
 import yaml
 
@@ -32,29 +31,24 @@ Every training run writes `results/runs/<experiment>/rep<r>/record.json` (with `
 `workflow/schemas/run_record.schema.yaml` (its `schema_version` is in every record). A field under another, as
 `provenance.host`, is a key of that field's object; `gpu_devices[].device` is a key of each object in its list.
 A null is a figure not measured on this run, with the reason beside it where there is one. The aggregation turns
-the records into the tables of [report.md](report.md).
+the records into the tables of [report.md](report.md); the summary.csv column says how the summary table takes a field
+over an experiment's ok repeats: `gmean [95 %]`, the geometric mean with its 95 % interval beside the mean, standard
+deviation, coefficient of variation, min and median (`<field>_gmean`, `<field>_ci95_low`, ...); `mean`, the mean alone
+(`<field>_mean`). Reading a record refuses a number outside the bounds its type column gives, or not finite.
 """
+
+SUMMARY_CELLS = {"interval": "gmean [95 %]", "mean": "mean"}
 
 
 def schema():
-    """The record's JSON Schema: every section's fields at the top level."""
-    properties, required = {}, []
-    for section in record_fields.SECTIONS:
-        hints = typing.get_type_hints(section)
-        for field in record_fields.fields(section):
-            properties[field.name] = record_fields.field_schema(field, hints)
-            if field.metadata["required"]:
-                required.append(field.name)
+    """The record's JSON Schema file: every section's fields at the top level."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "description": (
             "One run record (results/runs/<experiment>/rep<r>/record.json), written by scripts/train.py, or by"
             " scripts/run_experiment.py for a process that died first."
         ),
-        "type": "object",
-        "required": required,
-        "additionalProperties": False,
-        "properties": properties,
+        **record_fields.record_schema(),
     }
 
 
@@ -77,12 +71,15 @@ def section_lines(section, root):
         "",
         text(section.__doc__),
         "",
-        "| field | type | unit | meaning |",
-        "|---|---|---|---|",
+        "| field | type | unit | summary.csv | meaning |",
+        "|---|---|---|---|---|",
     ]
     for key, key_schema, _ in entries(properties, "", {}, root):
         unit, description = key_schema.get("unit", ""), key_schema.get("description", "")
-        lines.append(f"| `{key}` | {cell(type_of(key_schema, root))} | {cell(unit)} | {cell(description)} |")
+        summary = SUMMARY_CELLS.get(key_schema.get("summary"), "")
+        lines.append(
+            f"| `{key}` | {cell(type_of(key_schema, root))} | {cell(unit)} | {summary} | {cell(description)} |"
+        )
     return [*lines, ""]
 
 

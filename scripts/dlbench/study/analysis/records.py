@@ -3,6 +3,7 @@ record), epochs, telemetry (each experiment's first finished repeat, binned) and
 A run's machine is the CPU model, and for a GPU run the GPU's name first: runs on different machines are never pooled.
 """
 
+import dataclasses
 import itertools
 import json
 import math
@@ -12,16 +13,31 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import record as run_record
-from dlbench import walltime
+from dlbench import record_fields, walltime
 from dlbench.contention import describe_gpu_processes
+from dlbench.record_fields import at_least
 from dlbench.study.analysis.noise import steadiness_columns
+
+
+@dataclasses.dataclass(kw_only=True)
+class Derived:
+    """Runs-table columns that flatten() derives from a record's fields, declared as the record's own are, so that
+    the summary table reads how to take them over repeats from the same place (dlbench/record_fields.py)."""
+
+    first_epoch_s: float | None = at_least(
+        0, "training time of the first epoch, compilation included", "s", summary="interval"
+    )
+    steady_epoch_s: float | None = at_least(0, "mean training time of a steady epoch", "s", summary="interval")
+    train_images_per_busy_core: float | None = at_least(
+        0, "a CPU run's steady throughput per core it kept busy (per_busy_core)", "images/s", summary="mean"
+    )
 
 
 def flatten(record):
     """One runs-table row: nested sections become prefixed columns, lists become JSON text."""
     row = {key: value for key, value in record.items() if not isinstance(value, (dict, list))}
     stream = record["stream"] or {}
-    row.update({f"stream_{key}": stream.get(key) for key in ("workers", "loader", "skipped_images")})
+    row.update({f"stream_{key}": stream.get(key) for key in STREAM_CELLS})
     row.update({f"phase_{name}_s": seconds for name, seconds in record["phases_s"].items()})
     row.update(wall_columns(record.get("wall_s") or {}))
     row.update({f"provenance_{key}": value for key, value in record["provenance"].items()})
@@ -91,21 +107,24 @@ def dataset_columns(description):
     }
 
 
+def cells(cls):
+    """The fields of a record object (dlbench/record_fields.py) that a table cell holds as they are: a number or a
+    string, not a list or an object."""
+    types = {name: schema.get("type") for name, schema in record_fields.object_schema(cls)["properties"].items()}
+    return [
+        name
+        for name, kind in types.items()
+        if not {"array", "object"} & {*(kind if isinstance(kind, list) else [kind])}
+    ]
+
+
+CONTENTION_CELLS, STREAM_CELLS = cells(record_fields.Contention), cells(record_fields.Stream)
+
+
 def contention_columns(contention):
     """The record's contention section as runs-table columns (a record from before it was measured: empty)."""
     contention = contention or {}
-    columns = {
-        f"contention_{key}": contention.get(key)
-        for key in (
-            "window_s",
-            "foreign_cpu_cores",
-            "foreign_cpu_peak_cores",
-            "launcher_cpu_cores",
-            "steal_share",
-            "window_started_at",
-            "window_finished_at",
-        )
-    }
+    columns = {f"contention_{key}": contention.get(key) for key in CONTENTION_CELLS}
     columns["contention_foreign_gpu_processes"] = describe_gpu_processes(contention.get("foreign_gpu_processes") or [])
     columns["contention_throttle_reasons"] = ", ".join(contention.get("throttle_reasons") or [])
     columns["contention_reasons"] = "; ".join(contention.get("reasons") or [])

@@ -8,41 +8,17 @@ experiment that never measured clean reports instead. Failed and contended runs 
 import numpy as np
 import pandas as pd
 
+from dlbench import record_fields
 from dlbench.study.analysis.noise import UNSTABLE_CV, noise_columns
+from dlbench.study.analysis.records import Derived
 from dlbench.study.analysis.statistics import MIN_REPEATS, log_interval, mean_interval
 from dlbench.study.analysis.tables import IDENTITY
 
-STATISTICS = {
-    "train_images_per_s": "steady-epoch training throughput (images/s; a language model's sequences/s)",
-    "train_tokens_per_s": "a language model's steady-epoch training throughput (tokens/s)",
-    "steady_epoch_s": "mean training time of a steady epoch (s)",
-    "first_epoch_s": "training time of the first epoch, compilation included (s)",
-    "inference_images_per_s": "evaluation throughput (images/s)",
-}
-
-
-RESOURCES = [
-    "input_share",
-    "communication_share",
-    "loader_images_per_s",
-    "input_bound_share",
-    "host_rss_peak_mb",
-    "cpu_utilisation_mean",
-    "train_images_per_busy_core",
-    "gpu_utilisation_mean",
-    "gpu_utilisation_p95",
-    "gpu_memory_peak_mb",
-    "allocator_peak_mb",
-    "gpu_power_mean_w",
-    "gpu_energy_per_image_j",
-    "gpu_idle_power_w",
-    "gpu_energy_above_idle_j",
-    "cpu_energy_j",
-    "train_flops_per_s",
-    "model_flops_utilisation",
-    "latency_ms_median",
-    "latency_ms_p99",
-]
+# What the table takes over an experiment's ok repeats, as each field declares it (summary="interval" or "mean"):
+# the record's fields and the runs table's derived columns.
+SUMMARISED = (*record_fields.SECTIONS, Derived)
+STATISTICS = record_fields.summarised("interval", SUMMARISED)
+MEANS = record_fields.summarised("mean", SUMMARISED)
 
 
 # Streamed data: training is input-bound where it runs at INPUT_BOUND_SHARE or more of its loader's own rate (the
@@ -123,13 +99,12 @@ def summarise(group):
     row["interval_note"] = (
         "" if len(ok) >= MIN_REPEATS else f"{len(ok)} ok repeat(s): an interval needs at least {MIN_REPEATS}"
     )
-    for column in RESOURCES:  # a field newer than some records is a column only where one of them has it
+    for column in MEANS:  # a field newer than some records is a column only where one of them has it
         row[f"{column}_mean"] = ok[column].astype(float).mean() if column in ok else np.nan
     loaders = group[["stream_loader", "stream_workers"]].dropna()
     row["stream_loader"], row["stream_workers"] = loaders.iloc[0] if len(loaders) else (None, None)
     row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])
     row.update(noise_columns(ok))
-    row["final_test_accuracy_mean"] = ok["final_test_accuracy"].astype(float).mean()
     reached = ok["time_to_target_s"].dropna().astype(float)  # the repeats that reached it
     row["time_to_target_s_mean"], row["time_to_target_s_ci95_low"], row["time_to_target_s_ci95_high"] = mean_interval(
         reached
