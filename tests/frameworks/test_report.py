@@ -466,6 +466,33 @@ def test_no_heading_ends_a_page_and_no_caption_starts_one(report, pdf_pages):
         assert not (first[4] == "Figure" and first[1] < MARGIN + 12), f"page {number} opens with a caption"
 
 
+BLANK_SHARE = 0.25  # of a page's text area
+
+
+def test_no_page_ends_more_than_a_quarter_blank_but_the_last_of_a_section(report, pdf_pages):
+    """Tables and figures fill the pages they are on: a table breaks across pages under its repeated header (a short
+    one moves whole), so no page ends more than a quarter of its text area above the bottom margin, except the last
+    page of a section (the next page opens with the next section's heading), where a figure that did not fit below
+    moved whole to the next page."""
+    sections = [line[3:].split() for line in document_markdown(report).splitlines() if line.startswith("## ")]
+
+    def opens_a_section(page):
+        _, height, words = page
+        text = [word[4] for word in body_words(words, height)]
+        return any(text[: len(title)] == title for title in sections)
+
+    blank = {}
+    for number, (page, following) in enumerate(zip(pdf_pages, pdf_pages[1:]), 1):
+        _, height, words = page
+        lowest = max(word[3] for word in body_words(words, height))
+        if not opens_a_section(following):
+            blank[number] = (height - MARGIN - lowest) / (height - 2 * MARGIN)
+    assert sum(map(opens_a_section, pdf_pages)) >= 5, "the sections' headings are no longer found on their pages"
+    assert max(blank.values()) <= BLANK_SHARE, {
+        page: f"{share:.0%}" for page, share in blank.items() if share > BLANK_SHARE
+    }
+
+
 def test_no_two_cells_run_into_one_another(report, pdf_pages):
     """Every word poppler reads from the PDF is printed in the document: two cells of a table printed with no gap
     between them read as one word the document never has ("tensorflow-2.21eager")."""
