@@ -718,25 +718,6 @@ def in_tools_venv(env_python, script):
     return result.stdout.splitlines()
 
 
-CONFIDENCE_CELLS = """
-import pandas as pd
-from dlbench.study.report.answer import confidence_cell
-
-undecided = dict(confidence="inconclusive", rounds=8, resolvable_lead=1.29, rounds_to_decide=36,
-                 minutes_to_decide=3.0, race_outcome="undecided", confidence_reason="")
-for change in ({}, dict(race_outcome=None, rounds=3, rounds_to_decide=6), dict(confidence="decisive")):
-    print(confidence_cell(pd.Series({**undecided, **change})))
-"""
-
-
-def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_reaches_it(env_python):
-    raced, unraced, decided = in_tools_venv(env_python, CONFIDENCE_CELLS)
-    assert raced == (
-        "undecided after 8 rounds (resolves 1.29x); 36 rounds would decide it, about 3 min, past `race.looks`"
-    )
-    assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"
-
-
 GROUP_TITLES = """
 import json
 import pandas as pd

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from dlbench.study.analysis.cost import COST_COLUMNS, with_costs
 from dlbench.study.analysis.fastest import differences, fastest_table
+from dlbench.study.analysis.recommendation import decision_words
 from dlbench.study.analysis.tables import GROUP
 
 GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device", 1, "weak"]))
@@ -161,6 +162,7 @@ def test_a_group_alone_or_without_a_finished_run_says_so():
     failed = answer([experiment("torch-2.13", float("nan"), runs_ok=0)], [])
     assert failed["confidence"] == "failed" and failed["confidence_reason"] == "no run finished (oom)"
     assert failed["recommendation"] == "No answer: no run of the group finished (see Failed runs)."
+    assert failed["decision"] == "failed"
 
 
 def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minutes():
@@ -183,9 +185,13 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
     assert (row["confidence"], row["rounds"], row["race_outcome"]) == ("inconclusive", 8, "undecided")
     assert row["rounds_to_decide"] == 12 and row["minutes_to_decide"] == pytest.approx(6.0)
     assert row["resolvable_lead"] == pytest.approx(1.2)  # the harder rival's
+    assert row["decision"] == (
+        "undecided after 8 rounds (resolves 1.20x); 12 rounds would decide it, about 6 min, past `race.looks`"
+    )
     rows[1]["repeats_to_decide"] = None  # no practical number of rounds decides jax-0.9
     row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
     assert pd.isna(row["rounds_to_decide"]) and pd.isna(row["minutes_to_decide"])
+    assert row["decision"] == "undecided after 8 rounds (resolves 1.20x); no practical number of rounds would decide it"
 
 
 def priced_summary(prices):
@@ -538,3 +544,23 @@ def test_an_interval_bound_beside_1_keeps_the_digits_that_show_which_side_it_is_
     assert ratio_words(0.83, 0.6925, 1.004) == "0.83x [0.69, 1.004]"
     assert ratio_words(1.05, 0.9996, 1.12) == "1.05x [0.9996, 1.12]"
     assert ratio_words(1.2, 1.0, 1.3) == "1.20x [1.00, 1.30]"
+
+
+def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_reaches_it():
+    undecided = dict(
+        confidence="inconclusive",
+        rounds=8,
+        resolvable_lead=1.29,
+        rounds_to_decide=36,
+        minutes_to_decide=3.0,
+        race_outcome="undecided",
+        confidence_reason="",
+    )
+    raced, unraced, decided = (
+        decision_words(pd.Series({**undecided, **change}))
+        for change in ({}, dict(race_outcome=None, rounds=3, rounds_to_decide=6), dict(confidence="decisive"))
+    )
+    assert raced == (
+        "undecided after 8 rounds (resolves 1.29x); 36 rounds would decide it, about 3 min, past `race.looks`"
+    )
+    assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"

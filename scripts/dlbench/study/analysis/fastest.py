@@ -32,6 +32,7 @@ from dlbench.study.analysis.recommendation import (
     OPEN,
     RUNNER_UP,
     TIED,
+    decision_words,
     name,
     recommendation,
     unequal_cores,
@@ -65,6 +66,7 @@ COLUMNS = [
     "differs",
     "confidence",
     "confidence_reason",
+    "decision",
     "faster_untested",
     "to_target_stack",
     "to_target_variant",
@@ -375,6 +377,7 @@ def group_row(key, part, compared):
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
         row.update(confidence=flag, confidence_reason=f"no run finished ({statuses})")
+        row["decision"] = decision_words(row)
         return dict(row, unequal_cores=False, recommendation=recommendation(row, part.iloc[0:0], compared, None))
     fastest = order.iloc[0]
     row.update(
@@ -420,6 +423,7 @@ def group_row(key, part, compared):
     running = part.set_index("experiment_id").loc[list(contenders)].reset_index()
     running["role"] = list(contenders.values())
     caveat = unequal_cores(running)
+    row["decision"] = decision_words(row)
     row["unequal_cores"] = caveat is not None
     row["recommendation"] = recommendation(row, running, unsettled, caveat)
     return row

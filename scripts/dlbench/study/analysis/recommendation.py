@@ -243,6 +243,27 @@ def unequal_cores(contenders):
     )
 
 
+def decision_words(row):
+    """The group's confidence as page 1's table prints it: with the rounds behind it, a tie's reason, and where
+    undecided, the smallest lead those rounds resolve and what would decide it (the rounds, their minutes, and
+    whether they run past the race's last look)."""
+    rounds = "" if pd.isna(row.get("rounds")) else f" after {row['rounds']} rounds"
+    if row["confidence"] == "decisive":
+        return f"decided{rounds}"
+    if row["confidence"] == "equivalent":
+        return f"tie{rounds}: {row['confidence_reason']}"
+    if row["confidence"] != "inconclusive":
+        return row["confidence"]
+    resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves {row['resolvable_lead']:.2f}x)"
+    if pd.isna(row["rounds_to_decide"]):
+        return f"undecided{rounds}{resolves}; no practical number of rounds would decide it"
+    cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
+    needed = row["rounds_to_decide"]
+    raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])
+    how = ", past `race.looks`" if raced else ""
+    return f"undecided{rounds}{resolves}; {needed} rounds would decide it{cost}{how}"
+
+
 def next_step(row):
     """What to do with a group that has no comparison to act on."""
     if row["confidence"] == "untested":

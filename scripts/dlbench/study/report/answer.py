@@ -386,25 +386,6 @@ def quality_box(summary):
     return "\n".join(f"> {line}  " for line in lines[:-1]) + f"\n> {lines[-1]}\n"
 
 
-def confidence_cell(row):
-    """The confidence with the rounds behind it and, undecided, what would decide it."""
-    rounds = "" if pd.isna(row["rounds"]) else f" after {row['rounds']} rounds"
-    if row["confidence"] == "decisive":
-        return f"decided{rounds}"
-    if row["confidence"] == "equivalent":
-        return f"tie{rounds}: {row['confidence_reason']}"
-    if row["confidence"] != "inconclusive":
-        return row["confidence"]
-    resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves {row['resolvable_lead']:.2f}x)"
-    if pd.isna(row["rounds_to_decide"]):
-        return f"undecided{rounds}{resolves}; no practical number of rounds would decide it"
-    cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
-    needed = row["rounds_to_decide"]
-    raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])
-    how = ", past `race.looks`" if raced else ""
-    return f"undecided{rounds}{resolves}; {needed} rounds would decide it{cost}{how}"
-
-
 def bottom_line(fastest):
     """One line across groups: how many have a winner, a tie, or no answer yet."""
     if fastest.empty:
@@ -493,7 +474,7 @@ def answer_table(fastest, runs, shared, titles):
             fastest_cell(row),
             throughput_cell(row),
             lead_cell(row),
-            confidence_cell(row),
+            row["decision"],
             target_cell(row),
             *([cost_cell(row)] if priced(fastest) else []),
         ]
