@@ -377,8 +377,8 @@ def group_row(key, part, compared):
         statuses = ", ".join(sorted(set(",".join(part["statuses"]).split(","))))
         flag = CONTENDED if unmeasured else FAILED  # never measured clean, or failed outright
         row.update(confidence=flag, confidence_reason=f"no run finished ({statuses})")
-        row["decision"] = decision_words(row)
-        return dict(row, unequal_cores=False, recommendation=recommendation(row, part.iloc[0:0], compared, None))
+        row.update(decision=decision_words(row), unequal_cores=False)
+        return dict(row, recommendation=recommendation(row, part.iloc[0:0], compared.iloc[0:0], None))
     fastest = order.iloc[0]
     row.update(
         fastest_stack=fastest["stack"],
