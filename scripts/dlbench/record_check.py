@@ -21,7 +21,9 @@ BOUNDS = {
     "minimum": (lambda value, bound: value >= bound, "below its least value"),
     "exclusiveMinimum": (lambda value, bound: value > bound, "not above its bound"),
     "maximum": (lambda value, bound: value <= bound, "above its greatest value"),
+    "exclusiveMaximum": (lambda value, bound: value < bound, "not below its bound"),
 }
+NUMBERS = {"number", "integer", "null"}  # a field of these types holds a number, or null where "null" is among them
 
 
 def tables_sha256(tables):
@@ -33,14 +35,29 @@ def problem(path, record):
     """What keeps the record at path from standing for its run, or None."""
     return (
         bounds_problem(record, record_schema())
+        or attempts_problem(record)
         or tables_problem(Path(path).parent, record)
         or (figures_problem(Path(path).parent, record) if record["status"] == "ok" else None)
     )
 
 
+def attempts_problem(record):
+    """The first bound broken in the contended tries the record keeps, each a whole record of its own."""
+    for index, attempt in enumerate(record.get("contended_attempts") or []):
+        if found := bounds_problem(attempt, record_schema(), f"contended_attempts[{index}]"):
+            return found
+    return None
+
+
 def bounds_problem(value, schema, name="record"):
     """The first number under `value` (a record, or a field's value as its `schema` describes it) that is not finite
-    or lies outside the bounds its schema declares, named by its path in the record."""
+    or lies outside the bounds its schema declares, or a value where its schema wants a number, named by its path in
+    the record."""
+    types = schema.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if types and types <= NUMBERS and not number and not (value is None and "null" in types):
+        return f"its {name} {value!r} is not a number"
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):

@@ -484,7 +484,7 @@ def test_no_page_ends_more_than_a_quarter_blank_but_the_last_of_a_section(report
     blank = {}
     for number, (page, following) in enumerate(zip(pdf_pages, pdf_pages[1:]), 1):
         _, height, words = page
-        lowest = max(word[3] for word in body_words(words, height))
+        lowest = max((word[3] for word in body_words(words, height)), default=height - MARGIN)  # none: a full page
         if not opens_a_section(following):
             blank[number] = (height - MARGIN - lowest) / (height - 2 * MARGIN)
     assert sum(map(opens_a_section, pdf_pages)) >= 5, "the sections' headings are no longer found on their pages"

@@ -56,6 +56,12 @@ def test_a_figure_its_epochs_contradict_is_named_when_the_record_is_read(tmp_pat
             {"status": "error", "contention": {"steal_share": 1.5, "unavailable": {}}},
             "its contention.steal_share 1.5 is above its greatest value 1",
         ),
+        ({"status": "error", "epoch_eval_s": [None]}, "its epoch_eval_s[0] None is not a number"),
+        ({"status": "error", "train_images_per_s": "fast"}, "its train_images_per_s 'fast' is not a number"),
+        (
+            {"status": "error", "contended_attempts": [{"train_images_per_s": -1.0}]},
+            "its contended_attempts[0].train_images_per_s -1.0 is below its least value 0",
+        ),
     ],
 )
 def test_a_number_outside_the_bounds_its_field_declares_is_named_whatever_the_status(tmp_path, changes, reason):

@@ -34,10 +34,10 @@ A null is a figure not measured on this run, with the reason beside it where the
 the records into the tables of [report.md](report.md); the summary.csv column says how the summary table takes a field
 over an experiment's ok repeats: `gmean [95 %]`, the geometric mean with its 95 % interval beside the mean, standard
 deviation, coefficient of variation, min and median (`<field>_gmean`, `<field>_ci95_low`, ...); `mean`, the mean alone
-(`<field>_mean`). Reading a record refuses a number outside the bounds its type column gives, or not finite.
+(`<field>_mean`); `mean [95 %] where reached`, the mean with its Student t interval over the repeats that have it (a
+time to target: those that reached the target). Reading a record refuses a number outside the bounds its type column
+gives, or not finite.
 """
-
-SUMMARY_CELLS = {"interval": "gmean [95 %]", "mean": "mean"}
 
 
 def schema():
@@ -76,7 +76,7 @@ def section_lines(section, root):
     ]
     for key, key_schema, _ in entries(properties, "", {}, root):
         unit, description = key_schema.get("unit", ""), key_schema.get("description", "")
-        summary = SUMMARY_CELLS.get(key_schema.get("summary"), "")
+        summary = record_fields.SUMMARIES.get(key_schema.get("summary"), "")
         lines.append(
             f"| `{key}` | {cell(type_of(key_schema, root))} | {cell(unit)} | {summary} | {cell(description)} |"
         )

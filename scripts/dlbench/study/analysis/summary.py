@@ -19,6 +19,7 @@ from dlbench.study.analysis.tables import IDENTITY
 SUMMARISED = (*record_fields.SECTIONS, Derived)
 STATISTICS = record_fields.summarised("interval", SUMMARISED)
 MEANS = record_fields.summarised("mean", SUMMARISED)
+REACHED = record_fields.summarised("reached", SUMMARISED)
 
 
 # Streamed data: training is input-bound where it runs at INPUT_BOUND_SHARE or more of its loader's own rate (the
@@ -105,11 +106,10 @@ def summarise(group):
     row["stream_loader"], row["stream_workers"] = loaders.iloc[0] if len(loaders) else (None, None)
     row["input_bound"] = input_bound(row["input_bound_share_mean"], row["input_share_mean"])
     row.update(noise_columns(ok))
-    reached = ok["time_to_target_s"].dropna().astype(float)  # the repeats that reached it
-    row["time_to_target_s_mean"], row["time_to_target_s_ci95_low"], row["time_to_target_s_ci95_high"] = mean_interval(
-        reached
-    )
-    row["time_to_target_runs"] = int(ok["time_to_target_s"].notna().sum())
+    for column in REACHED:  # over the repeats that have it: a time to target, those that reached the target
+        reached = ok[column].dropna().astype(float)
+        row[f"{column}_mean"], row[f"{column}_ci95_low"], row[f"{column}_ci95_high"] = mean_interval(reached)
+        row[f"{column.removesuffix('_s')}_runs"] = len(reached)
     return pd.Series(row)
 
 
