@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from dlbench.study.analysis.cost import COST_COLUMNS, with_costs
 from dlbench.study.analysis.fastest import differences, fastest_table
-from dlbench.study.analysis.recommendation import decision_words
+from dlbench.study.analysis.recommendation import decision_words, minutes_words
 from dlbench.study.analysis.tables import GROUP
 
 GROUP_VALUES = dict(zip(GROUP, ["cpu-model", "digits", "mlp", "cpu", 32, "adam", 0.001, 3, "device", 1, "weak"]))
@@ -564,3 +564,12 @@ def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_rea
         "undecided after 8 rounds (resolves 1.29x); 36 rounds would decide it, about 3 min, past `race.looks`"
     )
     assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"
+
+
+def test_minutes_to_decide_read_as_words_in_number():
+    assert [minutes_words(minutes) for minutes in (0.4, 1.13, 1.6, 12.0)] == [
+        "under a minute",
+        "about a minute",
+        "about 2 minutes",
+        "about 12 minutes",
+    ]

@@ -41,7 +41,9 @@ def listed(names, conjunction="and"):
 
 
 def minutes_words(minutes):
-    return "under a minute" if minutes < 1 else f"about {minutes:.0f} minutes"
+    if minutes < 1:
+        return "under a minute"
+    return "about a minute" if round(minutes) == 1 else f"about {minutes:.0f} minutes"
 
 
 def bound_words(bound):
