@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .io import file_sha256
 from .peaks import CPU_CORE_BOUND
-from .record_fields import RUN_TABLES, record_schema
+from .record_fields import RUN_TABLES, record_schema, schema_types
 
 # Figures derived from the epochs are written with full precision (repr) in both files: equal but for summation order.
 ROUNDING = 1e-9
@@ -53,8 +53,7 @@ def bounds_problem(value, schema, name="record"):
     """The first number under `value` (a record, or a field's value as its `schema` describes it) that is not finite
     or lies outside the bounds its schema declares, or a value where its schema wants a number, named by its path in
     the record."""
-    types = schema.get("type")
-    types = {types} if isinstance(types, str) else set(types or ())
+    types = schema_types(schema)
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if types and types <= NUMBERS and not number and not (value is None and "null" in types):
         return f"its {name} {value!r} is not a number"

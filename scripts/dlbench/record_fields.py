@@ -728,6 +728,12 @@ def field_schema(field, hints):
     return {**schema, "description": metadata["description"], **annotations}
 
 
+def schema_types(schema):
+    """The JSON types a field's schema admits, as a set (its `type` is one name or a list; none: any)."""
+    kind = schema.get("type")
+    return {kind} if isinstance(kind, str) else set(kind or ())
+
+
 def object_schema(cls):
     """The schema of an object this module defines: its fields, those required, and no others unless it is OPEN."""
     hints = typing.get_type_hints(cls)

@@ -110,12 +110,8 @@ def dataset_columns(description):
 def cells(cls):
     """The fields of a record object (dlbench/record_fields.py) that a table cell holds as they are: a number or a
     string, not a list or an object."""
-    types = {name: schema.get("type") for name, schema in record_fields.object_schema(cls)["properties"].items()}
-    return [
-        name
-        for name, kind in types.items()
-        if not {"array", "object"} & {*(kind if isinstance(kind, list) else [kind])}
-    ]
+    properties = record_fields.object_schema(cls)["properties"]
+    return [name for name, schema in properties.items() if not {"array", "object"} & record_fields.schema_types(schema)]
 
 
 CONTENTION_CELLS, STREAM_CELLS = cells(record_fields.Contention), cells(record_fields.Stream)
