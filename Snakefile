@@ -48,6 +48,8 @@ localrules:
     index_image_folder,
     aggregate,
     aggregate_ops,
+    bundle,
+    unpack_bundle,
     plan_round,
     report,
     list_failures,
@@ -61,6 +63,7 @@ include: "workflow/rules/ops.smk"
 include: "workflow/rules/max_batch.smk"
 include: "workflow/rules/rounds.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/bundle.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -5,8 +5,9 @@ group's answer: the report's first page), relative (every stack in every group a
 stack across groups), versions (each framework's releases paired on otherwise identical experiments), scaling (each
 experiment on several data-parallel replicas against the same on one, and the stacks' scaling compared), telemetry
 (the trace of each experiment's first finished repeat), workload (per group, the dataset, steps per epoch, when the
-target accuracy was reached and how long whole trainings lasted) and max_batch (one row per largest-batch search,
-empty when none ran).
+target accuracy was reached and how long whole trainings lasted), max_batch (one row per largest-batch search,
+empty when none ran) and machines (every workload run on several machines, side by side: the study's own runs and
+those of the bundles it imports, `--imports`).
 
 Every statistic is computed here, once, by dlbench.study.analysis (records, summary, cost, comparisons, fastest,
 statistics: each module says how); the report only prints them. Failed runs (status error/oom) stay in the runs table
@@ -22,6 +23,7 @@ different cluster nodes are never pooled and comparisons stay within one machine
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -39,11 +41,13 @@ from dlbench.study.analysis.records import (
     runs_table,
     telemetry_table,
 )
+from dlbench.study.analysis.machines import machines_table
 from dlbench.study.analysis.relative import relative_table
 from dlbench.study.analysis.scaling import scaling_table
 from dlbench.study.analysis.summary import summary_table
 from dlbench.study.analysis.tables import TABLES
 from dlbench.study.analysis.workload import workload_table
+from dlbench.study.bundle import BundleError, imported_records, merged
 
 
 def write_tables(tables, folder):
@@ -61,6 +65,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", nargs="+", required=True)
     parser.add_argument("--max-batch", nargs="*", default=[], help="results of scripts/max_batch.py")
+    parser.add_argument(
+        "--imports", nargs="*", default=[], help="folders of imported bundles, unpacked (scripts/bundle.py)"
+    )
     parser.add_argument(
         "--baseline", help="stack each comparison is against where its group has it (default: the fastest)"
     )
@@ -81,8 +88,15 @@ def main():
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    records = read_records(args.records)
+    imported = read_records(sorted(str(path) for folder in args.imports for path in imported_records(folder)))
+    own = read_records(args.records)
+    try:
+        records = merged(own, imported)
+    except BundleError as error:
+        print(f"import refused: {error}", file=sys.stderr)
+        return 1
     machines = record_machines(records)
+    own_machines = set(machines[: len(own)])  # merged() keeps the study's own records first
     runs = runs_table(records, machines)
     summary = with_costs(summary_table(runs), json.loads(args.price_per_hour))
     out = Path(args.out)
@@ -105,6 +119,7 @@ def main():
     }
     tables["fastest"] = fastest_table(summary, tables["comparisons"])
     tables["relative"] = relative_table(summary, tables["fastest"], args.baseline)
+    tables["machines"] = machines_table(runs, summary, tables["fastest"], own_machines)
     write_tables({name: tables[name] for name in TABLES}, out)
     final = runs[runs["final_try"]]
     print(f"{len(final)} runs ({int((final['status'] != 'ok').sum())} not ok) in {len(summary)} experiments -> {out}")

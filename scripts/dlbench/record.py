@@ -174,6 +174,7 @@ def provenance(env_description, repo, threads):
             cpu_generation=cpu_generation(),
             cpu_cores=os.cpu_count(),
             cpu_physical_cores=physical_cores(),
+            cpus_usable=parallel.schedulable_cpus(),
             memory_mb=memory_mb(),
             threads=threads,
             python=platform.python_version(),

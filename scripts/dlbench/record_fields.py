@@ -165,6 +165,11 @@ class Provenance:
     )
     cpu_cores: int = entry("logical CPUs: twice the physical cores where SMT runs two threads on each")
     cpu_physical_cores: int | None = entry("distinct cores; null where /proc/cpuinfo does not say")
+    cpus_usable: int | None = at_least(
+        1,
+        "the logical CPUs the run's process could run on (its affinity, which taskset, cpusets and Slurm narrow): a"
+        " machine's name says it where runs of one CPU model had different counts; null in records older than it",
+    )
     memory_mb: int | None = entry("the machine's memory (MemTotal); null without /proc/meminfo", "MiB")
     threads: int | Literal["framework"] | None = entry(
         "the config's `cpu_threads` policy: a count, or `framework` (each framework's default)",

@@ -6,6 +6,8 @@ rule aggregate:
         # Each run's epochs.csv and telemetry.csv are beside its record, written before it (rule train).
         records=lambda wildcards: run_outputs("record.json"),
         max_batch=max_batch_outputs(),
+        # the runs of the bundles the config imports, each unpacked in its folder (rule unpack_bundle)
+        imports=[f"results/imports/{name}" for name in IMPORTS],
     output:
         **in_report(replaced_in_place(tables.paths(tables.TABLES, "csv")), "../report/tables.rst", "Tables"),
         **replaced_in_place(tables.paths(tables.TABLES, "parquet", key_suffix="_parquet")),
@@ -23,6 +25,7 @@ rule aggregate:
         out=lambda wildcards, output: Path(output.runs).parent,
     shell:
         "{params.python:q} {input.script:q} --records {input.records:q} --max-batch {input.max_batch:q}"
+        " --imports {input.imports:q}"
         " {params.baseline:q} --equivalence-margin {params.margin:q} --race {params.race:q}"
         " --price-per-hour {params.prices:q} --out {params.out:q}"
         " > {log:q} 2>&1"

@@ -21,7 +21,7 @@ from build_env import (
     venv_problem,
 )
 from dlbench import cli, data
-from dlbench.study import catalog, configuration, dependencies, plan, runlock, slurm
+from dlbench.study import bundle, catalog, configuration, dependencies, plan, runlock, slurm
 from dlbench.study.analysis import tables
 
 # The config Snakemake layered (config.yaml, --configfile, --config), checked and with its defaults, refused with
@@ -190,6 +190,21 @@ SLURM = slurm_submission()
 EXPERIMENTS = experiment_table()
 configuration.race_budget(config, EXPERIMENTS)
 SEARCHES = plan.max_batch_searches(config, EXPERIMENTS)
+
+
+def imported_bundles():
+    """{name: Bundle} of the result bundles the config imports, each read through and checked before any job
+    (dlbench/study/bundle.py)."""
+    try:
+        bundles = bundle.check_all(config["imports"])
+    except bundle.BundleError as error:
+        raise WorkflowError(f"config error in `imports`: {error}")
+    for imported in bundles.values() if workflow.is_main_process else []:
+        print(f"importing {imported.path}: {bundle.machines_words(imported.manifest)}", file=sys.stderr)
+    return bundles
+
+
+IMPORTS = imported_bundles()
 # A dry run runs no job and so no end-of-run hook: it names the runs not ok (failed, interrupted, records unreadable
 # or inconsistent) when it plans, as a real run does at its end.
 if workflow.is_main_process and runlock.dry_run(sys.argv[1:]):

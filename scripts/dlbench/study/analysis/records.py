@@ -154,7 +154,32 @@ def machines(runs):
     named = runs.dropna(subset=["provenance_gpu"])
     gpu_of_host = named.groupby("provenance_host")["provenance_gpu"].first()
     gpus = runs["provenance_gpu"].fillna(runs["provenance_host"].map(gpu_of_host)).where(runs["device"] == "gpu")
-    return [f"{gpu} / {cpu}" if isinstance(gpu, str) else cpu for gpu, cpu in zip(gpus, runs["provenance_cpu_model"])]
+    return [f"{gpu} / {cpu}" if isinstance(gpu, str) else cpu for gpu, cpu in zip(gpus, cpu_names(runs))]
+
+
+def cpu_names(runs):
+    """Per run, its CPU: the model's name, and where runs of one model could use different numbers of CPUs (machines
+    of several sizes, or a study narrowed by taskset or Slurm), that number with the machine's own, since a run on 2
+    of a machine's CPUs is not a run on 8."""
+    usable = runs.get("provenance_cpus_usable", pd.Series(None, index=runs.index, dtype=object))
+    counts = pd.DataFrame(
+        {
+            "model": runs["provenance_cpu_model"],
+            "usable": usable.fillna(runs["provenance_cpu_cores"]),
+            "cores": runs["provenance_cpu_cores"],
+        }
+    )
+    sizes = counts.dropna().drop_duplicates().groupby("model")["usable"].nunique()
+    return [
+        cpu_name(model, usable, cores) if sizes.get(model, 1) > 1 else model
+        for model, usable, cores in counts.itertuples(index=False)
+    ]
+
+
+def cpu_name(model, usable, cores):
+    if pd.isna(usable) or pd.isna(cores):
+        return model
+    return f"{model} ({int(usable)} of {int(cores)} CPUs)" if usable < cores else f"{model} ({int(usable)} CPUs)"
 
 
 def overlapping_runs(runs):

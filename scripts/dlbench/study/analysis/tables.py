@@ -19,6 +19,7 @@ TABLES = (  # aggregate.py
     "scaling",
     "telemetry",
     "workload",
+    "machines",
 )
 OPS_TABLE = "ops"  # scripts/aggregate_ops.py: the operator sweep
 FOLDER = "results/tables"

@@ -25,6 +25,7 @@ from dlbench.study.report import (
     epoch_time,
     failures,
     input_pipeline,
+    machines,
     max_batch,
     method,
     ops,
@@ -45,6 +46,7 @@ RESULT_SECTIONS = [
     summary,
     throughput,
     relative,
+    machines,
     end_to_end,
     batch_size,
     epoch_time,
@@ -85,6 +87,7 @@ class Study:
     max_batch: pd.DataFrame
     ops: pd.DataFrame
     workload: pd.DataFrame
+    machines: pd.DataFrame
     origin: dict
 
     @classmethod

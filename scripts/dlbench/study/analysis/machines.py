@@ -1,0 +1,109 @@
+"""The machines side by side: every workload that ran on more than one machine (this study's own runs and those of the
+bundles it imports, config `imports`), in the shape of Lambda's GPU benchmark table.
+
+- Workload: an experiment's axes but its device (WORKLOAD), so that one stack, variant, model, dataset, batch and
+  schedule on a CPU machine and on a GPU machine is one workload.
+- Cell: each machine's geometric-mean steady throughput of the workload with its 95% interval (summary.csv).
+- Ratio: each machine over the reference machine (`reference`: the machine of this study's own runs, else the one
+  with the most runs), with a 95% interval from Welch's t on the log throughputs: unpaired, each machine with its own
+  noise, since rounds on two machines were never paired. Untested below MIN_REPEATS ok runs on either side.
+- Ranking: per group (the comparison group's axes but the device) and machine, the stacks that every machine of the
+  group ran, in order of their fastest variant's throughput; `ranking_holds` says whether every machine orders them
+  alike. An order is one of estimates: each machine's comparisons and page 1 say which of its leads are proven
+  (`page1_confidence`, the machine's answer for the group).
+"""
+
+import numpy as np
+import pandas as pd
+
+from dlbench.axes import COMPARISON_GROUP, NAMES
+from dlbench.study.analysis.comparisons import ok_throughputs
+from dlbench.study.analysis.statistics import MIN_REPEATS, interval, welch_log_ratio
+
+WORKLOAD = [name for name in NAMES if name != "device"]
+WORKLOAD_GROUP = [name for name in COMPARISON_GROUP if name != "device"]
+THROUGHPUT = ["train_images_per_s_gmean", "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"]
+COLUMNS = [
+    *WORKLOAD,
+    "machine",
+    "device",
+    "experiment_id",
+    "runs_ok",
+    *THROUGHPUT,
+    "reference_machine",
+    "ratio",
+    "ratio_ci95_low",
+    "ratio_ci95_high",
+    "order",
+    "ranking_holds",
+    "page1_confidence",
+]
+
+
+def reference_machine(summary, own_machines):
+    """The machine every ratio is against: of this study's own machines the one with the most runs, else (a report of
+    imports alone) the machine with the most runs overall; ties by name."""
+    runs = summary.groupby("machine")["runs"].sum()
+    candidates = runs[runs.index.isin(own_machines)] if runs.index.isin(own_machines).any() else runs
+    return sorted(candidates.index, key=lambda machine: (-candidates[machine], machine))[0]
+
+
+def ratio_against(values, reference):
+    """(ratio, low, high) of one machine's throughputs over the reference's, unpaired; the ratio of geometric means
+    alone below MIN_REPEATS runs on a side."""
+    if min(len(values), len(reference)) < MIN_REPEATS:
+        ratio = np.exp(np.mean(np.log(values)) - np.mean(np.log(reference))) if values and reference else np.nan
+        return ratio, np.nan, np.nan
+    return interval(welch_log_ratio(values, reference))
+
+
+def orders(shared):
+    """{machine: its stacks in order of their fastest variant's throughput} over the stacks every machine of the
+    group ran (the group's rows, workloads on several machines)."""
+    best = shared.groupby(["machine", "stack"])["train_images_per_s_gmean"].max().dropna().reset_index()
+    common = set.intersection(*(set(part["stack"]) for _, part in best.groupby("machine")))
+    ranked = best[best["stack"].isin(common)].sort_values("train_images_per_s_gmean", ascending=False)
+    return {machine: list(part["stack"]) for machine, part in ranked.groupby("machine")}
+
+
+def machines_table(runs, summary, fastest, own_machines):
+    """One row per workload and machine, for every workload that ran on two machines or more (module docstring)."""
+    if summary["machine"].nunique() < 2:
+        return pd.DataFrame(columns=COLUMNS)
+    reference = reference_machine(summary, own_machines)
+    spread = summary.groupby(WORKLOAD, dropna=False)["machine"].transform("nunique")
+    shared = summary[spread > 1].copy()
+    if shared.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    throughputs = ok_throughputs(runs)
+    confidence = fastest.set_index(["machine", *COMPARISON_GROUP])["confidence"]
+    rows = []
+    for _, workload in shared.groupby(WORKLOAD, dropna=False):
+        at_reference = workload[workload["machine"] == reference]
+        base = (
+            list(throughputs.get((at_reference["experiment_id"].iloc[0], reference), {}).values())
+            if len(at_reference)
+            else []
+        )
+        for _, row in workload.iterrows():
+            values = list(throughputs.get((row["experiment_id"], row["machine"]), {}).values())
+            ratio, low, high = ratio_against(values, base) if base else (np.nan, np.nan, np.nan)
+            rows.append(
+                {
+                    **{key: row[key] for key in [*WORKLOAD, "machine", "device", "experiment_id", "runs_ok"]},
+                    **{key: row[key] for key in THROUGHPUT},
+                    "reference_machine": reference,
+                    "ratio": ratio,
+                    "ratio_ci95_low": low,
+                    "ratio_ci95_high": high,
+                    "page1_confidence": confidence.get(tuple(row[key] for key in ["machine", *COMPARISON_GROUP])),
+                }
+            )
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    for _, group in table.groupby(WORKLOAD_GROUP, dropna=False):
+        ranking = orders(group)
+        holds = len({tuple(order) for order in ranking.values()}) <= 1
+        for index, machine in group["machine"].items():
+            table.at[index, "order"] = " > ".join(ranking.get(machine, []))
+            table.at[index, "ranking_holds"] = holds
+    return table.sort_values([*WORKLOAD_GROUP, "stack", "variant", "machine"]).reset_index(drop=True)
