@@ -54,10 +54,8 @@ def main():
                 json.loads(args.config),
                 workflow_commit(CHECKOUT),
             )
-            print(
-                f"{len(args.records)} runs, {len(manifest['members'])} files -> {args.out} "
-                f"({Path(args.out).stat().st_size / 1e6:.2f} MB) on {machines_words(manifest)}"
-            )
+            size = Path(args.out).stat().st_size / 1e6
+            print(f"{len(manifest['members'])} files -> {args.out} ({size:.2f} MB): runs on {machines_words(manifest)}")
         else:
             records = unpack(args.bundle, args.digest, args.into)
             print(f"{len(records)} runs of {args.bundle} checked and unpacked -> {args.into}")

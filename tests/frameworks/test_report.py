@@ -14,7 +14,19 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, read_csv
-from report_fixture import CONTENDED_REASON, CONTENTION, OOM_PANEL, REPEATS, experiments, write_records, write_run
+from report_fixture import (
+    CONTENDED_REASON,
+    CONTENTION,
+    DEMOTED,
+    FLIPPED_BATCH,
+    OOM_PANEL,
+    OTHER_MACHINE,
+    REPEATS,
+    experiments,
+    two_machines,
+    write_records,
+    write_run,
+)
 
 FIGURES = [
     "throughput",
@@ -852,3 +864,42 @@ def test_a_first_epoch_whose_mean_and_median_disagree_is_named_both_ways(env_pyt
     section names both rather than the means' alone."""
     (line,) = in_tools_venv(env_python, FIRST_EPOCHS)
     assert line.endswith("quickest first epoch mxnet-1.9 (graph) by mean, torch-2.13 (eager) by median."), line
+
+
+MACHINES_SECTION = """
+from types import SimpleNamespace
+import pandas as pd
+from dlbench.study.report import machines
+
+table = pd.read_parquet({path!r})
+print(machines.markdown(SimpleNamespace(machines=table), None))
+print(machines.markdown(SimpleNamespace(machines=table.iloc[0:0]), None))
+"""
+
+
+def test_the_machines_section_prints_each_machines_throughput_ratio_and_where_the_ranking_differs(env_python, tmp_path):
+    """report_fixture.two_machines: the second machine slower alike, but for one stack at batch 32 that falls behind
+    the other there; each cell its throughput with its interval and its ratio over the reference machine with its own,
+    the flip said with each machine's numbers, and no section for one machine."""
+    table, reference = two_machines(tmp_path)
+    table.to_parquet(tmp_path / "machines.parquet")
+    *lines, empty = in_tools_venv(env_python, MACHINES_SECTION.format(path=str(tmp_path / "machines.parquet")))
+    text = "\n".join(lines)
+    assert f"ratio over the reference machine, **{reference}**" in text and empty == "None"
+    flipped = table[(table["stack"] == DEMOTED) & (table["batch_size"] == FLIPPED_BATCH)].set_index("machine")
+    row = flipped.loc[OTHER_MACHINE]
+    assert (
+        f"| {DEMOTED} · eager |" in text
+        and f"{row['train_images_per_s_gmean']:,.0f} [{row['train_images_per_s_ci95_low']:,.0f}, "
+        f"{row['train_images_per_s_ci95_high']:,.0f}] ({row['ratio']:.2f} [{row['ratio_ci95_low']:.2f}, "
+        f"{row['ratio_ci95_high']:.2f}]x)"
+        in text
+    )
+    best = table[table["batch_size"] == FLIPPED_BATCH].groupby(["machine", "stack"])["train_images_per_s_gmean"].max()
+    assert (
+        f"on {OTHER_MACHINE}, mxnet-1.9 ({best[OTHER_MACHINE, 'mxnet-1.9']:,.0f}) > {DEMOTED} "
+        f"({best[OTHER_MACHINE, DEMOTED]:,.0f})"
+        in text
+        and f"on {reference}, {DEMOTED} ({best[reference, DEMOTED]:,.0f}) > mxnet-1.9" in text
+    ), "a flip is said with each machine's numbers"
+    assert f"The stacks rank alike on every machine: {DEMOTED} > mxnet-1.9" in text

@@ -7,11 +7,17 @@ equivalent, but for the noisy streamed keras-3-jax runs, whose comparison is inc
 the fastest in steady state is the slowest to target accuracy; on synthetic data the CPU runs reach it after their first
 epoch."""
 
+import copy
 import json
 import math
 
 from conftest import REPO
 from dlbench.record import EPOCH_COLUMNS, base_record, write_epochs_csv
+from dlbench.study.analysis.comparisons import comparisons
+from dlbench.study.analysis.fastest import fastest_table
+from dlbench.study.analysis.machines import machines_table
+from dlbench.study.analysis.records import read_records, record_machines, runs_table
+from dlbench.study.analysis.summary import summary_table
 from dlbench.telemetry import TRACE_COLUMNS
 
 STACKS = {
@@ -324,3 +330,47 @@ def write_records(folder):
                 )
             )
     return paths
+
+
+# Two machines: the second slower alike but for one stack at one batch, which reorders that group there.
+SLOWER, SLOWEST = 0.8, 0.3
+DEMOTED = "torch-2.11"  # faster than mxnet-1.9 in the fixture, slower on the second machine at batch 32
+FLIPPED_BATCH = 32
+OTHER_MACHINE = "Fixture CPU B"
+
+
+def factor(stack, batch_size):
+    return SLOWEST if (stack, batch_size) == (DEMOTED, FLIPPED_BATCH) else SLOWER
+
+
+def on_the_other_machine(record):
+    """The record as if it had run on machine B: B's CPU, and its throughput scaled."""
+    moved = copy.deepcopy(record)
+    moved["provenance"].update(cpu_model=OTHER_MACHINE, host="b")
+    moved["train_images_per_s"] *= factor(record["stack"], record["batch_size"])
+    return moved
+
+
+def two_machines(folder):
+    """(machines table, reference machine) of two stacks of the fixture's MLP on digits at batches 32 and 64, 3
+    repeats, on this machine and on OTHER_MACHINE, where every stack runs SLOWER times as fast but DEMOTED at
+    FLIPPED_BATCH, SLOWEST, which puts it behind mxnet-1.9 there."""
+    chosen = [
+        (experiment, speed)
+        for experiment, speed in experiments()
+        if experiment["stack"] in ("mxnet-1.9", DEMOTED)
+        and (experiment["dataset"], experiment["device"]) == ("digits", "cpu")
+        and experiment["batch_size"] in (32, 64)
+    ]
+    paths = [
+        write_run(folder, experiment, speed, rep, start=3 * index + rep)
+        for index, (experiment, speed) in enumerate(chosen)
+        for rep in (1, 2, 3)
+    ]
+    own = read_records(paths)
+    records = own + [(path, on_the_other_machine(record)) for path, record in own]
+    machines = record_machines(records)
+    runs = runs_table(records, machines)
+    summary = summary_table(runs)
+    fastest = fastest_table(summary, comparisons(runs, summary, None, 0.05))
+    return machines_table(runs, summary, fastest, {machines[0]}), machines[0]

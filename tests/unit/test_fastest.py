@@ -191,7 +191,11 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
     rows[1]["repeats_to_decide"] = None  # no practical number of rounds decides jax-0.9
     row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
     assert pd.isna(row["rounds_to_decide"]) and pd.isna(row["minutes_to_decide"])
-    assert row["decision"] == "undecided after 8 rounds (resolves 1.20x); no practical number of rounds would decide it"
+    assert row["decision"] == (
+        "undecided after 8 rounds (resolves 1.20x); no practical number of rounds would decide it against "
+        f"{row['undecidable_rivals']}"
+    )
+    assert row["undecidable_rivals"] == "jax-0.9 (eager)", "the rival whose comparison no rounds would decide"
 
 
 def priced_summary(prices):

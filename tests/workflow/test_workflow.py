@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -268,6 +269,29 @@ def test_operator_benchmarks_are_tabled_and_reported(workdir):
     assert all(row[status] == "ok" and float(row[fraction]) > 0 for row in rows)
     html = (workdir / "results/report/report.html").read_text()
     assert "Operator microbenchmarks" in html and "Fraction of the ceiling" in html
+
+
+def test_a_study_imports_another_studys_bundle_and_keeps_its_own_results(workdir, mnist_workdir, tmp_path):
+    """The MNIST study's bundle (`snakemake bundle`), imported by a copy of the tiny study: its run joins the tables
+    and the report beside the study's own, which stay as they were, and no training runs again; a bundle that is not
+    there is refused before any job."""
+    snakemake(mnist_workdir, "bundle")
+    study = tmp_path / "importing"
+    shutil.copytree(workdir, study, symlinks=True)
+    (study / "config.yaml").write_text(yaml.safe_dump(dict(TINY_CONFIG, imports=["absent.tar.gz"])))
+    refused = subprocess.run([*SNAKEMAKE, "--cores", "2", "-n"], cwd=study, capture_output=True, text=True)
+    assert refused.returncode and "config error in `imports`: absent.tar.gz: no such bundle" in refused.stderr
+    bundle = mnist_workdir / "results/bundle.tar.gz"
+    (study / "config.yaml").write_text(yaml.safe_dump(dict(TINY_CONFIG, imports=[str(bundle)])))
+    own = {path: path.read_bytes() for path in (study / "results/runs").rglob("*") if path.is_file()}
+    planned = planned_jobs(study)
+    assert planned["unpack_bundle"] == 1 and "train" not in planned, planned
+    snakemake(study)
+    assert all(path.read_bytes() == data for path, data in own.items()), "an import changed the study's own runs"
+    runs = [run for run in read_csv(study / "results/tables/runs.csv") if run["final_try"] == "True"]
+    imported = [run for run in runs if run["dataset"] == "mnist"]
+    assert len(runs) == EXPERIMENTS * 2 + 1 and len(imported) == 1
+    assert imported[0]["experiment_id"] in (study / "results/report/report.html").read_text()
 
 
 def test_a_rerun_has_nothing_to_do_and_says_once_what_it_leaves_out(workdir):

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -112,8 +113,16 @@ def members_of(record_paths, env_descriptions, env_files, config):
 
 
 def write(target, record_paths, env_descriptions, env_files, config, commit):
-    """The bundle of a study at `target` (written whole or not at all); its manifest."""
-    records = [run_record.read(path) for path in record_paths]
+    """The bundle of a study at `target` (written whole or not at all); its manifest. A record that cannot stand for
+    its run is left out and named on stderr: no study could import it."""
+    records, readable = [], []
+    for path in record_paths:
+        try:
+            records.append(run_record.read(path))
+            readable.append(path)
+        except run_record.UnreadableRecord as error:
+            print(f"left out of the bundle: {error}", file=sys.stderr)
+    record_paths = readable
     members = members_of(record_paths, env_descriptions, env_files, config)
     manifest = {
         "format": FORMAT,

@@ -33,6 +33,7 @@ from dlbench.study.analysis.recommendation import (
     RUNNER_UP,
     TIED,
     decision_words,
+    listed,
     name,
     recommendation,
     unequal_cores,
@@ -78,6 +79,7 @@ COLUMNS = [
     "more_rounds_to_decide",
     "minutes_to_decide",
     "resolvable_lead",
+    "undecidable_rivals",
     "inference_stack",
     "inference_variant",
     "inference_images_per_s",
@@ -321,6 +323,9 @@ def race_columns(part, fastest, compared, flag, unsettled):
         decide = what_would_decide(part, fastest, compared, rivals)
         columns["rounds_to_decide"], columns["more_rounds_to_decide"], columns["minutes_to_decide"] = decide
         columns["resolvable_lead"] = resolvable_lead(rivals)
+        undecidable = rivals[rivals["repeats_to_decide"].isna()] if "repeats_to_decide" in rivals else rivals
+        names = [name(row) for _, row in undecidable.iterrows()]
+        columns["undecidable_rivals"] = listed(names) if names else None
     return columns
 
 

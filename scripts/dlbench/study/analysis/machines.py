@@ -96,6 +96,8 @@ def machines_table(runs, summary, fastest, own_machines):
                     "ratio": ratio,
                     "ratio_ci95_low": low,
                     "ratio_ci95_high": high,
+                    "order": "",  # set below, once the group's every workload has its rows
+                    "ranking_holds": True,
                     "page1_confidence": confidence.get(tuple(row[key] for key in ["machine", *COMPARISON_GROUP])),
                 }
             )

@@ -28,7 +28,7 @@ FASTEST, OPEN, TIED, RUNNER_UP = "fastest", "open", "tied", "runner-up"  # a con
 UNEQUAL_CORES = "Caveat: they kept unequal shares of the CPU busy"
 # Points of CPU busy (% of all cores) apart that make a caveat here, and a "what differs" on page 1.
 BUSY_GAP = 15
-WIDEST_USEFUL_MARGIN = 0.5  # an equivalence margin past which "a tie" no longer tells a reader anything
+WIDEST_USEFUL_MARGIN = 0.25  # a margin past which "a tie" tells a reader little: one stack may be a quarter faster
 
 
 def name(row):
@@ -258,7 +258,8 @@ def decision_words(row):
         return row["confidence"]
     resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves {row['resolvable_lead']:.2f}x)"
     if pd.isna(row["rounds_to_decide"]):
-        return f"undecided{rounds}{resolves}; no practical number of rounds would decide it"
+        against = "" if pd.isna(row.get("undecidable_rivals")) else f" against {row['undecidable_rivals']}"
+        return f"undecided{rounds}{resolves}; no practical number of rounds would decide it{against}"
     cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
     needed = row["rounds_to_decide"]
     raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])

@@ -172,7 +172,7 @@ def cpu_names(runs):
     sizes = counts.dropna().drop_duplicates().groupby("model")["usable"].nunique()
     return [
         cpu_name(model, usable, cores) if sizes.get(model, 1) > 1 else model
-        for model, usable, cores in counts.itertuples(index=False)
+        for model, usable, cores in zip(runs["provenance_cpu_model"], counts["usable"], counts["cores"])
     ]
 
 

@@ -486,7 +486,7 @@ def answer_table(fastest, runs, shared, titles):
         "images/s (tokens/s where named), geometric mean [95%]"
         if shows_tokens(fastest)
         else "images/s, geometric mean [95%]",
-        "lead [interval] over the runner-up; what differs",
+        "lead [interval at its test's level, key below] over the runner-up; what differs",
         "confidence",
         target_heading(runs),
         *(["cost per million images [95%]"] if priced(fastest) else []),
