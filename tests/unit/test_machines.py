@@ -30,6 +30,10 @@ def test_the_ranking_holds_where_every_stack_slows_alike_and_flips_where_one_slo
     table, reference = tables
     holds = table.groupby("batch_size")["ranking_holds"].first()
     assert holds.to_dict() == {32: False, 64: True}
+    assert table.groupby("batch_size")["fastest_holds"].first().to_dict() == {32: False, 64: True}
+    answers = table.groupby(["batch_size", "machine"])[["page1_fastest", "page1_confidence"]].first()
+    assert answers.loc[(FLIPPED_BATCH, OTHER_MACHINE)].tolist() == ["mxnet-1.9", "decisive"]
+    assert answers.loc[(FLIPPED_BATCH, reference)].tolist() == [DEMOTED, "decisive"]
     orders = table[table["batch_size"] == FLIPPED_BATCH].groupby("machine")["order"].first()
     assert orders.to_dict() == {reference: f"{DEMOTED} > mxnet-1.9", OTHER_MACHINE: f"mxnet-1.9 > {DEMOTED}"}
 

@@ -93,7 +93,8 @@ def machines_words(manifest):
     """The machines of a bundle's manifest in a few words: GPU and CPU, with their runs."""
     return "; ".join(
         " / ".join(filter(None, [machine.get("gpu"), machine.get("cpu_model") or "an unnamed CPU"]))
-        + f" ({machine.get('runs')} runs)"
+        + f" ({machine.get('cpus_usable') or machine.get('cpu_cores')} of {machine.get('cpu_cores')} CPUs,"
+        f" {machine.get('runs')} runs)"
         for machine in manifest.get("machines") or []
     )
 

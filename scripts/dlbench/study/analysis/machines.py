@@ -7,10 +7,13 @@ bundles it imports, config `imports`), in the shape of Lambda's GPU benchmark ta
 - Ratio: each machine over the reference machine (`reference`: the machine of this study's own runs, else the one
   with the most runs), with a 95% interval from Welch's t on the log throughputs: unpaired, each machine with its own
   noise, since rounds on two machines were never paired. Untested below MIN_REPEATS ok runs on either side.
-- Ranking: per group (the comparison group's axes but the device) and machine, the stacks that every machine of the
-  group ran, in order of their fastest variant's throughput; `ranking_holds` says whether every machine orders them
-  alike. An order is one of estimates: each machine's comparisons and page 1 say which of its leads are proven
-  (`page1_confidence`, the machine's answer for the group).
+- Page 1 per machine: each machine's answer for the group (the comparison group's axes but the device):
+  `page1_fastest` with its `page1_confidence` and `page1_decision` (fastest.csv), and `fastest_holds`, whether every
+  machine names the same stack fastest. A fastest that differs between machines is a proven flip only where every
+  one of those answers is decided.
+- Ranking: per group and machine, the stacks that every machine of the group ran, in order of their fastest
+  variant's throughput (`order`); `ranking_holds` says whether every machine orders them alike. An order is one of
+  estimates: beyond the fastest, each machine's Comparisons say which of its gaps are proven.
 """
 
 import numpy as np
@@ -36,7 +39,10 @@ COLUMNS = [
     "ratio_ci95_high",
     "order",
     "ranking_holds",
+    "page1_fastest",
     "page1_confidence",
+    "page1_decision",
+    "fastest_holds",
 ]
 
 
@@ -66,6 +72,18 @@ def orders(shared):
     return {machine: list(part["stack"]) for machine, part in ranked.groupby("machine")}
 
 
+def page1_answer(answers, key):
+    """The machine's page-1 answer for the group (fastest.csv): its fastest stack, confidence and decision words."""
+    if key not in answers.index:
+        return {"page1_fastest": None, "page1_confidence": None, "page1_decision": None}
+    answer = answers.loc[key]
+    return {
+        "page1_fastest": answer["fastest_stack"],
+        "page1_confidence": answer["confidence"],
+        "page1_decision": answer["decision"],
+    }
+
+
 def machines_table(runs, summary, fastest, own_machines):
     """One row per workload and machine, for every workload that ran on two machines or more (module docstring)."""
     if summary["machine"].nunique() < 2:
@@ -76,7 +94,7 @@ def machines_table(runs, summary, fastest, own_machines):
     if shared.empty:
         return pd.DataFrame(columns=COLUMNS)
     throughputs = ok_throughputs(runs)
-    confidence = fastest.set_index(["machine", *COMPARISON_GROUP])["confidence"]
+    answers = fastest.set_index(["machine", *COMPARISON_GROUP])
     rows = []
     for _, workload in shared.groupby(WORKLOAD, dropna=False):
         at_reference = workload[workload["machine"] == reference]
@@ -98,14 +116,17 @@ def machines_table(runs, summary, fastest, own_machines):
                     "ratio_ci95_high": high,
                     "order": "",  # set below, once the group's every workload has its rows
                     "ranking_holds": True,
-                    "page1_confidence": confidence.get(tuple(row[key] for key in ["machine", *COMPARISON_GROUP])),
+                    **page1_answer(answers, tuple(row[key] for key in ["machine", *COMPARISON_GROUP])),
+                    "fastest_holds": True,
                 }
             )
     table = pd.DataFrame(rows, columns=COLUMNS)
     for _, group in table.groupby(WORKLOAD_GROUP, dropna=False):
         ranking = orders(group)
         holds = len({tuple(order) for order in ranking.values()}) <= 1
+        fastest_holds = group["page1_fastest"].nunique(dropna=False) == 1
         for index, machine in group["machine"].items():
             table.at[index, "order"] = " > ".join(ranking.get(machine, []))
             table.at[index, "ranking_holds"] = holds
+            table.at[index, "fastest_holds"] = fastest_holds
     return table.sort_values([*WORKLOAD_GROUP, "stack", "variant", "machine"]).reset_index(drop=True)

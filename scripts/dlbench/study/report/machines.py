@@ -2,6 +2,7 @@
 column per machine, each machine's ratio over the reference machine, and whether the stacks rank alike (the machines
 table, dlbench.study.analysis.machines)."""
 
+from dlbench.study.analysis.fastest import DECISIVE
 from dlbench.study.analysis.machines import WORKLOAD_GROUP
 from dlbench.study.report.common import bracketed, markdown_table, number
 
@@ -15,10 +16,10 @@ METHOD = (
     "Each workload (an experiment but its device) that ran on more than one machine: per machine its geometric-mean "
     "steady throughput (images, or a language model's sequences, per second) with its 95% interval, and in brackets "
     "its ratio over the reference machine, **{reference}**, with a 95% interval from Welch's t on the log "
-    "throughputs: unpaired, each machine with its own noise (no interval below 3 ok runs on a side). The ranking "
-    "orders the stacks every machine of the group ran by their fastest variant's throughput: an order of estimates, "
-    "whose leads each machine's Comparisons and page-1 answer test. The table is also `results/tables/machines.csv` "
-    "(and `.parquet`)."
+    "throughputs: unpaired, each machine with its own noise (no interval below 3 ok runs on a side). Under each table, "
+    "each machine's page-1 answer (a fastest that differs is a proven flip only where every answer is decided), then "
+    "the stacks every machine ran in order of their fastest variant's throughput: an order of estimates, whose gaps "
+    "each machine's Comparisons test. The table is also `results/tables/machines.csv` (and `.parquet`)."
 )
 
 
@@ -39,23 +40,39 @@ def machine_cell(row):
     return f"{throughput} ({bracketed(row['ratio'], row['ratio_ci95_low'], row['ratio_ci95_high'], '.2f')}x)"
 
 
-def ranking_text(group, machines):
+def answers_text(group, machines):
+    """Each machine's page-1 answer for the group: the same fastest everywhere, or which differs and whether every
+    one of those answers is decided (a proven flip)."""
+    answers = group.groupby("machine")[["page1_fastest", "page1_confidence", "page1_decision"]].first()
+    answers = answers.reindex(machines)
+    if group["fastest_holds"].iloc[0]:
+        each = "; ".join(f"{machine}: {answer['page1_decision']}" for machine, answer in answers.iterrows())
+        return f"Page 1's fastest is {answers['page1_fastest'].iloc[0]} on every machine ({each})."
+    each = "; ".join(
+        f"{answer['page1_fastest']} on {machine} ({answer['page1_decision']})" for machine, answer in answers.iterrows()
+    )
+    proven = (answers["page1_confidence"] == DECISIVE).all()
+    return f"**Page 1's fastest differs between machines**: {each}. " + (
+        "Every one of these answers is decided: the fastest flips between these machines."
+        if proven
+        else "Not every one of these answers is decided, so the flip is not proven: the undecided machine's "
+        "recommendation on page 1 says what would decide it."
+    )
+
+
+def ranking_text(group):
     """Whether the stacks rank alike on every machine, and where not each machine's order with its numbers."""
     first = group.iloc[0]
     if not first["order"]:
         return "No stack ran on every machine of this workload: no ranking to set side by side."
-    confidence = "; ".join(
-        f"{machine}: {group[group['machine'] == machine]['page1_confidence'].iloc[0] or 'not on page 1'}"
-        for machine in machines
-    )
     if first["ranking_holds"]:
-        return f"The stacks rank alike on every machine: {first['order']} (page 1's answer per machine: {confidence})."
+        return f"The stacks rank alike on every machine: {first['order']}."
     best = group.groupby(["machine", "stack"])["train_images_per_s_gmean"].max()
     orders = "; ".join(
         f"on {machine}, " + " > ".join(f"{stack} ({number(best[machine, stack])})" for stack in order.split(" > "))
         for machine, order in group.groupby("machine")["order"].first().items()
     )
-    return f"**The ranking differs between machines**: {orders} (page 1's answer per machine: {confidence})."
+    return f"The stacks' order of estimates differs between machines: {orders}."
 
 
 def markdown(study, figures):
@@ -82,6 +99,8 @@ def markdown(study, figures):
             f"**{workload_title(group.iloc[0])}**\n\n"
             + markdown_table(["stack · variant", *present], rows)
             + "\n"
-            + ranking_text(group, present)
+            + answers_text(group, present)
+            + " "
+            + ranking_text(group)
         )
     return "\n\n".join(parts) + "\n"
