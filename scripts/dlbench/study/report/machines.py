@@ -4,6 +4,7 @@ table, dlbench.study.analysis.machines)."""
 
 from dlbench.study.analysis.fastest import DECISIVE
 from dlbench.study.analysis.machines import WORKLOAD_GROUP
+from dlbench.study.analysis.recommendation import ratio_words
 from dlbench.study.report.common import bracketed, markdown_table, number
 
 TITLE = "Machines side by side"
@@ -37,7 +38,7 @@ def machine_cell(row):
     )
     if row["machine"] == row["reference_machine"]:
         return throughput
-    return f"{throughput} ({bracketed(row['ratio'], row['ratio_ci95_low'], row['ratio_ci95_high'], '.2f')}x)"
+    return f"{throughput} ({ratio_words(row['ratio'], row['ratio_ci95_low'], row['ratio_ci95_high'])})"
 
 
 def answers_text(group, machines):
