@@ -759,8 +759,9 @@ def cuda_versions():
 
 
 def cpu_kernels():
-    """oneDNN where TensorFlow's oneDNN optimisations are on (x86's default; TF_ENABLE_ONEDNN_OPTS=0 turns them off),
-    Eigen's kernels for the rest (shared, contract.TensorFlowBackend)."""
+    """oneDNN where TensorFlow's oneDNN optimisations are on (its default on x86 CPUs with AVX512_VNNI, AVX512_BF16 or
+    AMX; TF_ENABLE_ONEDNN_OPTS=0 turns them off, =1 on), Eigen's kernels for the rest (shared,
+    contract.TensorFlowBackend)."""
     from tensorflow.python.util import _pywrap_util_port  # TensorFlow's own test of the switch
 
     return "oneDNN, Eigen" if _pywrap_util_port.IsMklEnabled() else "Eigen"
