@@ -256,17 +256,21 @@ def records_of(path, members):
     return records
 
 
-def check(path):
-    """The bundle at path (a bundle file or an unpacked bundle's folder), read through and checked."""
+def read_through(path):
+    """(members, manifest, {member name: record}) of the bundle at path (a bundle file or an unpacked bundle's
+    folder), every check above passed."""
     path = Path(path)
     if not path.exists():
         raise BundleError(f"{path}: no such bundle")
     members = read_members(path)
-    manifest = manifest_of(path, members)
-    runs = {
-        run_key(record): hashlib.sha256(members[name]).hexdigest() for name, record in records_of(path, members).items()
-    }
-    return Bundle(path, hashlib.sha256(members[MANIFEST]).hexdigest(), manifest, runs)
+    return members, manifest_of(path, members), records_of(path, members)
+
+
+def check(path):
+    """The bundle at path, read through and checked."""
+    members, manifest, records = read_through(path)
+    runs = {run_key(record): hashlib.sha256(members[name]).hexdigest() for name, record in records.items()}
+    return Bundle(Path(path), hashlib.sha256(members[MANIFEST]).hexdigest(), manifest, runs)
 
 
 def sources(entries, base="."):
@@ -307,11 +311,9 @@ def check_all(entries, base="."):
 def unpack(path, digest, into):
     """The bundle at path, checked again and written into the folder `into` (replaced whole), its records read as
     local ones are; refused if its contents are no longer those its `digest` names."""
-    members = read_members(Path(path))
-    manifest_of(path, members)
+    members, _, _ = read_through(path)
     if hashlib.sha256(members[MANIFEST]).hexdigest() != digest:
         raise BundleError(f"{path}: changed since the workflow checked it: run the workflow again")
-    records_of(path, members)
     into = Path(into)
     into.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=into.parent, prefix=f".{into.name}."))

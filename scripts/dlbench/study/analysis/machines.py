@@ -12,7 +12,7 @@ bundles it imports, config `imports`), in the shape of Lambda's GPU benchmark ta
   machine names the same stack fastest. A fastest that differs between machines is a proven flip only where every
   one of those answers is decided.
 - Ranking: per group and machine, the stacks that every machine of the group ran, in order of their fastest
-  variant's throughput (`order`); `ranking_holds` says whether every machine orders them alike. An order is one of
+  variant's throughput (`stack_throughput`, `order`); `ranking_holds` says whether every machine orders them alike. An order is one of
   estimates: beyond the fastest, each machine's Comparisons say which of its gaps are proven.
 """
 
@@ -37,6 +37,7 @@ COLUMNS = [
     "ratio",
     "ratio_ci95_low",
     "ratio_ci95_high",
+    "stack_throughput",
     "order",
     "ranking_holds",
     "page1_fastest",
@@ -66,9 +67,9 @@ def ratio_against(values, reference):
 def orders(shared):
     """{machine: its stacks in order of their fastest variant's throughput} over the stacks every machine of the
     group ran (the group's rows, workloads on several machines)."""
-    best = shared.groupby(["machine", "stack"])["train_images_per_s_gmean"].max().dropna().reset_index()
+    best = shared.groupby(["machine", "stack"])["stack_throughput"].first().dropna().reset_index()
     common = set.intersection(*(set(part["stack"]) for _, part in best.groupby("machine")))
-    ranked = best[best["stack"].isin(common)].sort_values("train_images_per_s_gmean", ascending=False)
+    ranked = best[best["stack"].isin(common)].sort_values("stack_throughput", ascending=False)
     return {machine: list(part["stack"]) for machine, part in ranked.groupby("machine")}
 
 
@@ -121,6 +122,8 @@ def machines_table(runs, summary, fastest, own_machines):
                 }
             )
     table = pd.DataFrame(rows, columns=COLUMNS)
+    by_stack = table.groupby(["machine", *WORKLOAD_GROUP, "stack"], dropna=False)["train_images_per_s_gmean"]
+    table["stack_throughput"] = by_stack.transform("max")
     for _, group in table.groupby(WORKLOAD_GROUP, dropna=False):
         ranking = orders(group)
         holds = len({tuple(order) for order in ranking.values()}) <= 1

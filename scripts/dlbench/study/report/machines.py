@@ -68,7 +68,7 @@ def ranking_text(group):
         return "No stack ran on every machine of this workload: no ranking to set side by side."
     if first["ranking_holds"]:
         return f"The stacks rank alike on every machine: {first['order']}."
-    best = group.groupby(["machine", "stack"])["train_images_per_s_gmean"].max()
+    best = group.groupby(["machine", "stack"])["stack_throughput"].first()
     orders = "; ".join(
         f"on {machine}, " + " > ".join(f"{stack} ({number(best[machine, stack])})" for stack in order.split(" > "))
         for machine, order in group.groupby("machine")["order"].first().items()
