@@ -5,6 +5,7 @@ Inference: from the same neutral initial weights, each framework's logits equal 
 loss and the same weights in every framework. Differences a framework cannot avoid are documented by the tests below.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -50,12 +51,17 @@ def test_parameter_counts_equal_the_spec(probes, stack):
         assert result["parameters"] == specs.parameter_count(*case_spec(result)), result["model"]
 
 
+@functools.cache
+def reference_logits(model, shape):
+    """The float64 NumPy forward pass of a probe's case, computed once for every stack (seconds per deep model)."""
+    spec = model_spec(model, CLASSES)
+    return forward(spec, shape, specs.initial_weights(spec, shape, seed=7), model_inputs(spec, shape, 4, 1))
+
+
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_logits_equal_the_numpy_reference(probes, stack):
     for result in results(probes, stack):
-        spec, shape = case_spec(result)
-        images = model_inputs(spec, shape, 4, 1)
-        expected = forward(spec, shape, specs.initial_weights(spec, shape, seed=7), images)
+        expected = reference_logits(result["model"], tuple(result["shape"]))
         scale = max(np.abs(expected).max(), 1e-3)
         tolerance = LOGIT_TOLERANCE[result["engaged"]["matmul_dtype"]]
         difference = np.abs(np.array(result["logits"]) - expected).max() / scale

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,14 @@ def variants_to_build(model, spec, declared):
     return declared[:1] + [composed] * (composed in meaningful)
 
 
+def step_variant(declared):
+    """The variant each model's one step trains in: the stack's base variant, but on JAX its jitted one (xla), the
+    way JAX's users train; un-jitted JAX dispatches and compiles op by op, a debugging mode three to four times as
+    slow on a CPU. The MLP's optimiser and placement steps below train in the base variant, so it is stepped too."""
+    backend = os.environ.get("KERAS_BACKEND", sys.argv[1])
+    return "xla" if backend in ("jax", "flax_nnx") and "xla" in declared else declared[0]
+
+
 # Optimiser settings checked by three steps of the MLP: (optimizer, learning rate, momentum, weight decay).
 OPTIMIZER_CASES = {
     "sgd-momentum-decay": ("sgd", 0.1, 0.9, 0.05),
@@ -169,6 +178,11 @@ def save_weights(path, weights):
     np.savez(path, *[array for params in weights for array in params])
 
 
+def progress(what, started):
+    """A line of the probe's log: what it did and in how many seconds (which case holds the fixture up)."""
+    print(f"probe: {what} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+
+
 def main():
     adapter = load(sys.argv[1])
     declared, out = sys.argv[2].split(","), Path(sys.argv[3])
@@ -183,6 +197,7 @@ def main():
         images = model_inputs(spec, shape, 4, 1)
         for variant in variants_to_build(name, spec, declared):
             fresh_compiler()
+            started = time.perf_counter()
             model = adapter.build(spec, shape, weights, experiment(variant))
             results.append(
                 {
@@ -194,9 +209,12 @@ def main():
                     "engaged": adapter.engaged(model),
                 }
             )
+            progress(f"{name} {shape} {variant}: built and inferred", started)
         stripped = specs.without_dropout(spec)
-        setup = experiment(declared[0], rate=STEP_RATE)
+        setup = experiment(step_variant(declared), rate=STEP_RATE)
+        started = time.perf_counter()
         loss, stepped, _ = train_steps(adapter, stripped, shape, setup)
+        progress(f"{name} {shape}: one step", started)
         results[-1]["step_loss"] = loss
         save_weights(out / f"{name}_{shape[0]}x{shape[-1]}_step.npz", stepped)
     mlp, shape = specs.model_spec("mlp", CLASSES), (28, 28, 1)

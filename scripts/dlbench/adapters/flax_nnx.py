@@ -289,6 +289,13 @@ class _TiedHead(nnx.Module):
         return self.embedding.attend(x)
 
 
+def _unset(key, shape, dtype=jnp.float32):
+    """The initialiser of every randomly initialised weight: a placeholder the neutral weights replace. Flax's own
+    (truncated normal, orthogonal) compile a kernel per weight shape when called eagerly, seconds of every build on a
+    CPU for values thrown away."""
+    return jnp.asarray(np.zeros(shape, dtype))
+
+
 def _leaf_module(layer, in_shape, variant, rngs, built):
     """The nnx module of one spec leaf in the variant (None for a leaf without state), computing in bfloat16 under
     mixed precision, else float32, on float32 weights; `built` holds the leaves' modules so far (a tied head finds its
@@ -296,13 +303,15 @@ def _leaf_module(layer, in_shape, variant, rngs, built):
     dtype = jnp.bfloat16 if variant.mixed_precision else jnp.float32
     options = {"dtype": dtype, "param_dtype": jnp.float32, "rngs": rngs}
     if isinstance(layer, specs.PatchEmbed):
-        return nnx.Conv(in_shape[-1], layer.width, (layer.patch,) * 2, layer.patch, padding="VALID", **options)
+        return nnx.Conv(
+            in_shape[-1], layer.width, (layer.patch,) * 2, layer.patch, padding="VALID", kernel_init=_unset, **options
+        )
     if isinstance(layer, specs.ClassToken):
         return _ClassToken(in_shape[-1])
     if isinstance(layer, specs.PositionEmbedding):
         return _PositionEmbedding(in_shape)
     if isinstance(layer, specs.TokenEmbedding):
-        return nnx.Embed(layer.vocabulary, layer.width, **options)
+        return nnx.Embed(layer.vocabulary, layer.width, embedding_init=_unset, **options)
     if isinstance(layer, specs.LayerNorm):
         return nnx.LayerNorm(in_shape[-1], epsilon=layer.epsilon, **options)
     if isinstance(layer, specs.Attention):
@@ -311,7 +320,7 @@ def _leaf_module(layer, in_shape, variant, rngs, built):
     if isinstance(layer, specs.LMHead):
         if layer.tied:
             return _TiedHead(next(module for module in built if isinstance(module, nnx.Embed)))
-        return nnx.Linear(in_shape[-1], layer.vocabulary, use_bias=False, **options)
+        return nnx.Linear(in_shape[-1], layer.vocabulary, use_bias=False, kernel_init=_unset, **options)
     if isinstance(layer, specs.Conv):
         padding = ((layer.padding, layer.padding),) * 2
         return nnx.Conv(
@@ -321,14 +330,18 @@ def _leaf_module(layer, in_shape, variant, rngs, built):
             layer.stride,
             padding=padding,
             use_bias=layer.bias,
+            kernel_init=_unset,
             **options,
         )
     if isinstance(layer, specs.BatchNorm):  # Flax's momentum is the decay, as the spec's
         return nnx.BatchNorm(in_shape[-1], momentum=layer.momentum, epsilon=layer.epsilon, **options)
     if isinstance(layer, specs.Dense):
-        return nnx.Linear(in_shape[-1], layer.units, **options)
+        return nnx.Linear(in_shape[-1], layer.units, kernel_init=_unset, **options)
     if isinstance(layer, specs.LSTM):
-        return nnx.RNN(nnx.OptimizedLSTMCell(in_shape[1] * in_shape[2], layer.units, **options), rngs=rngs)
+        cell = nnx.OptimizedLSTMCell(
+            in_shape[1] * in_shape[2], layer.units, kernel_init=_unset, recurrent_kernel_init=_unset, **options
+        )
+        return nnx.RNN(cell, rngs=rngs)
     if isinstance(layer, specs.Dropout):
         return nnx.Dropout(layer.rate, rngs=rngs)
     return None
