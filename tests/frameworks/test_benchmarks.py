@@ -1,14 +1,17 @@
 """The benchmarks' code paths on CPU with tiny inputs (their figures are benchmarks, printed, never asserted):
-the parity benchmark's every default stack, precision and model against the hand-written scripts (and, for one stack,
-against the figure a run's record reports), the telemetry cost, and every default stack's loader for streamed image
-folders at two worker counts."""
+the parity benchmark's every default stack and precision against the hand-written scripts (and, for one stack,
+against the figure a run's record reports), the hand-written networks of its other models against their specs, the
+attention and telemetry cost benchmarks, and every default stack's loader for streamed image folders at two worker
+counts."""
 
+import json
 import subprocess
 import sys
 
 import pytest
 import yaml
-from conftest import REPO, VENV_ROOT, read_csv
+from conftest import REPO, SUPPORT, VENV_ROOT, library_environment, read_csv
+from conftest import STACKS as ALL_STACKS
 
 # The default config's stacks: the version study's earlier releases run the same adapters and bare scripts.
 STACKS = yaml.safe_load((REPO / "config.yaml").read_text())["stacks"]
@@ -59,12 +62,26 @@ def test_parity_runs_every_precision_or_says_why_not(tmp_path):
     assert "its amp row is its fastest layout" in printed
 
 
-def test_the_hand_written_resnets_and_gpt_are_the_specs(tmp_path):
+def test_the_hand_written_resnets_and_gpt_are_the_specs(env_python):
+    """Each default stack's bare networks of the parity benchmark's other models have their specs' parameters: built
+    in one process per stack (tests/support/probe_bare.py), as parity.py's own run of them is minutes of compiling on
+    a CPU for the training loop LeNet's rows above run already."""
     models = ["resnet20", "resnet50", "gpt-tiny"]
-    _, rows = parity(tmp_path, "--models", *models, "--precisions", "fp32", "--stacks", *STACKS, "--no-record")
-    assert len(rows) == len(models) * len(STACKS) and not any(row["reason"] for row in rows)
-    for row in rows:
-        assert row["workflow_parameters"] == row["bare_parameters"], row
+    for stack in STACKS:
+        entry = ALL_STACKS[stack]
+        command = [env_python(entry["env"]["cpu"]), SUPPORT / "probe_bare.py", entry["adapter"], *models]
+        result = subprocess.run(
+            [str(word) for word in command],
+            env=library_environment(entry["environment"]),
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        counts = json.loads(result.stdout.splitlines()[-1])
+        assert list(counts) == models and all(count["bare"] == count["spec"] for count in counts.values()), (
+            stack,
+            counts,
+        )
 
 
 def test_parity_sets_a_runs_recorded_figure_and_paired_epochs_against_the_bare_script(tmp_path):
