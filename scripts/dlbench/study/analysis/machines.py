@@ -12,8 +12,8 @@ bundles it imports, config `imports`), in the shape of Lambda's GPU benchmark ta
   machine names the same stack fastest. A fastest that differs between machines is a proven flip only where every
   one of those answers is decided.
 - Ranking: per group and machine, the stacks that every machine of the group ran, in order of their fastest
-  variant's throughput (`stack_throughput`, `order`); `ranking_holds` says whether every machine orders them alike. An order is one of
-  estimates: beyond the fastest, each machine's Comparisons say which of its gaps are proven.
+  variant's throughput (`stack_throughput`, `order`); `ranking_holds` says whether every machine orders them alike.
+  An order is one of estimates: beyond the fastest, each machine's Comparisons say which of its gaps are proven.
 """
 
 import numpy as np
