@@ -5,6 +5,7 @@ manifest), as a forced dry run of the workflow plans them, so a library change r
 import functools
 import json
 import modulefinder
+import os
 import re
 import shlex
 import subprocess
@@ -168,12 +169,15 @@ def test_an_edited_library_module_reruns_exactly_the_code_manifests_that_cover_i
         covered[manifest] = {line.split()[1] for line in (repository / manifest).read_text().splitlines()}
     assert "Nothing to be done" in dry_run(repository, *covered)
     for module in ("scripts/dlbench/mathmode.py", "scripts/dlbench/peaks.py", "scripts/dlbench/adapters/pytorch.py"):
-        with open(repository / module, "a") as edited:
-            edited.write("# edited\n")
+        path = repository / module
+        original, modified = path.read_bytes(), path.stat().st_mtime_ns
+        path.write_bytes(original + b"# edited\n")
         planned = set(re.findall(r"^ {4}output: (results/code/\S+)$", dry_run(repository, *covered), re.M))
         assert planned == {manifest for manifest, files in covered.items() if module in files}, module
         assert planned, f"no manifest covers {module}"
-        subprocess.run([*SNAKEMAKE, "--cores", "1", *covered], cwd=repository, capture_output=True, check=True)
+        # The edit undone, its modification time too: the next module's edit is then the only change (no rerun).
+        path.write_bytes(original)
+        os.utime(path, ns=(modified, modified))
 
 
 def dry_run(root, *targets):

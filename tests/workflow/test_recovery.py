@@ -213,8 +213,9 @@ def test_a_failed_aggregation_or_rendering_keeps_the_last_tables_and_report(fini
 
 
 def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
-    # Four long runs (20-30 s each on a 2-core VM): the checks below, while they run, must not outlast them.
-    write_config(finished, batch_sizes=[32, 64, 512], epochs=[2, 1000])
+    # Two long runs (20-30 s each on a 2-core VM, one at a time): the checks below, while they run, must not outlast
+    # them; the resumed invocation runs both again (the killed one and the one not started), so no more than two.
+    write_config(finished, batch_sizes=[32], epochs=[2, 1000])
     before = records(finished)
     process = subprocess.Popen(
         [*SNAKEMAKE, "--cores", "2"],
@@ -244,7 +245,7 @@ def test_kill_9_mid_training_then_resume_reruns_only_the_killed_run(finished):
     assert {path: text for path, text in after.items() if path in before} == before  # nothing finished was lost
     for text in after.values():
         json.loads(text)  # every record is whole
-    assert len(after) == len(before) + 4 and all(
+    assert len(after) == len(before) + 2 and all(
         json.loads(after[p])["status"] == "ok" for p in after if p not in before
     )
 
