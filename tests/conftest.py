@@ -51,9 +51,13 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_collection_finish(session):
-    """The probes fixture needs every stack's venv: when a selected test uses it, they are built from the start."""
-    if not session.config.option.collectonly and any("probes" in item.fixturenames for item in session.items):
-        VENV_BUILDS.start_early([entry["env"]["cpu"] for entry in STACKS.values()])
+    """The probes fixture needs every stack's venv: when a selected test uses it, they are built from the start, and
+    the tools venv after them where another test asks for a venv too."""
+    uses = [item.fixturenames for item in session.items]
+    if session.config.option.collectonly or not any("probes" in names for names in uses):
+        return
+    others = any("env_python" in names and "probes" not in names for names in uses)
+    VENV_BUILDS.start_early([entry["env"]["cpu"] for entry in STACKS.values()] + ["tools"] * others)
 
 
 def pytest_sessionfinish(session):
