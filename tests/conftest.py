@@ -10,8 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -48,20 +46,6 @@ def pytest_collection_modifyitems(items):
             raise pytest.UsageError(f"{item.path}: a test belongs in a tier's folder, tests/{{{','.join(TIERS)}}}/")
         item.add_marker(tiers[item])
     items.sort(key=lambda item: TIERS.index(tiers[item]))
-
-
-def pytest_collection_finish(session):
-    """The probes fixture needs every stack's venv: when a selected test uses it, they are built from the start, and
-    the tools venv after them where another test asks for a venv too."""
-    uses = [item.fixturenames for item in session.items]
-    if session.config.option.collectonly or not any("probes" in names for names in uses):
-        return
-    others = any("env_python" in names and "probes" not in names for names in uses)
-    VENV_BUILDS.start_early([entry["env"]["cpu"] for entry in STACKS.values()] + ["tools"] * others)
-
-
-def pytest_sessionfinish(session):
-    VENV_BUILDS.stop()
 
 
 # What the suite cost, printed at its end (a slow file is found by reading, not guessing; a full disk is named):
@@ -148,55 +132,18 @@ def build_env(env):
     return venv_prefix(VENV_ROOT, env_file) / "bin" / "python"
 
 
-class VenvBuilds:
-    """Each env's venv built once per session, by whoever asks for it first: a test, or the builder that starts with
-    the session (`start_early`). A failed build is kept as its message (build_env's), not built again."""
-
-    def __init__(self):
-        self.lock, self.builds, self.stopping = threading.Lock(), {}, threading.Event()
-
-    def get(self, env):
-        with self.lock:
-            first = env not in self.builds
-            if first:
-                self.builds[env] = Future()
-        if first:
-            self.builds[env].set_result(build_env(env))
-        return self.builds[env].result()
-
-    def start_early(self, envs):
-        """Build envs one after another in a thread from now on: the unit tier, which runs first, keeps one core busy
-        and pip's unpacking and compiling is mostly one core, so the builds the probes would wait for overlap it."""
-
-        def build_in_order():
-            for env in envs:
-                if self.stopping.is_set():
-                    return
-                self.get(env)
-
-        self.thread = threading.Thread(target=build_in_order, name="venv builds", daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        """No build started after this; the one running (a subprocess holding the env's lock) is waited for."""
-        self.stopping.set()
-        if hasattr(self, "thread"):
-            self.thread.join()
-
-
-VENV_BUILDS = VenvBuilds()
-
-
 @pytest.fixture(scope="session")
 def env_python():
     """env name -> interpreter of its built venv (built on first use, once per session; a failed build fails each
     test that asks for it with the builder's output, without building again)."""
+    built = {}
 
     def get(env):
-        built = VENV_BUILDS.get(env)
-        if isinstance(built, str):
-            pytest.fail(built, pytrace=False)
-        return built
+        if env not in built:
+            built[env] = build_env(env)
+        if isinstance(built[env], str):
+            pytest.fail(built[env], pytrace=False)
+        return built[env]
 
     return get
 
