@@ -909,9 +909,21 @@ def test_the_machines_section_prints_each_machines_throughput_ratio_and_where_th
         and f"on {reference}, {DEMOTED} ({best[reference, DEMOTED]:,.0f}) > mxnet-1.9" in text
     ), "a flip is said with each machine's numbers"
     assert f"The stacks rank alike on every machine: {DEMOTED} > mxnet-1.9" in text
+    assert " tokens/s" not in text
     assert f"Page 1's fastest is {DEMOTED} on every machine ({reference}: decided after 3 rounds; " in text
     assert (
         f"**Page 1's fastest differs between machines**: {DEMOTED} on {reference} (decided after 3 rounds); "
         f"mxnet-1.9 on {OTHER_MACHINE} (decided after 3 rounds). Every one of these answers is decided: the fastest "
         "flips between these machines." in text
+    )
+
+
+def test_a_language_models_machines_cells_are_in_tokens_per_second(env_python, tmp_path):
+    table, _ = two_machines(tmp_path, sequence_tokens=64)
+    (tmp_path / "machines.json").write_text(table.to_json(orient="table"))
+    *lines, _ = in_tools_venv(env_python, MACHINES_SECTION.format(path=str(tmp_path / "machines.json")))
+    row = table[table["machine"] != table["reference_machine"]].iloc[0]
+    assert (
+        f"{row['train_tokens_per_s_gmean']:,.0f} [{row['train_tokens_per_s_ci95_low']:,.0f}, "
+        f"{row['train_tokens_per_s_ci95_high']:,.0f}] tokens/s ({row['ratio']:.2f}x" in "\n".join(lines)
     )

@@ -351,10 +351,11 @@ def on_the_other_machine(record):
     return moved
 
 
-def two_machines(folder):
+def two_machines(folder, sequence_tokens=None):
     """(machines table, reference machine) of two stacks of the fixture's MLP on digits at batches 32 and 64, 3
     repeats, on this machine and on OTHER_MACHINE, where every stack runs SLOWER times as fast but DEMOTED at
-    FLIPPED_BATCH, SLOWEST, which puts it behind mxnet-1.9 there."""
+    FLIPPED_BATCH, SLOWEST, which puts it behind mxnet-1.9 there. With sequence_tokens, the summary reads as a language
+    model's: its tokens/s columns that many times its images/s (its sequences/s)."""
     chosen = [
         (experiment, speed)
         for experiment, speed in experiments()
@@ -372,5 +373,8 @@ def two_machines(folder):
     machines = record_machines(records)
     runs = runs_table(records, machines)
     summary = summary_table(runs)
+    if sequence_tokens:
+        for statistic in ("gmean", "ci95_low", "ci95_high"):
+            summary[f"train_tokens_per_s_{statistic}"] = summary[f"train_images_per_s_{statistic}"] * sequence_tokens
     fastest = fastest_table(summary, comparisons(runs, summary, None, 0.05))
     return machines_table(runs, summary, fastest, {machines[0]}), machines[0]

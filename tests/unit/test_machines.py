@@ -50,3 +50,15 @@ def test_a_cpu_model_run_with_different_usable_cpus_names_its_machines_apart():
     assert named == ["EPYC (1 of 2 CPUs)", "EPYC (2 CPUs)", "Xeon"] and pd.isna(unknown)
     older = runs.drop(columns="provenance_cpus_usable")  # records from before the field: the machine's cores
     assert cpu_names(older)[:3] == ["EPYC", "EPYC", "Xeon"]
+
+
+def test_a_language_models_cells_carry_its_tokens_per_second(tables, tmp_path):
+    """The same workloads read as a language model's: each row its tokens/s beside its sequences/s (images/s), the
+    ratios unchanged; an image model's rows have none."""
+    table, _ = tables
+    assert table["train_tokens_per_s_gmean"].isna().all()
+    as_tokens, _ = two_machines(tmp_path, sequence_tokens=64)
+    for statistic in ("gmean", "ci95_low", "ci95_high"):
+        tokens, images = as_tokens[f"train_tokens_per_s_{statistic}"], as_tokens[f"train_images_per_s_{statistic}"]
+        assert tokens.to_numpy() == pytest.approx(64 * images.to_numpy())
+    assert as_tokens["ratio"].to_numpy() == pytest.approx(table["ratio"].to_numpy())

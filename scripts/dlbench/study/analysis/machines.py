@@ -3,7 +3,8 @@ bundles it imports, config `imports`), in the shape of Lambda's GPU benchmark ta
 
 - Workload: an experiment's axes but its device (WORKLOAD), so that one stack, variant, model, dataset, batch and
   schedule on a CPU machine and on a GPU machine is one workload.
-- Cell: each machine's geometric-mean steady throughput of the workload with its 95% interval (summary.csv).
+- Cell: each machine's geometric-mean steady throughput of the workload with its 95% interval (summary.csv), a
+  language model's in tokens per second as well (the same ratios: a reader's unit).
 - Ratio: each machine over the reference machine (`reference`: the machine of this study's own runs, else the one
   with the most runs), with a 95% interval from Welch's t on the log throughputs: unpaired, each machine with its own
   noise, since rounds on two machines were never paired. Untested below MIN_REPEATS ok runs on either side.
@@ -21,6 +22,7 @@ import pandas as pd
 
 from dlbench.axes import COMPARISON_GROUP, NAMES
 from dlbench.study.analysis.comparisons import ok_throughputs
+from dlbench.study.analysis.fastest import FASTEST_TOKENS
 from dlbench.study.analysis.statistics import MIN_REPEATS, interval, welch_log_ratio
 
 WORKLOAD = [name for name in NAMES if name != "device"]
@@ -33,6 +35,7 @@ COLUMNS = [
     "experiment_id",
     "runs_ok",
     *THROUGHPUT,
+    *FASTEST_TOKENS,
     "reference_machine",
     "ratio",
     "ratio_ci95_low",
@@ -111,6 +114,7 @@ def machines_table(runs, summary, fastest, own_machines):
                 {
                     **{key: row[key] for key in [*WORKLOAD, "machine", "device", "experiment_id", "runs_ok"]},
                     **{key: row[key] for key in THROUGHPUT},
+                    **{key: row.get(key, np.nan) for key in FASTEST_TOKENS},  # images only: no such columns
                     "reference_machine": reference,
                     "ratio": ratio,
                     "ratio_ci95_low": low,

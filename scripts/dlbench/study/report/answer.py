@@ -24,6 +24,7 @@ from dlbench.study.report.common import (
     number,
     percent,
     ratio_text,
+    throughput_cell,
     variant_label,
 )
 
@@ -236,13 +237,6 @@ def lead_cell(row):
         return "no runner-up"
     differs = "" if pd.isna(row["differs"]) else f"; {row['differs']}"
     return f"{ratio_text(row, 'lead')} over {row['runner_up_stack']} ({row['runner_up_variant']}){differs}"
-
-
-def throughput_cell(row):
-    """Images/s, or a language model's tokens/s (named: the column's unit is images)."""
-    unit = "train_tokens_per_s" if pd.notna(row.get("train_tokens_per_s_gmean")) else "train_images_per_s"
-    low, high = row[f"{unit}_ci95_low"], row[f"{unit}_ci95_high"]
-    return bracketed(row[f"{unit}_gmean"], low, high, ",.0f") + (" tokens/s" if unit == "train_tokens_per_s" else "")
 
 
 def shows_tokens(fastest):

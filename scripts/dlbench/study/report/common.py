@@ -333,6 +333,13 @@ def throughput_unit(part):
     return ("train_tokens_per_s", "tokens") if tokens else ("train_images_per_s", "images")
 
 
+def throughput_cell(row):
+    """Images/s, or a language model's tokens/s (named: a table's throughput column is in images/s)."""
+    unit = "train_tokens_per_s" if pd.notna(row.get("train_tokens_per_s_gmean")) else "train_images_per_s"
+    low, high = row[f"{unit}_ci95_low"], row[f"{unit}_ci95_high"]
+    return bracketed(row[f"{unit}_gmean"], low, high, ",.0f") + (" tokens/s" if unit == "train_tokens_per_s" else "")
+
+
 def ok_runs(runs, row):
     """The finished repeats of the row's experiment on the row's machine: the runs table's rows behind a statistic,
     drawn as a figure's points."""

@@ -5,7 +5,7 @@ table, dlbench.study.analysis.machines)."""
 from dlbench.study.analysis.fastest import DECISIVE
 from dlbench.study.analysis.machines import WORKLOAD_GROUP
 from dlbench.study.analysis.recommendation import ratio_words
-from dlbench.study.report.common import bracketed, markdown_table, number
+from dlbench.study.report.common import markdown_table, number, throughput_cell
 
 TITLE = "Machines side by side"
 ABSENT = (
@@ -15,7 +15,8 @@ ABSENT = (
 
 METHOD = (
     "Each workload (an experiment but its device) that ran on more than one machine: per machine its geometric-mean "
-    "steady throughput (images, or a language model's sequences, per second) with its 95% interval, and in brackets "
+    "steady throughput (images per second, or a language model's tokens per second) with its 95% interval, and in "
+    "brackets "
     "its ratio over the reference machine, **{reference}**, with a 95% interval from Welch's t on the log "
     "throughputs: unpaired, each machine with its own noise (no interval below 3 ok runs on a side). Under each table, "
     "each machine's page-1 answer (a fastest that differs is a proven flip only where every answer is decided), then "
@@ -33,9 +34,7 @@ def workload_title(row):
 
 
 def machine_cell(row):
-    throughput = bracketed(
-        row["train_images_per_s_gmean"], row["train_images_per_s_ci95_low"], row["train_images_per_s_ci95_high"], ",.0f"
-    )
+    throughput = throughput_cell(row)
     if row["machine"] == row["reference_machine"]:
         return throughput
     return f"{throughput} ({ratio_words(row['ratio'], row['ratio_ci95_low'], row['ratio_ci95_high'])})"
