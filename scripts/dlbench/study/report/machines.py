@@ -16,8 +16,7 @@ ABSENT = (
 METHOD = (
     "Each workload (an experiment but its device) that ran on more than one machine: per machine its geometric-mean "
     "steady throughput (images per second, or a language model's tokens per second) with its 95% interval, and in "
-    "brackets "
-    "its ratio over the reference machine, **{reference}**, with a 95% interval from Welch's t on the log "
+    "brackets its ratio over the reference machine, **{reference}**, with a 95% interval from Welch's t on the log "
     "throughputs: unpaired, each machine with its own noise (no interval below 3 ok runs on a side). Under each table, "
     "each machine's page-1 answer (a fastest that differs is a proven flip only where every answer is decided), then "
     "the stacks every machine ran in order of their fastest variant's throughput: an order of estimates, whose gaps "
