@@ -1,8 +1,8 @@
 """Where a run's wall time goes, per stack: each part of dlbench/walltime.py's PARTS as the run records hold it (the
-median over the stack's runs), the harness's seconds per run (the wall less the framework's imports, build,
-compilation and timed epochs), the measurement efficiency (the steady window's seconds over the run's wall), then for
-the whole study Snakemake's gaps between one training job's end and the next one's start and the share of the
-invocation spent in timed steady windows.
+median over the stack's runs), the harness's seconds per run (the wall less the framework's imports, build, first
+epoch and first evaluation (each holding a compilation) and timed epochs), the measurement efficiency (the steady
+window's seconds over the run's wall), then for the whole study Snakemake's gaps between one training job's end and
+the next one's start and the share of the invocation spent in timed steady windows.
 
 It runs a study in a copy of the workflow, reusing the stack venvs of --venv-root: by default a small one (lenet on
 synthetic images, every default stack, two repeats, no race), so that both a repeat that measures the input share

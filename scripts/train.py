@@ -68,7 +68,7 @@ def train(adapter, experiment, dataset_dir, threads, record, epoch_rows, sampler
         timeline.mark("steady_epochs" if epoch else "first_epoch")
         sampler.mark(f"eval {epoch + 1}")
         (test_loss, accuracy), eval_s = run.timed(adapter.evaluate, model, staged, eval_batch_size)
-        timeline.mark("evaluation")
+        timeline.mark("evaluation" if epoch else "first_evaluation")
         loss, test_loss = recorded_loss(loss), recorded_loss(test_loss)
         figures = (epoch + 1, train_s, eval_s, loss, test_loss, accuracy, len(order))
         row = add_epoch(record, epoch_rows, figures)
