@@ -102,6 +102,8 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     searches = [max_batch_row(json.loads(Path(path).read_text())) for path in args.max_batch]
+    race = json.loads(args.race) if args.race else None
+    raced = race if race is not None and race["enabled"] else None
     tables = {
         "runs": runs,
         "summary": summary,
@@ -109,15 +111,13 @@ def main():
         "max_batch": pd.DataFrame(searches, columns=MAX_BATCH_COLUMNS).astype(
             {"max_batch": "Int64", "first_failure": "Int64"}
         ),
-        "comparisons": comparisons(
-            runs, summary, args.baseline, args.equivalence_margin, json.loads(args.race) if args.race else None
-        ),
+        "comparisons": comparisons(runs, summary, args.baseline, args.equivalence_margin, race),
         "versions": version_pairs(runs, summary, args.equivalence_margin),
         "scaling": scaling_table(runs, summary, args.equivalence_margin),
         "telemetry": telemetry_table(records, machines),
         "workload": workload_table(runs),
     }
-    tables["fastest"] = fastest_table(summary, tables["comparisons"])
+    tables["fastest"] = fastest_table(summary, tables["comparisons"], raced)
     tables["relative"] = relative_table(summary, tables["fastest"], args.baseline)
     tables["machines"] = machines_table(runs, summary, tables["fastest"], own_machines)
     write_tables({name: tables[name] for name in TABLES}, out)

@@ -1,11 +1,10 @@
-"""Racing: after a planned look, the experiments that run the rounds to the next look (dlbench/study/analysis/race.py
-decides).
+"""Racing: after a round, the experiments that run the next one (dlbench/study/analysis/race.py decides).
 
 Reads every run record through the look's round, groups the runs as the aggregation does (race.race_groups: by
-machine and COMPARISON_GROUP), races each group through the looks it reached and writes {"look": L, "rounds": [the rounds to the next look], "next_round": [experiment
-ids], "groups": {group: its standing}}: the leader and the live rivals of each undecided group run on, the groups
-nearest a decision first, within the budget. Runs that did not end ok (failed, contended) count as missing in their
-round; they count against the budget all the same.
+machine and COMPARISON_GROUP), races each group through the looks it reached and writes {"look": L, "rounds": [the
+next round, or none], "next_round": [experiment ids], "groups": {group: its standing}}: the leader and the live rivals
+of each undecided group run on, the cheapest decisions first, within the budget. Runs that did not end ok (failed,
+contended) count as missing in their round; they count against the budget all the same.
 
     python scripts/plan_round.py --look L --records results/runs/*/rep*/record.json --options JSON --out FILE
 """
@@ -44,7 +43,7 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     options = json.loads(args.options)
-    looks = schedule(options["repeats"], options["race"]["looks"])
+    looks = schedule(options["repeats"], options["race"]["max_rounds"])
     records = read_records(args.records)  # an unreadable record counts as a run without a figure, as a failed one
     runs = runs_table(records, record_machines(records))
     final = runs[runs["final_try"].astype(bool)]
@@ -59,17 +58,16 @@ def main():
         options["race"]["pooled"],
         noise_source,
     )
-    later = [look.rounds for look in looks if look.rounds > args.look]
-    rounds = list(range(args.look + 1, later[0] + 1)) if later and chosen else []
+    rounds = [args.look + 1] if chosen and args.look < looks[-1] else []
     standing = dict(sorted((group_label(key), state) for key, state in standing.items()))
     write_json_atomic(args.out, {"look": args.look, "rounds": rounds, "next_round": chosen, "groups": standing})
     print(f"look after round {args.look}: {len(final)} runs, {seconds / 60:.1f} min of runs so far (wall time)")
     for key, state in sorted(standing.items()):
         print(f"  {key}: {state}")
     print(
-        f"{len(chosen)} experiment(s) run rounds {rounds[0]}-{rounds[-1]}"
+        f"{len(chosen)} experiment(s) run round {rounds[0]}"
         if rounds
-        else "no more rounds: every group decided, alone, at the maximum or stopped by the budget"
+        else "no more rounds: every group decided, tied, alone, out of reach or stopped at the budget"
     )
 
 

@@ -178,21 +178,32 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
         dict(compared("tf-2.21", "torch-2.13", 0.5, "slower"), repeats_to_decide=None, pairs=3, race_outcome="x"),
     ]
     for row, resolvable in zip(rows, (1.1, 1.2, 1.05)):
-        row.setdefault("race_outcome", "undecided")
+        row.setdefault("race_outcome", "stopped at the budget")
         row["resolvable_ratio"] = resolvable
-    table = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows))
+    race = {"budget_minutes": 10.0, "budget_runs": None}
+    table = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows), race)
     row = table.iloc[0]
-    assert (row["confidence"], row["rounds"], row["race_outcome"]) == ("inconclusive", 8, "undecided")
+    assert (row["confidence"], row["rounds"], row["race_outcome"]) == ("inconclusive", 8, "stopped at the budget")
     assert row["rounds_to_decide"] == 12 and row["minutes_to_decide"] == pytest.approx(6.0)
     assert row["resolvable_lead"] == pytest.approx(1.2)  # the harder rival's
+    assert row["budget_to_decide"] == "race.budget_minutes: 16"  # the budget raised by those 6 minutes
     assert row["decision"] == (
-        "undecided after 8 rounds (resolves 1.20x); 12 rounds would decide it, about 6 min, past `race.looks`"
+        "undecided after 8 rounds (resolves 1.20x); 12 rounds would decide it, about 6 minutes: the budget ran out; "
+        "set `race.budget_minutes: 16`"
     )
-    rows[1]["repeats_to_decide"] = None  # no practical number of rounds decides jax-0.9
-    row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
+    assert "set `race.budget_minutes: 16` and run the same command again" in row["recommendation"]
+    race = {"budget_minutes": None, "budget_runs": 100}  # 4 more rounds of the three runs still racing
+    assert fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows), race).iloc[0]["budget_to_decide"] == (
+        "race.budget_runs: 112"
+    )
+    rows[1]["repeats_to_decide"] = None  # no count of rounds up to the most decides jax-0.9
+    for row in rows:
+        row["race_outcome"] = "out of reach"
+    row = fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows), race).iloc[0]
     assert pd.isna(row["rounds_to_decide"]) and pd.isna(row["minutes_to_decide"])
+    assert pd.isna(row["budget_to_decide"])
     assert row["decision"] == (
-        "undecided after 8 rounds (resolves 1.20x); no practical number of rounds would decide it against "
+        "out of reach after 8 rounds (resolves 1.20x): no count up to `race.max_rounds` would decide it against "
         f"{row['undecidable_rivals']}"
     )
     assert row["undecidable_rivals"] == "jax-0.9 (eager)", "the rival whose comparison no rounds would decide"
@@ -448,7 +459,7 @@ def three_way_tie(busy=(90.0, 88.0, 85.0), needs=(None, None)):
         dict(compared("keras-3-jax", "torch-2.13", 0.95, "inconclusive"), ratio_low=0.84, ratio_high=1.09),
     ]
     for row, need in zip(rows, needs):
-        row.update(repeats_to_decide=need, pairs=8, race_outcome="undecided", resolvable_ratio=1.15)
+        row.update(repeats_to_decide=need, pairs=8, race_outcome="out of reach", resolvable_ratio=1.15)
         row["race_leader"] = "torch-2.13_mlp"
     return fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows)).iloc[0]
 
@@ -458,9 +469,9 @@ def test_a_three_way_tie_names_its_rivals_what_this_machine_resolves_and_what_to
     assert row["confidence"] == "inconclusive"
     assert row["recommendation"] == (
         "Undecided between torch-2.13 (eager), mxnet-1.9 (eager) and keras-3-jax (eager) (mxnet-1.9 (eager) 0.97x "
-        "[0.89, 1.12] of torch-2.13 (eager); keras-3-jax (eager) 0.95x [0.84, 1.09] of torch-2.13 (eager)). In its 8 "
-        "rounds, this machine resolves a lead of 1.15x or more over each. No practical number of rounds would decide it at "
-        "the ratios and spread they show. Their intervals rule out a gap beyond 20%: if a smaller one does not matter "
+        "[0.89, 1.12] of torch-2.13 (eager); keras-3-jax (eager) 0.95x [0.84, 1.09] of torch-2.13 (eager)). Within "
+        "`race.max_rounds` rounds, this machine resolves a lead of 1.15x or more over each. No count of rounds up to `race.max_rounds` "
+        "would decide it at the ratios and spread they show: it is out of reach here. Their intervals rule out a gap beyond 20%: if a smaller one does not matter "
         "to you, a next study with `equivalence_margin: 0.20` (chosen before it runs) can test them as a tie. A "
         "quieter machine (no other "
         "load, fixed clocks) narrows the spread that more rounds must beat. Meanwhile, choose on what was measured "
@@ -472,8 +483,8 @@ def test_a_three_way_tie_names_its_rivals_what_this_machine_resolves_and_what_to
 def test_where_one_rival_is_out_of_reach_the_rounds_that_decide_the_others_are_named():
     row = three_way_tie(needs=(14, None))
     assert (
-        "No practical number of rounds would decide keras-3-jax (eager) at the ratio and spread shown; the rounds in "
-        "all that would decide the others: mxnet-1.9 (eager) 14."
+        "No count of rounds up to `race.max_rounds` would decide keras-3-jax (eager) at the ratio and spread shown; "
+        "the rounds in all that would decide the others: mxnet-1.9 (eager) 14."
     ) in row["recommendation"]
 
 
@@ -550,24 +561,30 @@ def test_an_interval_bound_beside_1_keeps_the_digits_that_show_which_side_it_is_
     assert ratio_words(1.2, 1.0, 1.3) == "1.20x [1.00, 1.30]"
 
 
-def test_an_undecided_answer_past_the_races_last_look_names_the_setting_that_reaches_it():
+def test_an_answer_stopped_at_the_budget_names_the_setting_that_buys_its_decision():
     undecided = dict(
         confidence="inconclusive",
         rounds=8,
         resolvable_lead=1.29,
-        rounds_to_decide=36,
+        rounds_to_decide=26,
         minutes_to_decide=3.0,
-        race_outcome="undecided",
+        race_outcome="stopped at the budget",
+        budget_to_decide="race.budget_minutes: 13",
         confidence_reason="",
     )
     raced, unraced, decided = (
         decision_words(pd.Series({**undecided, **change}))
-        for change in ({}, dict(race_outcome=None, rounds=3, rounds_to_decide=6), dict(confidence="decisive"))
+        for change in (
+            {},
+            dict(race_outcome=None, rounds=3, rounds_to_decide=6, budget_to_decide=None),
+            dict(confidence="decisive"),
+        )
     )
     assert raced == (
-        "undecided after 8 rounds (resolves 1.29x); 36 rounds would decide it, about 3 min, past `race.looks`"
+        "undecided after 8 rounds (resolves 1.29x); 26 rounds would decide it, about 3 minutes: the budget ran out; "
+        "set `race.budget_minutes: 13`"
     )
-    assert unraced.endswith("; 6 rounds would decide it, about 3 min") and decided == "decided after 8 rounds"
+    assert unraced.endswith("; 6 rounds would decide it, about 3 minutes") and decided == "decided after 8 rounds"
 
 
 def test_minutes_to_decide_read_as_words_in_number():

@@ -51,7 +51,7 @@ CONFIG = dict(
     image_folders={},
     images_per_epoch=None,
     stream={"workers": None, "loader_batches": 20},
-    race={"enabled": False, "looks": [5, 8], "pooled": True, "budget_runs": None, "budget_minutes": None},
+    race={"enabled": False, "max_rounds": 8, "pooled": True, "budget_runs": None, "budget_minutes": None},
 )
 
 
@@ -296,14 +296,14 @@ def test_prepared_data_that_changed_is_named_and_refused(prepared):
     assert data.changed(prepared, always_hash=False) == f"{arrays} is missing"
 
 
-def test_raced_rounds_add_the_experiments_each_look_planned_for_the_rounds_to_the_next(tmp_path, monkeypatch):
-    """Two rounds of everything, then per look the rounds its decision planned, up to the first that planned none."""
+def test_raced_rounds_add_the_experiments_each_look_planned_for_the_next_round(tmp_path, monkeypatch):
+    """Two rounds of everything, then per look the round its decision planned, up to the first that planned none."""
     monkeypatch.chdir(tmp_path)
-    config = dict(CONFIG, race=dict(CONFIG["race"], enabled=True, looks=[4, 5, 7]))
+    config = dict(CONFIG, race=dict(CONFIG["race"], enabled=True, max_rounds=7))
     table = {"a": {}, "b": {}}
-    assert plan.race_looks(config) == [2, 4, 5]
+    assert plan.race_looks(config) == [2, 3, 4, 5, 6]  # after every round but the most
     assert plan.runs(config, table) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
-    for look, rounds, planned in ((2, [3, 4], ["a", "b"]), (4, [5], ["b"]), (5, [], [])):
+    for look, rounds, planned in ((2, [3], ["a", "b"]), (3, [4], ["a", "b"]), (4, [5], ["b"]), (5, [], [])):
         decision = tmp_path / plan.ROUND_DECISION.format(round=look)
         decision.parent.mkdir(parents=True, exist_ok=True)
         decision.write_text(json.dumps({"look": look, "rounds": rounds, "next_round": planned}))

@@ -85,9 +85,9 @@ def test_only_paired_comparisons_are_pooled_and_only_with_their_own_sources():
 
 
 def test_a_race_look_decides_with_pooled_variance_what_three_rounds_alone_cannot():
-    """A rival 10 % slower over 3 rounds: on 2 degrees of freedom not proven at the look's level; with a prior as
-    tight as its own spread on 20 degrees of freedom, eliminated."""
-    leader, rival = {1: 100.0, 2: 100.0, 3: 100.0}, {1: 95.0, 2: 86.0, 3: 90.0}
+    """A rival 20 % slower over 3 rounds: on 2 degrees of freedom not proven by the race's confidence sequence at the
+    look's level; with a prior as tight as its own spread on 20 degrees of freedom, eliminated."""
+    leader, rival = {1: 100.0, 2: 100.0, 3: 100.0}, {1: 85.0, 2: 76.0, 3: 80.0}
     spread = paired_log_ratio(list(rival.values()), list(leader.values())).spread
     assert judged(rival, leader, 3, 0.005, 0.05) == LIVE
     assert judged(rival, leader, 3, 0.005, 0.05, Prior(20.0, spread**2)) == ELIMINATED

@@ -177,8 +177,27 @@ def key_name(path):
     return ".".join(map(str, path)) or "(top level)"
 
 
+# Keys a config may still hold from an earlier release, with what took their place.
+REPLACED_KEYS = {
+    ("race", "looks"): (
+        "the race now looks after every round (its confidence sequence costs no error per look) until each group is "
+        "decided, tied, out of reach or at the budget: remove `race.looks` and set `race.max_rounds`, the most rounds "
+        "a group may run, to its last value if you need the same cap"
+    ),
+}
+
+
+def replaced_keys(error):
+    """What took the place of each key an additionalProperties error names that an earlier release had."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return []
+    path, known = tuple(error.absolute_path), set(error.schema.get("properties", {}))
+    return [REPLACED_KEYS[(*path, key)] for key in error.instance if key not in known and (*path, key) in REPLACED_KEYS]
+
+
 def schema_message(error, command_line):
     message = f"config error in `{key_name(error.absolute_path)}`: {error_text(error)}"
+    message += "".join(f"; {hint}" for hint in replaced_keys(error))
     if error.absolute_path and error.absolute_path[0] in command_line and isinstance(error.instance, str):
         message += (
             " (Snakemake's --config reads the items of a list, and values it cannot read as a number, as "
@@ -439,11 +458,10 @@ def race_schedule(config, stacks, registry, machine):
             f"config error in `repeats`: {config['repeats']} round before the race's first look; a look needs at "
             "least 2 (a paired spread), so set repeats: 2 or more, or race: {enabled: false}"
         )
-    rounds = [config["repeats"], *race["looks"]]
-    if rounds != sorted(set(rounds)):
+    if race["max_rounds"] < config["repeats"]:
         yield (
-            f"config error in `race.looks`: {race['looks']} must increase and come after the first look at "
-            f"`repeats` ({config['repeats']}) rounds; its last is the maximum rounds (e.g. [5, 8] after 3)"
+            f"config error in `race.max_rounds`: {race['max_rounds']} is below `repeats` ({config['repeats']}), the "
+            f"rounds before the race's first look; set it to {config['repeats']} or more (e.g. 30)"
         )
 
 

@@ -359,21 +359,23 @@ ROUND_DECISION = "results/rounds/round{round}.json"  # the racing checkpoint's o
 
 
 def race_looks(config):
-    """The round counts after which the race plans its next rounds: every planned look but the last (the maximum),
-    none without racing."""
+    """The round counts after which the race plans its next round: every round from `repeats` up to the last before
+    `race.max_rounds` (after that one no round follows), none without racing."""
     race = config["race"]
-    return [config["repeats"], *race["looks"][:-1]] if race["enabled"] else []
+    return list(range(config["repeats"], race["max_rounds"])) if race["enabled"] else []
 
 
 def race_summary(config, experiments):
-    """The race a config plans, in words: its looks and the most runs it may add."""
+    """The race a config plans, in words: its looks, its budget and the most runs it may add."""
     race, first = config["race"], config["repeats"]
-    most = experiments * (race["looks"][-1] - first)
+    most = experiments * (race["max_rounds"] - first)
     if race["budget_runs"] is not None:
         most = min(most, race["budget_runs"] - experiments * first)
-    looks = ", ".join(map(str, [first, *race["looks"]]))
-    minutes = f", at most {race['budget_minutes']:g} min of runs" if race["budget_minutes"] is not None else ""
-    return f"looks after rounds {looks}; up to {most} more runs where groups are undecided{minutes}"
+    minutes = f", within {race['budget_minutes']:g} min of runs in all" if race["budget_minutes"] is not None else ""
+    return (
+        f"a look after every round from {first} to {race['max_rounds']}; up to {most} more runs where groups are "
+        f"undecided{minutes}"
+    )
 
 
 def rounds_decided(decision):

@@ -34,9 +34,12 @@ import numpy as np
 import pandas as pd
 
 from dlbench.study.analysis.pooling import pooled_across, prior_columns, priors_by_source
+from dlbench.study.analysis import sequential
 from dlbench.study.analysis.race import (
+    AT_BUDGET,
     ELIMINATED,
     RETIRED,
+    UNDECIDED,
     in_order,
     look_ratio,
     noise_source,
@@ -55,13 +58,8 @@ from dlbench.study.analysis.statistics import (
     SLOWER,
     compared,
     decisions,
-    difference_interval,
-    difference_p,
-    equivalence_p,
+    equivalence_bound,
     equivalent,
-    repeats_to_decide,
-    resolvable_ratio,
-    verdict_interval,
 )
 from dlbench.study.analysis.tables import GROUP
 
@@ -195,44 +193,52 @@ def comparisons(runs, summary, named_baseline, margin, race=None):
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 
-def raced_row(rival, judgement, state, throughputs, prior, margin, last_level, most):
-    """The test and decision columns of one rival of a race, against the leader it was last judged against; the
-    ratio it could resolve is at the race's last look (`most` rounds, at `last_level`)."""
+def raced_row(rival, judgement, state, throughputs, prior, margin, most):
+    """The test and decision columns of one rival of a race, against the leader it was last judged against, from the
+    race's confidence sequence at that look's level (dlbench.study.analysis.sequential): its interval, its
+    always-valid p's, and where still open the rounds that would decide it and the lead `most` rounds resolve."""
     log_ratio = look_ratio(throughputs[rival], throughputs[judgement.against], judgement.rounds, prior)
     if log_ratio is None:
         tests = dict(method=None, pairs=0, ratio=np.nan)
         return dict(tests, verdict=NOT_TESTED, equivalence_margin=margin, race_state=state)
     called = {ELIMINATED: SLOWER, RETIRED: equivalent(margin)}.get(state, INCONCLUSIVE)
-    if called == INCONCLUSIVE and difference_interval(log_ratio, judgement.level)[0] > 0:
+    low, high = sequential.interval(log_ratio, judgement.level)
+    if called == INCONCLUSIVE and low > 0:
         # The leader is chosen on each side's own rounds, the test pairs their common ones: a live rival can come out
-        # proven faster there, a claim of the same two-sided test, at the same level, as an elimination.
+        # proven faster there, a claim of the same sequence, at the same level, as an elimination.
         called = FASTER
-    low, high, confidence = verdict_interval(log_ratio, called, judgement.level, judgement.level)
-    p_value, p_same = difference_p(log_ratio), equivalence_p(log_ratio, margin)
+    bound = equivalence_bound(margin)
+    p_value, p_same = sequential.difference_p(log_ratio), sequential.equivalence_p(log_ratio, bound)
     scale = ALPHA / judgement.level
+    needed = sequential.rounds_to_decide(log_ratio, bound, judgement.level, most) if called == INCONCLUSIVE else None
     return dict(
         method=PAIRED,
         pairs=log_ratio.rounds,
         ratio=np.exp(log_ratio.estimate),
-        ratio_low=low,
-        ratio_high=high,
-        ratio_confidence=confidence,
+        ratio_low=np.exp(low),
+        ratio_high=np.exp(high),
+        ratio_confidence=1 - judgement.level,
         p_value=p_value,
         p_holm=min(1.0, p_value * scale),
         p_equivalence=p_same,
         p_equivalence_holm=min(1.0, p_same * scale),
         equivalence_margin=margin,
         verdict=called,
-        repeats_to_decide=repeats_to_decide(log_ratio, margin, judgement.level) if called == INCONCLUSIVE else None,
-        resolvable_ratio=resolvable_ratio(log_ratio, most, last_level),
+        repeats_to_decide=needed,
+        resolvable_ratio=sequential.resolvable_ratio(log_ratio, most, judgement.level),
         race_state=state,
     )
+
+
+def race_outcome(result):
+    """A finished race's outcome: one undecided at its last look though within reach was stopped at the budget."""
+    return AT_BUDGET if result.outcome == UNDECIDED else result.outcome
 
 
 def raced_comparisons(runs, summary, race, margin):
     """The comparisons table of a raced study: per group, one row per rival of its race (raced_row), the rival's
     baseline the leader it was judged against."""
-    looks = schedule(race["repeats"], race["looks"])
+    looks = schedule(race["repeats"], race["max_rounds"])
     groups = race_groups(runs)
     races, priors = race_study(groups, looks, margin, race["pooled"], noise_source)
     described = summary.set_index(["experiment_id", "machine"])
@@ -240,12 +246,10 @@ def raced_comparisons(runs, summary, race, margin):
     for key, result in in_order(races):
         throughputs = ok_only(groups[key])
         machine = key[GROUP.index("machine")]
-        pairs = len(result.states) * (len(result.states) - 1) // 2
-        last_look = (looks[-1].alpha / pairs, looks[-1].rounds)
         for rival, judgement in sorted(result.judgements.items()):
             own, baseline = described.loc[(rival, machine)], described.loc[(judgement.against, machine)]
             state = result.states[rival][0]
-            tests = raced_row(rival, judgement, state, throughputs, priors[key], margin, *last_look)
+            tests = raced_row(rival, judgement, state, throughputs, priors[key], margin, looks[-1])
             rows.append(
                 dict(
                     zip(GROUP, key),
@@ -260,7 +264,7 @@ def raced_comparisons(runs, summary, race, margin):
                     baseline_rule=f"the race's leader at round {judgement.rounds}",
                     **tests,
                     **prior_columns(priors[key] if tests["method"] == PAIRED else None),
-                    race_outcome=result.outcome,
+                    race_outcome=race_outcome(result),
                     race_leader=result.leader,
                 )
             )

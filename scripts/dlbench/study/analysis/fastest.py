@@ -21,11 +21,13 @@ would decide it: the rounds its unproven rivals need at the ratio and spread the
 the study's rounds resolve at that spread (`resolvable_lead`).
 """
 
+import math
 from typing import NamedTuple
 
 import pandas as pd
 
 from dlbench.study.analysis.cost import COST_COLUMNS
+from dlbench.study.analysis.race import AT_BUDGET
 from dlbench.study.analysis.recommendation import (
     BUSY_GAP,
     FASTEST,
@@ -80,6 +82,7 @@ COLUMNS = [
     "minutes_to_decide",
     "resolvable_lead",
     "undecidable_rivals",
+    "budget_to_decide",
     "inference_stack",
     "inference_variant",
     "inference_images_per_s",
@@ -288,17 +291,29 @@ def open_rivals(fastest, compared, verdicts=(INCONCLUSIVE,)):
 
 
 def what_would_decide(part, fastest, compared, rivals):
-    """(rounds, more rounds, minutes) that would decide an inconclusive answer: the most rounds any unproven rival of
-    the fastest (`rivals`, open_rivals') needs, how many more than the fewest its rivals have run, and the minutes those
-    added rounds of the rivals and the fastest would take; Nones where no practical number would decide one of them."""
+    """(rounds, more rounds, minutes, runs) that would decide an inconclusive answer: the most rounds any unproven
+    rival of the fastest (`rivals`, open_rivals') needs, how many more than the fewest its rivals have run, and the
+    minutes and runs those added rounds of the rivals and the fastest would take; Nones where no practical number
+    would decide one of them."""
     beaten = (compared["baseline_experiment_id"] == fastest["experiment_id"]) & (compared["verdict"] == FASTER)
     if rivals.empty or beaten.any() or "repeats_to_decide" not in rivals or rivals["repeats_to_decide"].isna().any():
-        return None, None, None  # more rounds do not decide for the fastest against a rival proven faster than it
+        return None, None, None, None  # more rounds do not decide for the fastest against a rival proven faster
     needed = int(rivals["repeats_to_decide"].max())
     more = max(needed - int(rivals["pairs"].min()), 0)
     racing = part[part["experiment_id"].isin([fastest["experiment_id"], *rivals["experiment_id"]])]
     seconds = racing["run_seconds_median"].sum() if "run_seconds_median" in racing else float("nan")
-    return needed, more, more * seconds / 60
+    return needed, more, more * seconds / 60, more * len(racing)
+
+
+def budget_to_decide(race, minutes, runs):
+    """The setting that buys a group stopped at the budget its decision: each budget key the study set, raised by
+    what deciding the group would cost (`minutes` of runs, `runs` runs), as the config would hold it."""
+    settings = []
+    if race.get("budget_minutes") is not None and pd.notna(minutes):
+        settings.append(f"race.budget_minutes: {math.ceil(race['budget_minutes'] + minutes)}")
+    if race.get("budget_runs") is not None and pd.notna(runs):
+        settings.append(f"race.budget_runs: {race['budget_runs'] + runs}")
+    return ", ".join(settings) or None
 
 
 def resolvable_lead(rivals):
@@ -310,9 +325,10 @@ def resolvable_lead(rivals):
     return rivals["resolvable_ratio"].max()
 
 
-def race_columns(part, fastest, compared, flag, unsettled):
+def race_columns(part, fastest, compared, flag, unsettled, race):
     """The rounds the group ran, its race's outcome (None unraced) and, where inconclusive, what would decide it
-    (`unsettled`: the comparisons of the fastest's rivals neither slower nor equivalent, open_rivals')."""
+    (`unsettled`: the comparisons of the fastest's rivals neither slower nor equivalent, open_rivals'), with the
+    budget setting that buys it where the race stopped at the budget (race: the config's `race`, None unraced)."""
     outcomes = compared["race_outcome"].dropna() if "race_outcome" in compared else compared.iloc[0:0]
     columns = {
         "rounds": int(part["runs"].max()) if "runs" in part else None,
@@ -320,8 +336,10 @@ def race_columns(part, fastest, compared, flag, unsettled):
     }
     if flag == INCONCLUSIVE:
         rivals = unsettled[unsettled["verdict"] == INCONCLUSIVE]
-        decide = what_would_decide(part, fastest, compared, rivals)
-        columns["rounds_to_decide"], columns["more_rounds_to_decide"], columns["minutes_to_decide"] = decide
+        needed, more, minutes, runs = what_would_decide(part, fastest, compared, rivals)
+        columns.update(rounds_to_decide=needed, more_rounds_to_decide=more, minutes_to_decide=minutes)
+        if columns["race_outcome"] == AT_BUDGET and race is not None:
+            columns["budget_to_decide"] = budget_to_decide(race, minutes, runs)
         columns["resolvable_lead"] = resolvable_lead(rivals)
         undecidable = rivals[rivals["repeats_to_decide"].isna()] if "repeats_to_decide" in rivals else rivals
         names = [name(row) for _, row in undecidable.iterrows()]
@@ -374,7 +392,7 @@ def differences(fastest, runner_up):
     return "; ".join(found) or None
 
 
-def group_row(key, part, compared):
+def group_row(key, part, compared, race):
     row = dict(zip(GROUP, key), experiments=len(part))
     unmeasured = int((part["measurement_note"].fillna("") != "").sum())
     order = ranked(part, page_leader(compared))
@@ -409,7 +427,7 @@ def group_row(key, part, compared):
         contenders.update(in_the_running(runner_up, verdict, standing))
     row["confidence"], row["confidence_reason"] = confidence(verdict, unmeasured, others)
     unsettled = open_rivals(fastest, compared, (INCONCLUSIVE, FASTER))
-    row.update(race_columns(part, fastest, compared, row["confidence"], unsettled))
+    row.update(race_columns(part, fastest, compared, row["confidence"], unsettled, race))
     row["input_heavy"] = input_heavy(part)
     serving = best_untested(part, fastest, "inference_images_per_s_gmean")
     if serving is not None:
@@ -434,13 +452,14 @@ def group_row(key, part, compared):
     return row
 
 
-def fastest_table(summary, comparisons):
+def fastest_table(summary, comparisons, race=None):
     """One row per comparison group (COLUMNS, and FASTEST_COSTS where the summary has costs); a group where nothing
-    finished is there too, failed or contended."""
+    finished is there too, failed or contended. race: the config's `race` where the study raced (its budget keys)."""
     compared = {key: part for key, part in comparisons.groupby(GROUP, dropna=False, sort=False)}
     empty = comparisons.iloc[0:0]
     rows = [
-        group_row(key, part, compared.get(key, empty)) for key, part in summary.groupby(GROUP, dropna=False, sort=True)
+        group_row(key, part, compared.get(key, empty), race)
+        for key, part in summary.groupby(GROUP, dropna=False, sort=True)
     ]
     costs = [column for column in FASTEST_COSTS if column in summary]
     integers = dict.fromkeys(["rounds", "rounds_to_decide", "more_rounds_to_decide"], "Int64")

@@ -1,98 +1,72 @@
-"""The statistics of racing: a group's experiments run in rounds, and at looks planned in advance each live rival of
-the group's leader leaves once proven slower (eliminated) or proven equivalent within the margin (retired); the group
-is decided when only its leader is left. The workflow's checkpoint after each look (scripts/plan_round.py) plans the
-next rounds with plan_next, and the aggregation replays the same races (race_groups, race_study) for the comparisons
-table, so that the verdicts printed are the ones the race stopped on; benchmarks/race_simulation.py holds the rule
-against fixed rounds.
+"""The statistics of racing: a group's experiments run in rounds, and after every round from the first look on each
+live rival of the group's leader leaves once proven slower (eliminated) or proven equivalent within the margin
+(retired); the group ends decided (its leader proven faster than every rival), tied (its leader proven within the
+margin of one rival or more, faster than the rest), out of reach (no count of rounds up to the most a group may run
+would decide it at the ratio and spread it shows) or stopped at the budget. The workflow's checkpoint after each round
+(scripts/plan_round.py) plans the next round with plan_next, and the aggregation replays the same races (race_groups,
+race_study) for the comparisons table, so that the verdicts printed are the ones the race stopped on;
+benchmarks/race_simulation.py holds the rule against fixed rounds.
 
-- Looks are planned before the first round: the rounds after which the group is looked at, the last the maximum.
-  Alpha is spent across them with the O'Brien-Fleming-type Lan-DeMets function alpha(t) = 2 - 2 Phi(z_{1-alpha/2} /
-  sqrt(t)), t the share of the maximum rounds run: look k may spend alpha(t_k) - alpha(t_{k-1}), little at the first
-  looks (where few rounds would make a claim cheap) and most at the last. The shares add up to alpha(1) = alpha at
-  most, so spending each at its look, with a union bound over looks, holds any false claim to alpha however the race
-  stops. (A group-sequential boundary that uses the correlation between looks would spend less conservatively; the
-  union bound needs no assumption on it.)
+- Every look tests each pair with a confidence sequence (dlbench.study.analysis.sequential), valid at every round at
+  once: looks cost no alpha, a race may run until it has its answer, and a study continued with a larger budget after
+  it was read keeps its error rate. The group's ALPHA is shared among every pair it could compare, k (k - 1) / 2 for k
+  experiments (the leader can change between looks), and each pair's interval decides both its claims.
 - At a look each live rival is compared with the group's leader, the live experiment with the highest mean log
   throughput among those with at least two ok rounds (one run has no spread to be tested with), paired by round
-  (dlbench.study.analysis.statistics.paired_log_ratio: t on rounds - 1 degrees of freedom).
-  The leader can change between looks, so a look's alpha is shared among every pair the group could compare:
-  k (k - 1) / 2 for k experiments. Each pair can be wrong one way only (its true ratio is 1, beyond the margin, or
-  neither), so its difference test and its equivalence test (two one-sided tests) both run at that share.
+  (dlbench.study.analysis.statistics.paired_log_ratio).
 - Pooled variance: given a prior fitted over the study's paired comparisons at the first look
   (dlbench.study.analysis.pooling, limma's moderated t), one per noise source (a machine and device kind: a CPU's noise
-  is not a GPU's), each pair's variance is shrunk toward its source's prior and its t runs on the prior's degrees of
-  freedom and its own.
-- Eliminated: the two-sided interval at the pair's level lies wholly below 1 (slower than the leader). Retired: the
-  two one-sided tests prove the ratio within [1 / (1 + margin), 1 + margin]. An eliminated or retired rival runs no
-  more rounds; the leader and the live rivals do.
-- Outcome: "alone" (one experiment: no race), "decided" (one live experiment left: the leader, with the others
-  eliminated or retired), or "undecided" after the last look the group reached (the maximum, or an earlier one where
-  the budget stopped it).
-- A group reaches a look when its live experiments have run that look's rounds: a group the budget stopped at look k
-  is never looked at again on the same rounds. Each look spends its own share of alpha on each pair at most once
-  (a rival whose later runs all failed is judged again on the rounds it has, at the later look's share, which the
-  union bound over looks already counts).
+  is not a GPU's), each pair's variance is shrunk toward its source's prior and the sequence runs on the prior's
+  degrees of freedom and its own.
+- Eliminated: the sequence lies wholly below 0 (slower than the leader). Retired: it lies within +-log(1 + margin). An
+  eliminated or retired rival runs no more rounds; the leader and the live rivals do.
+- Out of reach: at a look, the hardest live rival needs more rounds than `most` (the last look) to decide with 80 %
+  chance at the ratio and spread it shows (sequential.rounds_to_decide); the group stops there (stopping for futility
+  makes no claim, so it costs no error). The smallest lead the most rounds resolve is what the machine's noise allows.
+- The budget (a most number of runs, or minutes of runs) buys the cheapest decisions first: at each look the
+  undecided groups are ordered by their projected cost to a decision (the rounds their hardest rival needs, times the
+  measured seconds of a round of their live experiments), and each runs on while the budget holds its projected cost
+  beside the cheaper groups'; one that does not fit stops there, undecided, with what deciding it would cost. A group
+  stopped once stays stopped (its rounds would no longer line up with its rivals').
 - Grouping: race_groups keys a group by its machine and COMPARISON_GROUP (dlbench/axes.py; tables.GROUP), from the
   runs table, in the planner and the aggregation alike, so both replay the same races over the same runs.
-- The budget (a most number of runs, or minutes of runs) gives the next rounds to the groups nearest a decision:
-  those whose hardest live rival needs the fewest rounds to decide at the rate it shows (statistics.repeats_to_decide).
 """
 
-from statistics import NormalDist
+import math
 from typing import NamedTuple
 
 import numpy as np
 
+from dlbench.study.analysis import sequential
 from dlbench.study.analysis.pooling import fit_prior, pooled
-from dlbench.study.analysis.statistics import (
-    ALPHA,
-    difference_interval,
-    equivalence_p,
-    paired_log_ratio,
-    repeats_to_decide,
-)
+from dlbench.study.analysis.statistics import ALPHA, equivalence_bound, paired_log_ratio
 from dlbench.study.analysis.tables import GROUP
 
 LIVE, ELIMINATED, RETIRED = "live", "eliminated", "retired"
-ALONE, DECIDED, UNDECIDED = "alone", "decided", "undecided"
-
-
-class Look(NamedTuple):
-    rounds: int  # the rounds run when the group is looked at
-    alpha: float  # the share of alpha this look spends
+ALONE, DECIDED, TIED, UNDECIDED = "alone", "decided", "tied", "undecided"
+OUT_OF_REACH, AT_BUDGET = "out of reach", "stopped at the budget"
 
 
 class Judgement(NamedTuple):
     against: str  # the leader a rival was last compared with
     rounds: int  # the rounds of that look
-    level: float  # the level its tests ran at there
+    level: float  # the level its confidence sequence ran at there
 
 
 class Race(NamedTuple):
-    outcome: str  # alone, decided or undecided
+    outcome: str  # alone, decided, tied, out of reach, or undecided (within reach at its last look)
     leader: str  # the leader at the last look the group had
     states: dict  # experiment -> (live, eliminated or retired; the rounds it ran)
     judgements: dict  # rival -> its last Judgement: where it left, or the last look for one still live
+    needed: float  # where undecided or out of reach, the rounds in all that would decide it (inf: none up to most)
 
 
-def spent(fraction, alpha=ALPHA):
-    """The alpha an O'Brien-Fleming-type Lan-DeMets function has spent by `fraction` (0 to 1) of the maximum."""
-    if fraction <= 0:
-        return 0.0
-    normal = NormalDist()
-    return 2 - 2 * normal.cdf(normal.inv_cdf(1 - alpha / 2) / np.sqrt(min(fraction, 1.0)))
-
-
-def planned_looks(rounds, alpha=ALPHA):
-    """The looks after the given rounds (increasing; the last is the maximum), each with the alpha it spends."""
-    if list(rounds) != sorted(set(rounds)) or rounds[0] < 2:
-        raise ValueError(f"looks must be increasing round counts from 2 rounds: {rounds}")
-    maximum = rounds[-1]
-    fractions = [0.0, *(count / maximum for count in rounds)]
-    return [
-        Look(count, spent(now, alpha) - spent(before, alpha))
-        for count, before, now in zip(rounds, fractions, fractions[1:])
-    ]
+def schedule(first, most):
+    """The looks of a study: after its first `first` rounds (every experiment runs them), then after every round up
+    to `most`, the most rounds a group may run."""
+    if first < 2 or most < first:
+        raise ValueError(f"looks need at least 2 first rounds and a most of at least those: {first}, {most}")
+    return list(range(first, most + 1))
 
 
 def mean_log(throughputs, rounds):
@@ -118,44 +92,56 @@ def look_ratio(rival, leader, rounds, prior=None):
 
 
 def judged(rival, leader, rounds, level, margin, prior=None):
-    """A live rival's state after a look: eliminated where proven slower than the leader at `level`, retired where
-    proven within the margin, else still live; its variance pooled toward the prior where one is given."""
+    """A live rival's state after a look: eliminated where its confidence sequence at `level` lies below 0 (slower
+    than the leader), retired where it lies within the margin, else still live; its variance pooled toward the prior
+    where one is given."""
     log_ratio = look_ratio(rival, leader, rounds, prior)
     if log_ratio is None:
         return LIVE
-    _, high = difference_interval(log_ratio, level)
+    low, high = sequential.interval(log_ratio, level)
     if high < 0:
         return ELIMINATED
-    if equivalence_p(log_ratio, margin) < level:
+    bound = equivalence_bound(margin)
+    if -bound < low and high < bound:
         return RETIRED
     return LIVE
 
 
-def race(groups, looks, margin, prior=None):
-    """Race one group: groups maps experiment -> {round: throughput} (at least the rounds it would run: a left rival's
-    later rounds are never read); looks from planned_looks; prior, where given, the study's (pooling.fit_prior).
-    Returns the Race."""
-    experiments = sorted(groups)
+def pair_level(experiments):
+    """The level of each pair's confidence sequence in a group of `experiments`: ALPHA shared among every pair."""
+    return ALPHA / (experiments * (experiments - 1) // 2)
+
+
+def race(groups, looks, margin, prior=None, most=None):
+    """Race one group through `looks` (round counts, increasing; `most`, the most rounds a group may run, their last
+    where not given): groups maps experiment -> {round: throughput} (at
+    least the rounds it would run: a left rival's later rounds are never read); prior, where given, the study's
+    (pooling.fit_prior). Returns the Race: decided or tied where one live experiment is left, else undecided (with the
+    rounds its hardest rival needs) or out of reach."""
+    experiments, most = sorted(groups), most or looks[-1]
     if len(experiments) == 1:
-        return Race(ALONE, experiments[0], {experiments[0]: (LIVE, looks[0].rounds)}, {})
-    pairs = len(experiments) * (len(experiments) - 1) // 2
-    states = {experiment: (LIVE, looks[0].rounds) for experiment in experiments}
+        return Race(ALONE, experiments[0], {experiments[0]: (LIVE, looks[0])}, {}, 0)
+    level = pair_level(len(experiments))
+    states = {experiment: (LIVE, looks[0]) for experiment in experiments}
     judgements, leader = {}, experiments[0]
-    for look in looks:
+    for rounds in looks:
         live = [experiment for experiment, (state, _) in states.items() if state == LIVE]
         for experiment in live:
-            states[experiment] = (LIVE, look.rounds)
-        leader = leader_of(groups, live, look.rounds)
+            states[experiment] = (LIVE, rounds)
+        leader = leader_of(groups, live, rounds)
         judgements.pop(leader, None)
-        level = look.alpha / pairs
         for rival in live:
             if rival != leader:
-                state = judged(groups[rival], groups[leader], look.rounds, level, margin, prior)
-                states[rival] = (state, look.rounds)
-                judgements[rival] = Judgement(leader, look.rounds, level)
+                states[rival] = (judged(groups[rival], groups[leader], rounds, level, margin, prior), rounds)
+                judgements[rival] = Judgement(leader, rounds, level)
         if sum(state == LIVE for state, _ in states.values()) == 1:
-            return Race(DECIDED, leader, states, judgements)
-    return Race(UNDECIDED, leader, states, judgements)
+            tied = any(state == RETIRED for state, _ in states.values())
+            return Race(TIED if tied else DECIDED, leader, states, judgements, 0)
+        result = Race(UNDECIDED, leader, states, judgements, math.inf)
+        needed = rounds_needed(result, groups, margin, prior, most)
+        if needed > most:
+            return result._replace(outcome=OUT_OF_REACH)
+    return result._replace(needed=needed)
 
 
 def rounds_spent(result):
@@ -163,17 +149,11 @@ def rounds_spent(result):
     return sum(rounds for _, rounds in result.states.values())
 
 
-def schedule(first, later):
-    """The planned looks of a study: after its first `first` rounds (every experiment runs them), then after each of
-    the `later` round counts (increasing; the last is the maximum)."""
-    return planned_looks([first, *later])
-
-
 def reached(runs, looks):
     """The looks a group has reached: those whose rounds its runs (experiment -> {round: throughput or None}, every
     run that left a record) have got to."""
     last = max((max(by_round, default=0) for by_round in runs.values()), default=0)
-    return [look for look in looks if look.rounds <= last]
+    return [look for look in looks if look <= last]
 
 
 def ok_only(runs):
@@ -214,7 +194,7 @@ def first_look_prior(groups, looks):
     the first look, each experiment against its group's leader there (every experiment runs that far), kept for
     every later look; None where too few comparisons fit one. groups: key -> experiment -> {round: throughput} of ok
     runs."""
-    first = looks[0].rounds
+    first = looks[0]
     variances, freedoms, references = [], [], []
     for key, runs in in_order(groups):
         live = [experiment for experiment, by_round in runs.items() if any(round_ <= first for round_ in by_round)]
@@ -251,7 +231,7 @@ def race_study(groups, looks, margin, pool=True, source=None):
     for key, runs in groups.items():
         looked = reached(runs, looks)
         if ok[key] and looked:
-            races[key] = race(ok[key], looked, margin, priors[key])
+            races[key] = race(ok[key], looked, margin, priors[key], looks[-1])
     return races, priors
 
 
@@ -259,18 +239,19 @@ def live_experiments(result):
     return sorted(experiment for experiment, (state, _) in result.states.items() if state == LIVE)
 
 
-def rounds_needed(result, runs, margin, prior):
-    """The rounds the group's hardest live rival needs to decide at its last look's level, at the ratio and spread
-    it shows (statistics.repeats_to_decide): how near the group is to a decision."""
+def rounds_needed(result, runs, margin, prior, most):
+    """The rounds in all the group's hardest live rival needs to decide with 80 % chance at its last look's level, at
+    the ratio and spread it shows (sequential.rounds_to_decide); inf where one would need more than `most`."""
     needs = []
     for rival in live_experiments(result):
         judgement = result.judgements.get(rival)
         if judgement is None:
             continue
         log_ratio = look_ratio(runs[rival], runs[judgement.against], judgement.rounds, prior)
-        needed = None if log_ratio is None else repeats_to_decide(log_ratio, margin, judgement.level)
-        needs.append(float("inf") if needed is None else needed)
-    return max(needs, default=float("inf"))
+        bound = equivalence_bound(margin)
+        needed = None if log_ratio is None else sequential.rounds_to_decide(log_ratio, bound, judgement.level, most)
+        needs.append(math.inf if needed is None else needed)
+    return max(needs, default=math.inf)
 
 
 class Budget(NamedTuple):
@@ -279,34 +260,34 @@ class Budget(NamedTuple):
 
 
 def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True, source=None):
-    """After the study's latest look (the last its runs reached): (the experiments that run the rounds to the next
-    look, key -> the group's standing). groups: key -> experiment -> {round: throughput, None where not ok} of every
-    run so far; costs: experiment -> seconds one of its runs takes; seconds_spent: the training runs' seconds so far.
-    A group races on while undecided at this look and short of the maximum, the groups nearest a decision first,
-    while the runs and seconds spent so far plus theirs stay within the budget; a group stopped once stays stopped
-    (its rounds would no longer line up with its rivals'). source: as race_study's."""
+    """After the study's latest look (the last round its runs reached): (the experiments that run the next round,
+    key -> the group's standing). groups: key -> experiment -> {round: throughput, None where not ok} of every run so
+    far; costs: experiment -> seconds one of its runs takes; seconds_spent: the training runs' seconds so far. The
+    undecided groups at this look, cheapest decision first (projected rounds to decide times the seconds of a round
+    of their live experiments), each race on while the runs and seconds spent so far, plus the projected cost of it
+    and of the cheaper groups, stay within the budget; a group that does not fit stops at the budget, and a group
+    stopped once stays stopped (its rounds would no longer line up with its rivals'). source: as race_study's."""
     races, priors = race_study(groups, looks, margin, pool, source)
-    current = max((len(reached(runs, looks)) for runs in groups.values()), default=0)
+    current = max((max(reached(runs, looks), default=0) for runs in groups.values()), default=0)
     runs_spent = sum(len(by_round) for runs in groups.values() for by_round in runs.values())
     standing = {key: result.outcome for key, result in races.items()}
     candidates = []
     for key, result in races.items():
         if result.outcome != UNDECIDED:
             continue
-        if len(reached(groups[key], looks)) < current:
-            standing[key] = "stopped at the budget"
-        elif current < len(looks):
-            runners = live_experiments(result)
-            ahead = looks[current].rounds - looks[current - 1].rounds
-            cost = len(runners) * ahead, sum(costs.get(experiment, 0.0) for experiment in runners) * ahead
-            need = rounds_needed(result, ok_only(groups[key]), margin, priors[key])
-            candidates.append((need, key, runners, cost))
+        if max(reached(groups[key], looks)) < current:
+            standing[key] = AT_BUDGET
+            continue
+        runners = live_experiments(result)
+        more = max(1, result.needed - current)
+        per_round = len(runners), sum(costs.get(experiment, 0.0) for experiment in runners)
+        candidates.append((more * per_round[1], more * per_round[0], str(key), key, runners, more))
     chosen = []
-    for _, key, runners, (runs, seconds) in sorted(candidates, key=lambda item: (item[0], str(item[1]))):
+    for seconds, runs, _, key, runners, more in sorted(candidates):
         if runs_spent + runs > budget.runs or seconds_spent + seconds > budget.seconds:
-            standing[key] = "stopped at the budget"
+            standing[key] = f"{AT_BUDGET}: about {more} more rounds, {seconds / 60:.1f} min of runs, would decide it"
             continue
         runs_spent, seconds_spent = runs_spent + runs, seconds_spent + seconds
-        standing[key] = f"racing: {len(runners)} live to round {looks[current].rounds}"
+        standing[key] = f"racing: {len(runners)} live, about {more} more rounds to decide"
         chosen += runners
     return sorted(chosen), standing

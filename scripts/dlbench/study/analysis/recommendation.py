@@ -144,8 +144,10 @@ def ratio_list(rows):
 
 
 def how_to_decide(row, open_rows):
-    """The rounds that would decide an undecided group, and the setting that runs them; where no practical number
-    would, which rivals (`open_rows`: their comparisons) stay out of reach and what the others need."""
+    """The rounds that would decide an undecided group, and the setting that runs them; where no count up to the most
+    rounds would, which rivals (`open_rows`: their comparisons) stay out of reach and what the others need."""
+    raced = pd.notna(row["race_outcome"])
+    practical = "No count of rounds up to `race.max_rounds`" if raced else "No practical number of rounds"
     if pd.isna(row["rounds_to_decide"]):
         needs = open_rows.get("repeats_to_decide", pd.Series(float("nan"), index=open_rows.index))
         never = [name(rival) for index, rival in open_rows.iterrows() if pd.isna(needs[index])]
@@ -153,16 +155,24 @@ def how_to_decide(row, open_rows):
             f"{name(rival)} {int(needs[index])}" for index, rival in open_rows.iterrows() if pd.notna(needs[index])
         ]
         if not never or not reachable:
-            return "No practical number of rounds would decide it at the ratios and spread they show."
+            return f"{practical} would decide it at the ratios and spread they show: it is out of reach here."
         return (
-            f"No practical number of rounds would decide {listed(never)} at the ratio and spread shown; the rounds "
-            f"in all that would decide the others: {', '.join(reachable)}."
+            f"{practical} would decide {listed(never)} at the ratio and spread shown; the rounds in all that would "
+            f"decide the others: {', '.join(reachable)}."
         )
     cost = [] if pd.isna(row["more_rounds_to_decide"]) else [f"{row['more_rounds_to_decide']} more"]
     cost += [] if pd.isna(row["minutes_to_decide"]) else [minutes_words(row["minutes_to_decide"])]
-    setting = "the last of `race.looks`" if pd.notna(row["race_outcome"]) else "`repeats`"
     spent = f" ({', '.join(cost)})" if cost else ""
-    return f"To decide it, run {row['rounds_to_decide']} rounds in all{spent}: raise {setting} to that."
+    if not raced:
+        return f"To decide it, run {row['rounds_to_decide']} rounds in all{spent}: raise `repeats` to that."
+    setting = row.get("budget_to_decide")
+    if pd.isna(setting):
+        return f"{row['rounds_to_decide']} rounds in all would decide it{spent}."
+    return (
+        f"The budget ran out first: {row['rounds_to_decide']} rounds in all would decide it{spent}. To buy them, set "
+        f"`{setting}` and run the same command again: the finished runs are kept, and the race's error rate holds "
+        "however far it goes on."
+    )
 
 
 def undecided(row, contenders, unsettled):
@@ -184,6 +194,8 @@ def undecided(row, contenders, unsettled):
         )
         return " ".join(sentences)
     rounds = "" if pd.isna(row["rounds"]) else f"In its {row['rounds']} rounds, this"
+    if pd.notna(row["race_outcome"]):  # a race's resolvable lead is at the most rounds a group may run
+        rounds = "Within `race.max_rounds` rounds, this"
     if pd.notna(row["resolvable_lead"]):
         sentences.append(
             f"{rounds or 'This'} machine resolves a lead of {row['resolvable_lead']:.2f}x or more over each."
@@ -259,12 +271,13 @@ def decision_words(row):
     resolves = "" if pd.isna(row["resolvable_lead"]) else f" (resolves {row['resolvable_lead']:.2f}x)"
     if pd.isna(row["rounds_to_decide"]):
         against = "" if pd.isna(row.get("undecidable_rivals")) else f" against {row['undecidable_rivals']}"
+        if pd.notna(row["race_outcome"]):
+            return f"out of reach{rounds}{resolves}: no count up to `race.max_rounds` would decide it{against}"
         return f"undecided{rounds}{resolves}; no practical number of rounds would decide it{against}"
-    cost = "" if pd.isna(row["minutes_to_decide"]) else f", about {row['minutes_to_decide']:.0f} min"
-    needed = row["rounds_to_decide"]
-    raced = not pd.isna(row["race_outcome"]) and (pd.isna(row["rounds"]) or needed > row["rounds"])
-    how = ", past `race.looks`" if raced else ""
-    return f"undecided{rounds}{resolves}; {needed} rounds would decide it{cost}{how}"
+    cost = "" if pd.isna(row["minutes_to_decide"]) else f", {minutes_words(row['minutes_to_decide'])}"
+    setting = row.get("budget_to_decide")
+    at_budget = f": the budget ran out; set `{setting}`" if pd.notna(setting) else ""
+    return f"undecided{rounds}{resolves}; {row['rounds_to_decide']} rounds would decide it{cost}{at_budget}"
 
 
 def next_step(row):
