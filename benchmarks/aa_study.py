@@ -9,7 +9,7 @@ measure a counter-measure's effect on the noise: `--set cpu_threads=1`. Run from
 venvs built (no other work of yours beside it: quote the foreign load with the figures):
 
     .venv/bin/python benchmarks/aa_study.py [--stacks torch-2.13 mxnet-1.9] [--models mlp lenet]
-        [--datasets digits synthetic-32x32x3] [--looks 5 8] [--max-foreign-cores CORES] [--set KEY=VALUE ...]
+        [--datasets digits synthetic-32x32x3] [--max-rounds 30] [--budget-minutes M] [--max-foreign-cores CORES] [--set KEY=VALUE ...]
         [--keep DIR]
 """
 
@@ -47,7 +47,7 @@ def study(args, venv_root):
         "datasets": args.datasets,
         "models": args.models,
         "variants": ["eager"],
-        "race": {"looks": args.looks},
+        "race": {"max_rounds": args.max_rounds, "budget_minutes": args.budget_minutes},
         "ops": {"stacks": []},
         "max_batch": {"enabled": False},
         "venv_root": str(venv_root),
@@ -92,7 +92,8 @@ def main():
     parser.add_argument("--stacks", nargs="+", default=["torch-2.13", "mxnet-1.9"])
     parser.add_argument("--models", nargs="+", default=["mlp", "lenet"])
     parser.add_argument("--datasets", nargs="+", default=["digits", "synthetic-32x32x3"])
-    parser.add_argument("--looks", type=int, nargs="+", default=[5, 8])
+    parser.add_argument("--max-rounds", type=int, default=30, help="the race's race.max_rounds")
+    parser.add_argument("--budget-minutes", type=float, help="the race's race.budget_minutes (default: none)")
     parser.add_argument("--venv-root", default=str(REPO / ".venvs"))
     parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
     parser.add_argument(

@@ -1,25 +1,30 @@
-"""Racing against fixed rounds, simulated: decided groups, false claims and runs spent.
+"""Racing against fixed rounds, simulated: decided groups, false claims and runs spent, under several noise models.
 
 Each simulated study is --groups groups of --arms experiments. A run's log throughput is its experiment's true
-centre plus a round's drift (shared by every experiment of the round: pairing by round removes it) plus process noise
-of standard deviation --noise (0.12 per run gives a paired log-ratio SD near 0.17, the default study's on a 2-core
-VM). True centres: the A/A study has every experiment of a group equal (any difference claimed is false); the mixed
-study draws each experiment's log centre from N(0, --spread), so leads range from ties to clear wins.
+centre plus its round's drift (shared by every experiment of the round: pairing by round removes it; the machine
+speeds up by --step from round 4 on, as a 2-core VM was seen to, plus a random walk) plus process noise of scale
+--noise drawn from one of three models: gaussian; heavy-tailed (Student's t on 3 degrees of freedom, scaled to the
+same standard deviation); bimodal (a run lands in a slow mode, --noise * 2.5 below, one time in five, the rest
+Gaussian: the same standard deviation). 0.12 per run gives a paired log-ratio SD near 0.17, the default study's on a
+2-core VM. True centres: the A/A study has every experiment of a group equal (any difference claimed is false); the
+mixed study draws each experiment's log centre from N(0, --spread), so leads range from ties to clear wins.
 
-Two designs, each at alpha 0.05 per group:
+Designs, each at alpha 0.05 per group:
 - fixed: --rounds rounds of every experiment, then the aggregation's tests (dlbench.study.analysis.statistics.decisions:
   each experiment against the fastest, paired by round, Holm within the group over every pair of it); a group is
   decided when every other experiment is proven slower or equivalent.
-- race: dlbench.study.analysis.race at looks --looks (the last the maximum), alpha spent O'Brien-Fleming-style across
-  them; a group is decided when one experiment is left.
+- race: dlbench.study.analysis.race after every round from --rounds up to --max-rounds, each pair judged by its
+  confidence sequence; a group is decided (or tied) when one experiment is left, and stops out of reach where its
+  projected rounds pass the most.
 - fixed pooled, race pooled: the same, each comparison's variance pooled toward a prior fitted over the study's
   comparisons (dlbench.study.analysis.pooling, limma's moderated t): the fixed design's after its rounds, the race's
   after its first look.
 
-Printed per study and design: groups decided, groups with a false claim (a "slower" for an experiment not truly
-slower, or an "equivalent" for one truly beyond the margin), and runs spent per study. Run from the repository root:
+Printed per noise model, study and design: groups decided (a fastest proven, or a tie), groups with a false claim (a
+"slower" for an experiment not truly slower, or an "equivalent" for one truly beyond the margin), and runs spent per
+study. Run from the repository root:
 
-    .venv/bin/python benchmarks/race_simulation.py [--studies 200] [--groups 9] [--arms 4] [--noise 0.12]
+    .venv/bin/python benchmarks/race_simulation.py [--studies 100] [--groups 9] [--arms 4] [--noise 0.12]
 """
 
 import argparse
@@ -27,17 +32,42 @@ import math
 
 import numpy as np
 from dlbench.study.analysis.pooling import fit_prior, pooled
-from dlbench.study.analysis.race import ELIMINATED, RETIRED, first_look_prior, planned_looks, race, rounds_spent
+from dlbench.study.analysis.race import (
+    DECIDED,
+    ELIMINATED,
+    RETIRED,
+    TIED,
+    first_look_prior,
+    race,
+    rounds_spent,
+    schedule,
+)
 from dlbench.study.analysis.statistics import SLOWER, compared, decisions, equivalence_bound, is_equivalence
 
-DRIFT = 0.05  # a round's shared drift (log scale): pairing removes it, so it only matters unpaired
+WALK = 0.03  # a round's random-walk step of the machine's speed (log scale), shared by the round's runs
 
 
-def draw_group(generator, centres, noise, rounds):
+def process_noise(generator, model, scale, size):
+    """Per-run log noise of standard deviation `scale` from the named model."""
+    if model == "gaussian":
+        return generator.normal(0, scale, size)
+    if model == "heavy-tailed":
+        return scale / math.sqrt(3) * generator.standard_t(3, size)  # t3 has variance 3
+    slow = generator.random(size) < 0.2  # bimodal: a slow mode one run in five, centred so the mean is 0
+    gap = 2.5 * scale
+    spread = math.sqrt(max(scale**2 - 0.16 * gap**2, 0.0))
+    return np.where(slow, -gap * 0.8, gap * 0.2) + generator.normal(0, spread, size)
+
+
+def draw_group(generator, centres, args, rounds):
     """experiment -> {round: throughput} for true log centres, with each round's drift shared by the group."""
-    drifts = generator.normal(0, DRIFT, rounds)
+    drifts = np.cumsum(generator.normal(0, WALK, rounds)) + np.where(np.arange(1, rounds + 1) >= 4, args.step, 0.0)
     return {
-        name: {r + 1: math.exp(centre + drifts[r] + generator.normal(0, noise)) for r in range(rounds)}
+        name: dict(
+            zip(
+                range(1, rounds + 1), np.exp(centre + drifts + process_noise(generator, args.model, args.noise, rounds))
+            )
+        )
         for name, centre in centres.items()
     }
 
@@ -92,7 +122,7 @@ def race_design(runs, centres, looks, margin, prior=None):
         or (state == RETIRED and wrongly_equivalent(centres, name, result.leader, margin))
         for name, (state, _) in result.states.items()
     )
-    return result.outcome == "decided", false_claim, rounds_spent(result)
+    return result.outcome in (DECIDED, TIED), false_claim, rounds_spent(result)
 
 
 DESIGNS = ("fixed", "race", "fixed pooled", "race pooled")
@@ -109,7 +139,7 @@ def simulate(study, args, looks, generator):
         groups = []
         for _ in range(args.groups):
             centres = dict(zip(names, generator.normal(0, spread, args.arms)))
-            groups.append((centres, draw_group(generator, centres, args.noise, looks[-1].rounds)))
+            groups.append((centres, draw_group(generator, centres, args, looks[-1])))
         fixed = [against_fastest(runs, args.rounds) for _, runs in groups]
         fixed_prior = study_prior(fixed)
         race_prior = first_look_prior(dict(enumerate(runs for _, runs in groups)), looks)
@@ -124,30 +154,35 @@ def simulate(study, args, looks, generator):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--studies", type=int, default=200)
+    parser.add_argument("--studies", type=int, default=100)
     parser.add_argument("--groups", type=int, default=9)
     parser.add_argument("--arms", type=int, default=4)
-    parser.add_argument("--noise", type=float, default=0.12, help="process noise per run, log scale")
+    parser.add_argument("--noise", type=float, default=0.12, help="process noise per run (SD, log scale)")
+    parser.add_argument("--models", nargs="+", default=["gaussian", "heavy-tailed", "bimodal"])
+    parser.add_argument("--step", type=float, default=math.log(1.2), help="the machine's speed-up from round 4 (log)")
     parser.add_argument("--spread", type=float, default=0.2, help="SD of the experiments' true log centres")
-    parser.add_argument("--rounds", type=int, default=3, help="the fixed design's rounds")
-    parser.add_argument("--looks", type=int, nargs="+", default=[3, 5, 8], help="the race's looks; last: maximum")
+    parser.add_argument("--rounds", type=int, default=3, help="the fixed design's rounds, the race's first look")
+    parser.add_argument("--max-rounds", type=int, default=30, help="the race's most rounds")
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=40)
     args = parser.parse_args()
-    looks = planned_looks(args.looks)
-    generator = np.random.default_rng(args.seed)
+    looks = schedule(args.rounds, args.max_rounds)
     print(
         f"{args.studies} studies of {args.groups} groups x {args.arms} experiments, noise {args.noise} per run "
-        f"(paired log-ratio SD {args.noise * math.sqrt(2):.2f}), margin {args.margin:.0%}; fixed {args.rounds} "
-        f"rounds, race looks {args.looks}"
+        f"(paired log-ratio SD {args.noise * math.sqrt(2):.2f}), drift x{math.exp(args.step):.2f} from round 4, "
+        f"margin {args.margin:.0%}; fixed {args.rounds} rounds, race from {args.rounds} to {args.max_rounds} rounds"
     )
-    print(f"{'study':<6} {'design':<12} {'decided':>14} {'false claims':>18} {'runs per study':>15}")
-    for study in ("A/A", "mixed"):
-        for design, (decided, false, runs) in simulate(study, args, looks, generator).items():
-            print(
-                f"{study:<6} {design:<12} {decided:>5.2f} of {args.groups} ({decided / args.groups:>4.0%}) "
-                f"{false:>5.3f} ({false / args.groups:>5.1%} of groups) {runs:>15.1f}"
-            )
+    print(f"{'noise':<13} {'study':<6} {'design':<12} {'decided':>14} {'false claims':>18} {'runs per study':>15}")
+    for model in args.models:
+        args.model = model
+        generator = np.random.default_rng(args.seed)
+        for study in ("A/A", "mixed"):
+            for design, (decided, false, runs) in simulate(study, args, looks, generator).items():
+                print(
+                    f"{model:<13} {study:<6} {design:<12} {decided:>5.2f} of {args.groups} "
+                    f"({decided / args.groups:>4.0%}) {false:>5.3f} ({false / args.groups:>5.1%} of groups) "
+                    f"{runs:>15.1f}"
+                )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def test_no_config_value_runs_a_command(env_python, tmp_path):
         "variants": ["eager"],
         "epochs": [2],
         "repeats": 2,
-        "race": {"looks": [3]},
+        "race": {"max_rounds": 3},
         "max_batch": {"enabled": True, "start": 16, "limit": 32},
         "ops": {"stacks": ["torch-2.13"], "operators": ["relu"]},
         "venv_root": str(tmp_path / f"venvs {HOSTILE}"),

@@ -20,9 +20,10 @@ benchmarks/race_simulation.py holds the rule against fixed rounds.
   degrees of freedom and its own.
 - Eliminated: the sequence lies wholly below 0 (slower than the leader). Retired: it lies within +-log(1 + margin). An
   eliminated or retired rival runs no more rounds; the leader and the live rivals do.
-- Out of reach: at a look, the hardest live rival needs more rounds than `most` (the last look) to decide with 80 %
-  chance at the ratio and spread it shows (sequential.rounds_to_decide); the group stops there (stopping for futility
-  makes no claim, so it costs no error). The smallest lead the most rounds resolve is what the machine's noise allows.
+- Out of reach: at a look, the hardest live rival would need more rounds than `most` (the last look) to decide with
+  80 % chance at the spread it shows, even at a ratio PLAUSIBLE_LEAN standard errors nearer a decision than the one
+  it shows (sequential.rounds_to_decide); the group stops there (stopping for futility makes no claim, so it costs no
+  error). The smallest lead the most rounds resolve is what the machine's noise allows.
 - The budget (a most number of runs, or minutes of runs) buys the cheapest decisions first: at each look the
   undecided groups are ordered by their projected cost to a decision (the rounds their hardest rival needs, times the
   measured seconds of a round of their live experiments), and each runs on while the budget holds its projected cost
@@ -45,6 +46,10 @@ from dlbench.study.analysis.tables import GROUP
 LIVE, ELIMINATED, RETIRED = "live", "eliminated", "retired"
 ALONE, DECIDED, TIED, UNDECIDED = "alone", "decided", "tied", "undecided"
 OUT_OF_REACH, AT_BUDGET = "out of reach", "stopped at the budget"
+# Out of reach only where even a ratio this many standard errors nearer a decision than the one shown would need more
+# than the most rounds: a projection from three noisy rounds is itself noisy, and stopping on the ratio shown gave up
+# half the decisions of simulated studies (benchmarks/race_simulation.py).
+PLAUSIBLE_LEAN = 2.0
 
 
 class Judgement(NamedTuple):
@@ -138,10 +143,9 @@ def race(groups, looks, margin, prior=None, most=None):
             tied = any(state == RETIRED for state, _ in states.values())
             return Race(TIED if tied else DECIDED, leader, states, judgements, 0)
         result = Race(UNDECIDED, leader, states, judgements, math.inf)
-        needed = rounds_needed(result, groups, margin, prior, most)
-        if needed > most:
+        if rounds_needed(result, groups, margin, prior, most, PLAUSIBLE_LEAN) > most:
             return result._replace(outcome=OUT_OF_REACH)
-    return result._replace(needed=needed)
+    return result._replace(needed=min(rounds_needed(result, groups, margin, prior, most), most))
 
 
 def rounds_spent(result):
@@ -239,9 +243,10 @@ def live_experiments(result):
     return sorted(experiment for experiment, (state, _) in result.states.items() if state == LIVE)
 
 
-def rounds_needed(result, runs, margin, prior, most):
+def rounds_needed(result, runs, margin, prior, most, lean=0.0):
     """The rounds in all the group's hardest live rival needs to decide with 80 % chance at its last look's level, at
-    the ratio and spread it shows (sequential.rounds_to_decide); inf where one would need more than `most`."""
+    the ratio and spread it shows, or at a ratio `lean` standard errors nearer a decision (sequential.rounds_to_decide);
+    inf where one would need more than `most`."""
     needs = []
     for rival in live_experiments(result):
         judgement = result.judgements.get(rival)
@@ -249,7 +254,9 @@ def rounds_needed(result, runs, margin, prior, most):
             continue
         log_ratio = look_ratio(runs[rival], runs[judgement.against], judgement.rounds, prior)
         bound = equivalence_bound(margin)
-        needed = None if log_ratio is None else sequential.rounds_to_decide(log_ratio, bound, judgement.level, most)
+        needed = (
+            None if log_ratio is None else sequential.rounds_to_decide(log_ratio, bound, judgement.level, most, lean)
+        )
         needs.append(math.inf if needed is None else needed)
     return max(needs, default=math.inf)
 

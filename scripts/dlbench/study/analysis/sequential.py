@@ -96,25 +96,26 @@ def after(log_ratio, rounds):
     return log_ratio._replace(error=log_ratio.spread / math.sqrt(rounds), freedom=freedom, rounds=rounds)
 
 
-def decides_after(log_ratio, bound, rounds, level, power=POWER):
-    """Whether `rounds` rounds decide with probability `power` at the observed ratio and spread: the estimate at
-    least the sequence's reach plus the power's share of chance away from 0 (a difference) or from the nearer bound
-    (an equivalence)."""
+def decides_after(log_ratio, bound, rounds, level, lean=0.0, power=POWER):
+    """Whether `rounds` rounds decide with probability `power` at the observed spread and the observed ratio, or one
+    `lean` standard errors nearer a decision: the estimate at least the sequence's reach plus the power's share of
+    chance away from 0 (a difference) or from the nearer bound (an equivalence)."""
     future = after(log_ratio, rounds)
     needed = reach(future, level) + t_critical(1 - power, future.freedom) * future.error
-    distance = abs(log_ratio.estimate)
-    return distance >= needed or bound - distance >= needed
+    distance, leaning = abs(log_ratio.estimate), lean * log_ratio.error
+    return distance + leaning >= needed or bound - distance + leaning >= needed
 
 
-def rounds_to_decide(log_ratio, bound, level, most):
+def rounds_to_decide(log_ratio, bound, level, most, lean=0.0):
     """The fewest rounds, from the ones it rests on, that decide the comparison at `level` with probability POWER
-    at the observed ratio and spread; None where not even `most` would (it is out of reach)."""
+    at the observed ratio and spread (or a ratio `lean` standard errors nearer a decision); None where not even
+    `most` would (it is out of reach)."""
     low, high = log_ratio.rounds, most
-    if low > high or not decides_after(log_ratio, bound, high, level):
+    if low > high or not decides_after(log_ratio, bound, high, level, lean):
         return None
     while low < high:  # deciding only gets easier with more rounds: bisect for the first count that does
         middle = (low + high) // 2
-        if decides_after(log_ratio, bound, middle, level):
+        if decides_after(log_ratio, bound, middle, level, lean):
             high = middle
         else:
             low = middle + 1

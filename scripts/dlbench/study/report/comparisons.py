@@ -38,9 +38,10 @@ METHOD = (
     "comparisons one step at a time, the first at 0.05 / m, the next at 0.05 / (m - 1), and stops at the first it "
     "cannot decide), so it agrees with the verdict: wholly above or below 1, faster or slower; containing 1 and "
     "inside the margin, equivalent; containing 1 and reaching past the margin, inconclusive. Raced, each rival is "
-    "tested at the level of the look that judged it (Racing, in the methodology: the look's share of alpha over "
-    "every pair of the group), not by Holm's step; its p's are then scaled to the race's 0.05 (p times 0.05 over "
-    'that level), so that below 0.05 reads as decided there too, and the columns say "race-adjusted". Experiments '
+    "judged by the race's confidence sequence (Racing, in the methodology: an interval valid at every round at "
+    "once, at 0.05 shared among every pair of the group), not by Holm's step; its interval is that sequence's, its "
+    "p's are always-valid (1 over the evidence against the null), scaled to the race's 0.05 (times the group's "
+    'pairs), so that below 0.05 reads as decided there too, and the columns say "race-adjusted". Experiments '
     "with fewer than 3 ok repeats, on either side, are not tested. The table is also "
     "`results/tables/comparisons.csv` (and `.parquet`). Δ, as benchstat prints it: the change in throughput "
     'where the verdict proves one, "~" where it does not, with n per side: the rounds both ran where paired, each '
