@@ -293,9 +293,9 @@ def test_a_race_budget_too_small_for_the_first_rounds_is_refused_naming_the_key(
 
 
 # config.yaml's keys whose value is the default study's choice rather than the schema's default: the exclusions are a
-# judgement about the default stacks, and the operator sweep is off in the default study (a config that names
-# `ops.stacks` gets the schema's operators, sizes and samples).
-STUDY_CHOICES = {"exclude", "ops"}
+# judgement about the default stacks, the operator sweep is off in the default study (a config that names
+# `ops.stacks` gets the schema's operators, sizes and samples), and the race's budget is sized for the default study.
+STUDY_CHOICES = {"exclude", "ops", "race"}
 
 
 def test_the_default_study_is_the_schemas_defaults_but_for_its_named_choices():

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dlbench import record_fields
+from dlbench.study.analysis.blocks import adjusted_table
 from dlbench.study.analysis.noise import UNSTABLE_CV, noise_columns
 from dlbench.study.analysis.records import Derived
 from dlbench.study.analysis.statistics import MIN_REPEATS, log_interval, mean_interval
@@ -114,5 +115,7 @@ def summarise(group):
 
 
 def summary_table(runs):
-    """One row per experiment and machine (IDENTITY), over its runs."""
-    return runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
+    """One row per experiment and machine (IDENTITY), over its runs, with its throughput at the average round of its
+    group beside the plain geometric mean (blocks.adjusted_table)."""
+    summary = runs.groupby(IDENTITY, dropna=False, sort=True).apply(summarise, include_groups=False).reset_index()
+    return summary.merge(adjusted_table(runs), on=["experiment_id", "machine"], how="left")

@@ -1,0 +1,104 @@
+"""Rounds as blocks: each experiment's throughput with the machine's drift between rounds taken out.
+
+A round's runs ran back to back, so a round is a block: log throughput = experiment effect + round effect + noise. A
+race gives later rounds only to the experiments still in the running, so an experiment eliminated at round 3 was
+measured only in the early rounds and its leader in all of them; where the machine sped up or slowed down between them,
+the two experiments' plain geometric means carry that drift, and their ratio with it. Least squares over the group's
+incomplete blocks estimates each experiment's effect at the average round (the round effects sum to zero), which every
+experiment shares, so that experiments that did not run in the same rounds meet on one footing; it needs each round to
+hold an experiment that ran in others, which the race's leader gives. The paired log ratios the race tests with are the
+two-experiment case of the same model.
+
+Intervals are Student's t on the residual degrees of freedom (runs - experiments - rounds + 1), none where there are
+none left (every experiment ran once, or one round). Plain numpy: the planner and the aggregation read it alike.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from dlbench.study.analysis.race import ok_only, race_groups
+from dlbench.study.analysis.statistics import ALPHA
+from dlbench.study.analysis.student import t_critical
+from dlbench.study.analysis.tables import GROUP
+
+ADJUSTED = ["train_images_per_s_adjusted", "train_images_per_s_adjusted_low", "train_images_per_s_adjusted_high"]
+
+
+class Effect(NamedTuple):
+    centre: float  # back-transformed: a throughput for an experiment, a factor on it for a round
+    low: float
+    high: float
+
+
+class Blocks(NamedTuple):
+    experiments: dict  # experiment -> Effect: its throughput at the average round
+    rounds: dict  # round -> Effect: the machine's speed in that round, as a factor on the average round's
+    freedom: int  # the residual degrees of freedom
+
+
+def design(throughputs):
+    """(experiments, rounds, design matrix, log throughputs) of experiment -> {round: throughput}: one column per
+    experiment, then the rounds but the last in deviation coding (the last is minus their sum, so they sum to 0)."""
+    experiments = sorted(throughputs)
+    rounds = sorted({round_ for by_round in throughputs.values() for round_ in by_round})
+    rows, logs = [], []
+    for index, experiment in enumerate(experiments):
+        for round_, value in sorted(throughputs[experiment].items()):
+            row = np.zeros(len(experiments) + len(rounds) - 1)
+            row[index] = 1.0
+            position = rounds.index(round_)
+            if position < len(rounds) - 1:
+                row[len(experiments) + position] = 1.0
+            else:
+                row[len(experiments) :] = -1.0
+            rows.append(row)
+            logs.append(np.log(value))
+    return experiments, rounds, np.array(rows), np.array(logs)
+
+
+def interval(estimate, variance, critical):
+    half = critical * np.sqrt(max(variance, 0.0))
+    return Effect(float(np.exp(estimate)), float(np.exp(estimate - half)), float(np.exp(estimate + half)))
+
+
+def round_adjusted(throughputs, alpha=ALPHA):
+    """The Blocks of one group's ok runs (experiment -> {round: throughput}), intervals at 1 - alpha (NaN without
+    residual freedom)."""
+    experiments, rounds, matrix, logs = design(throughputs)
+    coefficients, *_ = np.linalg.lstsq(matrix, logs, rcond=None)
+    freedom = len(logs) - matrix.shape[1]
+    if freedom > 0:
+        residual = float(np.sum((logs - matrix @ coefficients) ** 2)) / freedom
+        covariance = residual * np.linalg.pinv(matrix.T @ matrix)
+        critical = t_critical(alpha / 2, freedom)
+    else:
+        covariance, critical = np.zeros((matrix.shape[1], matrix.shape[1])), np.nan
+    by_experiment = {
+        experiment: interval(coefficients[index], covariance[index, index], critical)
+        for index, experiment in enumerate(experiments)
+    }
+    first = len(experiments)
+    contrasts = np.vstack([np.eye(len(rounds) - 1), -np.ones(len(rounds) - 1)]) if len(rounds) > 1 else np.zeros((1, 0))
+    by_round = {}
+    for round_, contrast in zip(rounds, contrasts):
+        estimate = float(contrast @ coefficients[first:])
+        variance = float(contrast @ covariance[first:, first:] @ contrast)
+        by_round[round_] = interval(estimate, variance, critical)
+    return Blocks(by_experiment, by_round, freedom)
+
+
+def adjusted_table(runs):
+    """Per experiment and machine, its steady throughput at the average round of its comparison group (ADJUSTED:
+    round_adjusted's centre and 95 % interval), from the runs table's final ok tries, grouped as the race groups them."""
+    rows = []
+    for key, by_experiment in race_groups(runs).items():
+        ok = ok_only(by_experiment)
+        if not ok:
+            continue
+        for experiment, effect in round_adjusted(ok).experiments.items():
+            rows.append(
+                dict(zip(["experiment_id", "machine", *ADJUSTED], [experiment, key[GROUP.index("machine")], *effect]))
+            )
+    return pd.DataFrame(rows, columns=["experiment_id", "machine", *ADJUSTED])

@@ -1,0 +1,57 @@
+"""Rounds as blocks (dlbench/study/analysis/blocks.py): a planted drift between rounds is recovered and taken out of
+the throughputs of experiments that ran in different rounds."""
+
+import math
+
+import numpy as np
+import pytest
+from dlbench.study.analysis.blocks import round_adjusted
+
+
+def raced_runs(seed, speed_up=1.25, noise=0.03):
+    """A race's incomplete blocks: the leader and a live rival run 8 rounds, a rival eliminated after 3 only the
+    first; the machine runs 25 % faster from round 4 on."""
+    generator = np.random.default_rng(seed)
+    centres, last = {"leader": 200.0, "rival": 180.0, "eliminated": 100.0}, {"leader": 8, "rival": 8, "eliminated": 3}
+    return {
+        name: {
+            round_: centre * (speed_up if round_ >= 4 else 1.0) * math.exp(generator.normal(0, noise))
+            for round_ in range(1, last[name] + 1)
+        }
+        for name, centre in centres.items()
+    }
+
+
+def test_a_planted_drift_is_recovered_and_the_eliminated_experiment_meets_the_leader_at_the_average_round():
+    runs = raced_runs(seed=0)
+    blocks = round_adjusted(runs)
+    assert blocks.freedom == 19 - 3 - 7
+    late = np.mean([math.log(blocks.rounds[round_].centre) for round_ in range(4, 9)])
+    early = np.mean([math.log(blocks.rounds[round_].centre) for round_ in range(1, 4)])
+    assert math.exp(late - early) == pytest.approx(1.25, rel=0.05)  # the machine's speed-up, measured
+    assert all(effect.low < effect.centre < effect.high for effect in blocks.rounds.values())
+    # the plain geometric means set the early-only experiment against a leader measured mostly fast: biased
+    plain = {name: math.exp(np.mean(np.log(list(by_round.values())))) for name, by_round in runs.items()}
+    assert plain["eliminated"] / plain["leader"] < 0.5 * 0.9
+    adjusted = {name: effect.centre for name, effect in blocks.experiments.items()}
+    assert adjusted["eliminated"] / adjusted["leader"] == pytest.approx(0.5, rel=0.05)
+    true_at_average_round = 100.0 * math.exp((3 * 0 + 5 * math.log(1.25)) / 8)
+    effect = blocks.experiments["eliminated"]
+    assert effect.low < true_at_average_round < effect.high
+
+
+def test_the_planted_truth_lies_in_the_interval_about_as_often_as_its_confidence_says():
+    true_at_average_round = 100.0 * math.exp(5 * math.log(1.25) / 8)
+    covered = sum(
+        round_adjusted(raced_runs(seed)).experiments["eliminated"].low
+        < true_at_average_round
+        < round_adjusted(raced_runs(seed)).experiments["eliminated"].high
+        for seed in range(200)
+    )
+    assert covered / 200 >= 0.9
+
+
+def test_without_residual_freedom_there_is_no_interval():
+    blocks = round_adjusted({"a": {1: 100.0}, "b": {1: 50.0}})
+    assert blocks.freedom == 0 and blocks.experiments["a"].centre == pytest.approx(100.0)
+    assert math.isnan(blocks.experiments["a"].low)
