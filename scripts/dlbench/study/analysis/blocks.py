@@ -102,3 +102,11 @@ def adjusted_table(runs):
                 dict(zip(["experiment_id", "machine", *ADJUSTED], [experiment, key[GROUP.index("machine")], *effect]))
             )
     return pd.DataFrame(rows, columns=["experiment_id", "machine", *ADJUSTED])
+
+
+def side_by_side(summary):
+    """Each experiment's throughput where experiments meet side by side: at the average round of its group where the
+    summary has it (adjusted_table), else its geometric mean (a summary from before that column)."""
+    if ADJUSTED[0] not in summary:
+        return summary["train_images_per_s_gmean"]
+    return summary[ADJUSTED[0]].fillna(summary["train_images_per_s_gmean"])

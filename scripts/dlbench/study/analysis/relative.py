@@ -4,8 +4,9 @@ against one reference stack, and per stack a summary across the groups it ran in
 - Reference: the config's `comparison_baseline` where the study has that stack, else the stack proven fastest (a
   decided answer) in the most groups (ties: the one measured in more groups, then by name). One stack for every
   group, so that a column of ratios reads across workloads.
-- Cell: a stack's fastest variant in the group (its highest geometric-mean steady throughput) over the reference's
-  fastest variant there; empty where either has no measured run. Untested: the Comparisons section tests each pair
+- Cell: a stack's fastest variant in the group (its highest steady throughput at the average round of the group:
+  blocks.side_by_side, so that a stack a race stopped early meets the reference on the same footing whatever the
+  machine's drift between rounds) over the reference's fastest variant there; empty where either has no measured run. Untested: the Comparisons section tests each pair
   within its group; this table sets the groups side by side.
 - Summary row per stack: the geometric mean of its ratios over the groups where both it and the reference ran, with
   a 95% interval from Student's t on their logarithms across groups (3 groups or more). Descriptive: it treats the
@@ -17,6 +18,7 @@ from collections import Counter
 
 import pandas as pd
 
+from dlbench.study.analysis.blocks import side_by_side
 from dlbench.study.analysis.fastest import DECISIVE
 from dlbench.study.analysis.statistics import log_interval
 from dlbench.study.analysis.tables import GROUP
@@ -51,9 +53,9 @@ def reference_stack(summary, fastest, named):
 
 
 def best_variants(part):
-    """Per stack, its fastest variant's row in one group."""
-    measured = part[part["train_images_per_s_gmean"].notna()]
-    return measured.loc[measured.groupby("stack")["train_images_per_s_gmean"].idxmax()]
+    """Per stack, its fastest variant's row in one group, with its throughput side by side (`throughput`)."""
+    measured = part[part["train_images_per_s_gmean"].notna()].assign(throughput=lambda rows: side_by_side(rows))
+    return measured.loc[measured.groupby("stack")["throughput"].idxmax()]
 
 
 def group_labels(keys):
@@ -86,7 +88,7 @@ def relative_table(summary, fastest, named=None):
         best = best_variants(part).set_index("stack")
         if reference not in best.index:
             continue
-        base = best.loc[reference, "train_images_per_s_gmean"]
+        base = best.loc[reference, "throughput"]
         for stack, row in best.iterrows():
             rows.append(
                 dict(
@@ -96,7 +98,7 @@ def relative_table(summary, fastest, named=None):
                     variant=row["variant"],
                     reference_stack=reference,
                     reference_rule=rule,
-                    ratio=row["train_images_per_s_gmean"] / base,
+                    ratio=row["throughput"] / base,
                     groups=1,
                 )
             )
