@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 from dlbench.cli import run_main
 from dlbench.io import replacing_all
+from dlbench.study.analysis.blocks import rounds_table
 from dlbench.study.analysis.comparisons import comparisons, version_pairs
 from dlbench.study.analysis.cost import with_costs
 from dlbench.study.analysis.fastest import fastest_table
@@ -116,6 +117,7 @@ def main():
         "scaling": scaling_table(runs, summary, args.equivalence_margin),
         "telemetry": telemetry_table(records, machines),
         "workload": workload_table(runs),
+        "rounds": rounds_table(runs),
     }
     tables["fastest"] = fastest_table(summary, tables["comparisons"], raced)
     tables["relative"] = relative_table(summary, tables["fastest"], args.baseline)

@@ -4,8 +4,9 @@ the throughputs of experiments that ran in different rounds."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
-from dlbench.study.analysis.blocks import round_adjusted
+from dlbench.study.analysis.blocks import round_adjusted, rounds_table
 
 
 def raced_runs(seed, speed_up=1.25, noise=0.03):
@@ -55,3 +56,18 @@ def test_without_residual_freedom_there_is_no_interval():
     blocks = round_adjusted({"a": {1: 100.0}, "b": {1: 50.0}})
     assert blocks.freedom == 0 and blocks.experiments["a"].centre == pytest.approx(100.0)
     assert math.isnan(blocks.experiments["a"].low)
+
+
+def test_the_rounds_table_gives_each_machines_speed_by_round_and_its_drift():
+    rows = [
+        dict(machine="cpu", experiment_id=name, rep=round_, status="ok", final_try=True, train_images_per_s=value)
+        for name, by_round in raced_runs(seed=1).items()
+        for round_, value in by_round.items()
+    ]
+    rows.append(dict(rows[0], status="contended", final_try=False, train_images_per_s=1.0))  # a try run again
+    rows.append(dict(machine="other", experiment_id="x", rep=1, status="ok", final_try=True, train_images_per_s=5.0))
+    table = rounds_table(pd.DataFrame(rows))
+    assert list(table["machine"].unique()) == ["cpu"]  # one round on "other": no drift to show
+    assert list(table["round"]) == list(range(1, 9)) and list(table["experiments"]) == [3, 3, 3, 2, 2, 2, 2, 2]
+    assert table["drift"].iloc[0] == pytest.approx(1.25, rel=0.1)
+    assert (table["speed_low"] < table["speed"]).all() and (table["speed"] < table["speed_high"]).all()

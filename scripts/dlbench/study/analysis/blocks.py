@@ -24,6 +24,7 @@ from dlbench.study.analysis.student import t_critical
 from dlbench.study.analysis.tables import GROUP
 
 ADJUSTED = ["train_images_per_s_adjusted", "train_images_per_s_adjusted_low", "train_images_per_s_adjusted_high"]
+ROUNDS_COLUMNS = ["machine", "round", "speed", "speed_low", "speed_high", "experiments", "drift"]
 
 
 class Effect(NamedTuple):
@@ -110,3 +111,26 @@ def side_by_side(summary):
     if ADJUSTED[0] not in summary:
         return summary["train_images_per_s_gmean"]
     return summary[ADJUSTED[0]].fillna(summary["train_images_per_s_gmean"])
+
+
+def rounds_table(runs):
+    """Per machine and round, the machine's speed in that round as a factor on its average round (ROUNDS_COLUMNS:
+    round_adjusted over every experiment of the machine, each its own effect, from the final ok tries, with its 95 %
+    interval), the experiments that ran it, and the machine's `drift`: its fastest round's speed over its slowest's.
+    A machine with one round has no drift to show (none)."""
+    final = runs[runs["final_try"].astype(bool) & (runs["status"] == "ok") & runs["train_images_per_s"].notna()]
+    rows = []
+    for machine, part in final.groupby("machine", sort=True):
+        by_experiment = {}
+        for experiment, rep, value in part[["experiment_id", "rep", "train_images_per_s"]].itertuples(index=False):
+            by_experiment.setdefault(experiment, {})[int(rep)] = float(value)
+        counts = part.groupby("rep")["experiment_id"].nunique()
+        if len(counts) < 2:
+            continue
+        effects = round_adjusted(by_experiment).rounds
+        drift = max(effect.centre for effect in effects.values()) / min(effect.centre for effect in effects.values())
+        rows += [
+            dict(zip(ROUNDS_COLUMNS, [machine, round_, *effect, int(counts[round_]), drift]))
+            for round_, effect in sorted(effects.items())
+        ]
+    return pd.DataFrame(rows, columns=ROUNDS_COLUMNS)

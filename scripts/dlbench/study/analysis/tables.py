@@ -20,6 +20,7 @@ TABLES = (  # aggregate.py
     "telemetry",
     "workload",
     "machines",
+    "rounds",
 )
 OPS_TABLE = "ops"  # scripts/aggregate_ops.py: the operator sweep
 FOLDER = "results/tables"

@@ -20,6 +20,7 @@ from dlbench.study.report import (
     comparisons,
     contended,
     convergence,
+    drift,
     end_to_end,
     engagement,
     epoch_time,
@@ -50,6 +51,7 @@ RESULT_SECTIONS = [
     end_to_end,
     batch_size,
     epoch_time,
+    drift,
     convergence,
     comparisons,
     results,
@@ -88,6 +90,7 @@ class Study:
     ops: pd.DataFrame
     workload: pd.DataFrame
     machines: pd.DataFrame
+    rounds: pd.DataFrame
     origin: dict
 
     @classmethod
