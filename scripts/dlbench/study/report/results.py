@@ -31,12 +31,25 @@ def latency_cell(row):
     return f"{median:.3g}, {p99:.3g}"
 
 
+def average_round_cell(row):
+    """The throughput at the average round of the group with its interval (rounds as blocks); a dash where the
+    summary has none."""
+    centre = row.get("train_images_per_s_adjusted")
+    if row["runs_ok"] == 0 or centre is None or pd.isna(centre):
+        return "–"
+    if pd.isna(row["train_images_per_s_adjusted_low"]):
+        return f"{centre:,.0f}"
+    low, high = row["train_images_per_s_adjusted_low"], row["train_images_per_s_adjusted_high"]
+    return f"{centre:,.0f} [{low:,.0f}, {high:,.0f}]"
+
+
 def summary_table(summary):
     header = [
         "stack",
         "variant",
         "images/s (geometric mean)",
         "95% interval",
+        "at the average round [95%]",
         "CV",
         "steady epoch s (median)",
         "first epoch s (median)",
@@ -57,6 +70,7 @@ def summary_table(summary):
                     row["variant_label"],
                     throughput,
                     interval_cell(row, "train_images_per_s_ci95_low", "train_images_per_s_ci95_high"),
+                    average_round_cell(row),
                     cell(row, "train_images_per_s_cv", 1, percent) + (" unstable" if row.get("unstable") else ""),
                     cell(row, "steady_epoch_s_median", 3),
                     cell(row, "first_epoch_s_median", 3),
@@ -72,7 +86,10 @@ def summary_table(summary):
 
 def markdown(study, figures):
     return lead_in(
-        "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); CV is "
+        "Images/s is the geometric mean of the repeats' steady throughput with its 95% interval (log-scale t); at the "
+        "average round, the same with the machine's drift between rounds taken out (experiment plus round fitted over "
+        "the group's runs: The machine's speed by round), the figure to set beside another experiment's where a race "
+        "ran them in different rounds; CV is "
         "the coefficient of variation across repeats, marked unstable from 10 % (pyperf's warning); a language "
         "model's images are its sequences, its tokens/s "
         "(sequences/s x context) beside them. Whether two experiments differ beyond noise is their "
