@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from dlbench.study.analysis.blocks import round_adjusted, rounds_table
+from dlbench.study.analysis.blocks import adjusted_table, round_adjusted, rounds_table
+from dlbench.study.analysis.tables import GROUP
 
 
 def raced_runs(seed, speed_up=1.25, noise=0.03):
@@ -71,3 +72,18 @@ def test_the_rounds_table_gives_each_machines_speed_by_round_and_its_drift():
     assert list(table["round"]) == list(range(1, 9)) and list(table["experiments"]) == [3, 3, 3, 2, 2, 2, 2, 2]
     assert table["drift"].iloc[0] == pytest.approx(1.25, rel=0.1)
     assert (table["speed_low"] < table["speed"]).all() and (table["speed"] < table["speed_high"]).all()
+
+
+def test_the_summary_columns_hold_each_experiment_at_its_groups_average_round_in_images_and_tokens():
+    base = dict(zip(GROUP, ["cpu", "tokens", "gpt-tiny", "cpu", 64, "adam", 0.001, 3, "device", 1, "weak"]))
+    rows = [
+        dict(base, experiment_id=name, rep=round_, status="ok", final_try=True, train_images_per_s=value)
+        | {"train_tokens_per_s": value * 64}
+        for name, by_round in raced_runs(seed=2).items()
+        for round_, value in by_round.items()
+    ]
+    table = adjusted_table(pd.DataFrame(rows)).set_index("experiment_id")
+    centre = table["train_images_per_s_adjusted"]
+    assert centre["eliminated"] / centre["leader"] == pytest.approx(0.5, rel=0.05)
+    assert (table["train_tokens_per_s_adjusted"] / centre).to_numpy() == pytest.approx(64.0)
+    assert (table["train_images_per_s_adjusted_low"] < centre).all()

@@ -18,12 +18,10 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from dlbench.study.analysis.race import ok_only, race_groups
 from dlbench.study.analysis.statistics import ALPHA
 from dlbench.study.analysis.student import t_critical
 from dlbench.study.analysis.tables import GROUP
 
-ADJUSTED = ["train_images_per_s_adjusted", "train_images_per_s_adjusted_low", "train_images_per_s_adjusted_high"]
 ROUNDS_COLUMNS = ["machine", "round", "speed", "speed_low", "speed_high", "experiments", "drift"]
 
 
@@ -90,27 +88,43 @@ def round_adjusted(throughputs, alpha=ALPHA):
     return Blocks(by_experiment, by_round, freedom)
 
 
+def adjusted(stem):
+    """The summary columns of a throughput at the average round: centre, low, high."""
+    return [f"{stem}_adjusted", f"{stem}_adjusted_low", f"{stem}_adjusted_high"]
+
+
+STEMS = ("train_images_per_s", "train_tokens_per_s")  # a language model's tokens as well as its sequences
+
+
 def adjusted_table(runs):
-    """Per experiment and machine, its steady throughput at the average round of its comparison group (ADJUSTED:
-    round_adjusted's centre and 95 % interval), from the runs table's final ok tries, grouped as the race groups them."""
-    rows = []
-    for key, by_experiment in race_groups(runs).items():
-        ok = ok_only(by_experiment)
-        if not ok:
-            continue
-        for experiment, effect in round_adjusted(ok).experiments.items():
-            rows.append(
-                dict(zip(["experiment_id", "machine", *ADJUSTED], [experiment, key[GROUP.index("machine")], *effect]))
-            )
-    return pd.DataFrame(rows, columns=["experiment_id", "machine", *ADJUSTED])
+    """Per experiment and machine, its steady throughput (images, and a language model's tokens) at the average round
+    of its comparison group (adjusted(stem): round_adjusted's centre and 95 % interval), from the runs table's final
+    ok tries, grouped as the race groups them."""
+    final = runs[runs["final_try"].astype(bool) & (runs["status"] == "ok")]
+    table = pd.DataFrame(columns=["experiment_id", "machine"])
+    for stem in (stem for stem in STEMS if stem in final):
+        rows = []
+        for key, part in final[final[stem].notna()].groupby(GROUP, dropna=False, sort=True):
+            by_experiment = {}
+            for experiment, rep, value in part[["experiment_id", "rep", stem]].itertuples(index=False):
+                by_experiment.setdefault(experiment, {})[int(rep)] = float(value)
+            machine = key[GROUP.index("machine")]
+            rows += [
+                [experiment, machine, *effect]
+                for experiment, effect in round_adjusted(by_experiment).experiments.items()
+            ]
+        found = pd.DataFrame(rows, columns=["experiment_id", "machine", *adjusted(stem)])
+        table = table.merge(found, on=["experiment_id", "machine"], how="outer")
+    return table
 
 
 def side_by_side(summary):
     """Each experiment's throughput where experiments meet side by side: at the average round of its group where the
     summary has it (adjusted_table), else its geometric mean (a summary from before that column)."""
-    if ADJUSTED[0] not in summary:
+    centre = adjusted("train_images_per_s")[0]
+    if centre not in summary:
         return summary["train_images_per_s_gmean"]
-    return summary[ADJUSTED[0]].fillna(summary["train_images_per_s_gmean"])
+    return summary[centre].fillna(summary["train_images_per_s_gmean"])
 
 
 def rounds_table(runs):

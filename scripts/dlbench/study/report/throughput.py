@@ -3,6 +3,7 @@
 import pandas as pd
 
 from dlbench.axes import PANEL
+from dlbench.study.analysis.blocks import adjusted
 from dlbench.study.palette import series_style
 from dlbench.study.report.common import (
     STATUS_LABEL,
@@ -24,14 +25,22 @@ from dlbench.study.report.common import (
 TITLE = "Training throughput"
 
 
+def centre_columns(row, stem):
+    """The columns of an experiment's point: its throughput at the average round of its group with that interval
+    where the summary has it (rounds as blocks), else its geometric mean with its 95% interval."""
+    if pd.notna(row.get(adjusted(stem)[0])):
+        return adjusted(stem)
+    return [f"{stem}_gmean", f"{stem}_ci95_low", f"{stem}_ci95_high"]
+
+
 def throughput_point(axis, row, y, repeats, stem):
-    """One experiment: its geometric mean with its 95% interval (none below 3 repeats) in its series' style, and its
-    repeats as small dots just below, so that three repeats are seen, not only the interval they give. stem: the
-    throughput columns plotted (images or tokens: throughput_unit)."""
+    """One experiment: its throughput at the average round with its 95% interval (centre_columns; none below 3
+    repeats) in its series' style, and its repeats as measured as small dots just below, so that three repeats are
+    seen, not only the interval they give. stem: the throughput columns plotted (images or tokens: throughput_unit)."""
     style = series_style(row["stack"], row["variant"], row["data_placement"], linestyle="")
-    centre = row[f"{stem}_gmean"]
-    below = 0 if pd.isna(row[f"{stem}_ci95_low"]) else centre - row[f"{stem}_ci95_low"]
-    above = 0 if pd.isna(row[f"{stem}_ci95_high"]) else row[f"{stem}_ci95_high"] - centre
+    centre, low, high = (row[column] for column in centre_columns(row, stem))
+    below = 0 if pd.isna(low) else centre - low
+    above = 0 if pd.isna(high) else high - centre
     axis.errorbar(centre, y, xerr=[[below], [above]], capsize=2, markersize=4, **style)
     axis.scatter(repeats, [y - 0.09] * len(repeats), s=4, color=style["color"], linewidths=0)
 
@@ -74,11 +83,13 @@ def markdown(study, figures):
     empty = [panel_title(panel) for panel in panel_titles(summary[~drawn])]
     left_out = f"\n\nNot drawn, as no run there finished (Failed runs): {'; '.join(empty)}.\n" if empty else "\n"
     return (
-        "![Training throughput per stack and variant: geometric mean over repeats with its 95% interval, each "
-        "repeat a small dot below](figures/throughput.svg)\n\n"
+        "![Training throughput per stack and variant: at the average round with its 95% interval, each repeat as "
+        "measured a small dot below](figures/throughput.svg)\n\n"
         "A language model's panel counts tokens (its sequences times their length), every other panel images. "
         "Steady-epoch training throughput (epochs 2..N; the first epoch carries compilation and is reported apart): "
-        "the geometric mean over repeats, with its 95% interval from Student's t on log throughput, back-transformed "
-        "(so it is never zero or negative, and is asymmetric). Experiments with fewer than 3 ok repeats have no "
-        "interval." + left_out
+        "each point is the experiment's throughput at the average round of its group, with its 95% interval (log "
+        "throughput fitted as experiment plus round over the group's runs, back-transformed: never zero or negative, "
+        "and asymmetric), so that experiments a race ran in different rounds meet on one footing whatever the "
+        "machine's drift between rounds (The machine's speed by round); the dots are the repeats as measured. "
+        "Where a group leaves no freedom for an interval (its experiments ran once each), there is none." + left_out
     )
