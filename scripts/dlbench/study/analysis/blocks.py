@@ -96,10 +96,24 @@ def adjusted(stem):
 STEMS = ("train_images_per_s", "train_tokens_per_s")  # a language model's tokens as well as its sequences
 
 
+def round_shares(throughputs, blocks):
+    """experiment -> the share of the variance of its log throughput across runs that its rounds' effects account for
+    (1 - the variance with them taken out over the variance as measured, within [0, 1]): the machine's drift, apart
+    from the processes' own noise; NaN below 3 runs or without spread."""
+    shares = {}
+    for experiment, by_round in throughputs.items():
+        logs = np.log(np.array([by_round[round_] for round_ in sorted(by_round)]))
+        drift = np.log(np.array([blocks.rounds[round_].centre for round_ in sorted(by_round)]))
+        measured = logs.var(ddof=1) if len(logs) >= 3 else 0.0
+        shares[experiment] = float(np.clip(1 - (logs - drift).var(ddof=1) / measured, 0, 1)) if measured > 0 else np.nan
+    return shares
+
+
 def adjusted_table(runs):
     """Per experiment and machine, its steady throughput (images, and a language model's tokens) at the average round
-    of its comparison group (adjusted(stem): round_adjusted's centre and 95 % interval), from the runs table's final
-    ok tries, grouped as the race groups them."""
+    of its comparison group (adjusted(stem): round_adjusted's centre and 95 % interval), and the share of its
+    throughput's variance across runs that the rounds account for (`round_share`, round_shares), from the runs table's
+    final ok tries, grouped as the race groups them."""
     final = runs[runs["final_try"].astype(bool) & (runs["status"] == "ok")]
     table = pd.DataFrame(columns=["experiment_id", "machine"])
     for stem in (stem for stem in STEMS if stem in final):
@@ -108,14 +122,15 @@ def adjusted_table(runs):
             by_experiment = {}
             for experiment, rep, value in part[["experiment_id", "rep", stem]].itertuples(index=False):
                 by_experiment.setdefault(experiment, {})[int(rep)] = float(value)
-            machine = key[GROUP.index("machine")]
+            machine, blocks = key[GROUP.index("machine")], round_adjusted(by_experiment)
+            shares = round_shares(by_experiment, blocks)
             rows += [
-                [experiment, machine, *effect]
-                for experiment, effect in round_adjusted(by_experiment).experiments.items()
+                [experiment, machine, *effect, shares[experiment]] for experiment, effect in blocks.experiments.items()
             ]
-        found = pd.DataFrame(rows, columns=["experiment_id", "machine", *adjusted(stem)])
+        columns = [*adjusted(stem), "round_share" if stem == STEMS[0] else f"{stem}_round_share"]
+        found = pd.DataFrame(rows, columns=["experiment_id", "machine", *columns])
         table = table.merge(found, on=["experiment_id", "machine"], how="outer")
-    return table
+    return table.drop(columns=[f"{stem}_round_share" for stem in STEMS[1:]], errors="ignore")
 
 
 def side_by_side(summary):

@@ -134,6 +134,7 @@ def measurement_quality(summary):
         "sd_within_median": summary["epoch_log_sd_within"].median(),
         "sd_between_median": summary["epoch_log_sd_between"].median(),
         "between_share_median": summary["between_process_share"].median(),
+        "round_share_median": summary["round_share"].median() if "round_share" in summary else float("nan"),
         "runs_steady": int(tested["runs_steady"]),
         "runs_warming_up": int(tested["runs_warming_up"]),
         "runs_slowing_down": int(tested["runs_slowing_down"]),

@@ -358,6 +358,18 @@ def decimal(value):
     return "–" if pd.isna(value) else f"{value:.3f}"
 
 
+def drift_share(quality):
+    """The measurement-quality line's second sentence: how much of the spread across repeats is the machine's drift
+    between rounds (none where no experiment has a share)."""
+    if pd.isna(quality["round_share_median"]):
+        return ""
+    return (
+        f" Of the spread of throughput across repeats, the machine's drift between rounds accounts for "
+        f"{percent(quality['round_share_median'])} (median over experiments; The machine's speed by round), the "
+        "processes' own noise for the rest: the paired comparisons leave the drift out."
+    )
+
+
 def quality_box(summary):
     """How noisy the measurements were, in four lines under the answer: the spread across repeats, where the noise
     lives (within or between processes), how many runs were steady, and the contended tries."""
@@ -370,7 +382,7 @@ def quality_box(summary):
         f"Log epoch time, median over experiments: standard deviation {decimal(quality['sd_within_median'])} between "
         f"epochs of one process, {decimal(quality['sd_between_median'])} between processes; processes hold "
         f"{percent(quality['between_share_median'])} of a run's variance, which only more repeats reduce (longer runs "
-        "reduce the rest).",
+        "reduce the rest)." + drift_share(quality),
         f"Steady state: {quality['runs_steady']} of {tested} runs with {MIN_TREND_EPOCHS} or more steady epochs were "
         f"steady ({quality['runs_warming_up']} still warming up, {quality['runs_slowing_down']} slowing down: a proven "
         f"trend beyond {STEADY_DRIFT:.0%} across the window).",
