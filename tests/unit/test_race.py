@@ -255,3 +255,10 @@ def test_each_noise_source_gets_its_own_prior():
     assert len(quiet) == len(noisy) == 1 and max(quiet) * 20 < min(noisy)
     _, shared = race_study(groups, looks, MARGIN, pool=True)
     assert len({prior.variance for prior in shared.values()}) == 1
+
+
+def test_a_group_still_live_at_the_most_rounds_is_out_of_reach_even_where_a_kinder_ratio_would_decide():
+    """Undecided after its last allowed round, a group has no budget left to be stopped by: it is out of reach."""
+    runs = group({"a": 100.0, "b": 85.0}, 0.1, seed=4, rounds=5)
+    assert race(runs, schedule(3, 5), MARGIN).outcome == OUT_OF_REACH
+    assert race(runs, schedule(3, 5), MARGIN, most=30).outcome == UNDECIDED  # with room to go on, within reach

@@ -193,10 +193,12 @@ def comparisons(runs, summary, named_baseline, margin, race=None):
     return with_verdicts(rows, log_ratios, COMPARISON_COLUMNS, margin)
 
 
-def raced_row(rival, judgement, state, throughputs, prior, margin, most):
+def raced_row(rival, judgement, state, throughputs, prior, margin, most, reachable):
     """The test and decision columns of one rival of a race, against the leader it was last judged against, from the
     race's confidence sequence at that look's level (dlbench.study.analysis.sequential): its interval, its
-    always-valid p's, and where still open the rounds that would decide it and the lead `most` rounds resolve."""
+    always-valid p's, and where still open the rounds that would decide it and the lead `most` rounds resolve. In a
+    group the race left within reach (`reachable`: stopped at the budget), a rival whose ratio as shown would need more
+    than `most` rounds needs the most, as the race costed it (a ratio within its noise decides there)."""
     log_ratio = look_ratio(throughputs[rival], throughputs[judgement.against], judgement.rounds, prior)
     if log_ratio is None:
         tests = dict(method=None, pairs=0, ratio=np.nan)
@@ -211,6 +213,8 @@ def raced_row(rival, judgement, state, throughputs, prior, margin, most):
     p_value, p_same = sequential.difference_p(log_ratio), sequential.equivalence_p(log_ratio, bound)
     scale = ALPHA / judgement.level
     needed = sequential.rounds_to_decide(log_ratio, bound, judgement.level, most) if called == INCONCLUSIVE else None
+    if needed is None and called == INCONCLUSIVE and reachable:
+        needed = most
     return dict(
         method=PAIRED,
         pairs=log_ratio.rounds,
@@ -249,7 +253,8 @@ def raced_comparisons(runs, summary, race, margin):
         for rival, judgement in sorted(result.judgements.items()):
             own, baseline = described.loc[(rival, machine)], described.loc[(judgement.against, machine)]
             state = result.states[rival][0]
-            tests = raced_row(rival, judgement, state, throughputs, priors[key], margin, looks[-1])
+            reachable = result.outcome == UNDECIDED
+            tests = raced_row(rival, judgement, state, throughputs, priors[key], margin, looks[-1], reachable)
             rows.append(
                 dict(
                     zip(GROUP, key),

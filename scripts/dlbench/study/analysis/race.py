@@ -119,10 +119,10 @@ def pair_level(experiments):
 
 def race(groups, looks, margin, prior=None, most=None):
     """Race one group through `looks` (round counts, increasing; `most`, the most rounds a group may run, their last
-    where not given): groups maps experiment -> {round: throughput} (at
-    least the rounds it would run: a left rival's later rounds are never read); prior, where given, the study's
-    (pooling.fit_prior). Returns the Race: decided or tied where one live experiment is left, else undecided (with the
-    rounds its hardest rival needs) or out of reach."""
+    where not given): groups maps experiment -> {round: throughput} (at least the rounds it would run: a left rival's
+    later rounds are never read); prior, where given, the study's (pooling.fit_prior). Returns the Race: decided or
+    tied where one live experiment is left, out of reach where the most rounds would not decide it or it ran them,
+    else undecided (with the rounds in all its hardest rival needs)."""
     experiments, most = sorted(groups), most or looks[-1]
     if len(experiments) == 1:
         return Race(ALONE, experiments[0], {experiments[0]: (LIVE, looks[0])}, {}, 0)
@@ -145,6 +145,8 @@ def race(groups, looks, margin, prior=None, most=None):
         result = Race(UNDECIDED, leader, states, judgements, math.inf)
         if rounds_needed(result, groups, margin, prior, most, PLAUSIBLE_LEAN) > most:
             return result._replace(outcome=OUT_OF_REACH)
+    if looks[-1] >= most:
+        return result._replace(outcome=OUT_OF_REACH)
     return result._replace(needed=min(rounds_needed(result, groups, margin, prior, most), most))
 
 
