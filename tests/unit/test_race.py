@@ -262,3 +262,14 @@ def test_a_group_still_live_at_the_most_rounds_is_out_of_reach_even_where_a_kind
     runs = group({"a": 100.0, "b": 85.0}, 0.1, seed=4, rounds=5)
     assert race(runs, schedule(3, 5), MARGIN).outcome == OUT_OF_REACH
     assert race(runs, schedule(3, 5), MARGIN, most=30).outcome == UNDECIDED  # with room to go on, within reach
+
+
+def test_what_is_left_of_the_budget_buys_a_round_of_the_cheapest_group_whose_decision_does_not_fit():
+    groups = {"few": runs_of({"a": 100.0, "b": 80.0}, 0.1, seed=9, rounds=3)}
+    races, _ = race_study(groups, LOOKS, MARGIN, pool=False)
+    assert races["few"].needed - 3 >= 2  # its decision costs two rounds or more
+    costs = {"a": 10.0, "b": 10.0}
+    chosen, standing = plan_next(groups, costs, 100.0, LOOKS, MARGIN, Budget(math.inf, 100.0 + 20.0), pool=False)
+    assert chosen == ["a", "b"] and standing["few"].startswith("racing on what is left of the budget")
+    chosen, standing = plan_next(groups, costs, 100.0, LOOKS, MARGIN, Budget(math.inf, 100.0 + 19.0), pool=False)
+    assert chosen == [] and standing["few"].startswith(AT_BUDGET)

@@ -27,8 +27,10 @@ benchmarks/race_simulation.py holds the rule against fixed rounds.
 - The budget (a most number of runs, or minutes of runs) buys the cheapest decisions first: at each look the
   undecided groups are ordered by their projected cost to a decision (the rounds their hardest rival needs, times the
   measured seconds of a round of their live experiments), and each runs on while the budget holds its projected cost
-  beside the cheaper groups'; one that does not fit stops there, undecided, with what deciding it would cost. A group
-  stopped once stays stopped (its rounds would no longer line up with its rivals').
+  beside the cheaper groups'; one whose projected cost does not fit runs its next round on what is left where that
+  fits (projections from few rounds are noisy), and stops at the budget, undecided, with what deciding it would cost,
+  where not even a round fits. A group stopped once stays stopped (its rounds would no longer line up with its
+  rivals').
 - Grouping: race_groups keys a group by its machine and COMPARISON_GROUP (dlbench/axes.py; tables.GROUP), from the
   runs table, in the planner and the aggregation alike, so both replay the same races over the same runs.
 """
@@ -274,8 +276,10 @@ def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True, so
     far; costs: experiment -> seconds one of its runs takes; seconds_spent: the training runs' seconds so far. The
     undecided groups at this look, cheapest decision first (projected rounds to decide times the seconds of a round
     of their live experiments), each race on while the runs and seconds spent so far, plus the projected cost of it
-    and of the cheaper groups, stay within the budget; a group that does not fit stops at the budget, and a group
-    stopped once stays stopped (its rounds would no longer line up with its rivals'). source: as race_study's."""
+    and of the cheaper groups, stay within the budget; where its projected cost does not fit but its next round does,
+    it runs that round on what is left (a projection from few rounds is noisy); a group that fits neither stops at the
+    budget, and a group stopped once stays stopped (its rounds would no longer line up with its rivals'). source: as
+    race_study's."""
     races, priors = race_study(groups, looks, margin, pool, source)
     current = max((max(reached(runs, looks), default=0) for runs in groups.values()), default=0)
     runs_spent = sum(len(by_round) for runs in groups.values() for by_round in runs.values())
@@ -290,13 +294,18 @@ def plan_next(groups, costs, seconds_spent, looks, margin, budget, pool=True, so
         runners = live_experiments(result)
         more = max(1, result.needed - current)
         per_round = len(runners), sum(costs.get(experiment, 0.0) for experiment in runners)
-        candidates.append((more * per_round[1], more * per_round[0], str(key), key, runners, more))
+        candidates.append((more * per_round[1], more * per_round[0], str(key), key, runners, more, per_round))
     chosen = []
-    for seconds, runs, _, key, runners, more in sorted(candidates):
-        if runs_spent + runs > budget.runs or seconds_spent + seconds > budget.seconds:
+    for seconds, runs, _, key, runners, more, (round_runs, round_seconds) in sorted(candidates):
+        if runs_spent + runs <= budget.runs and seconds_spent + seconds <= budget.seconds:
+            runs_spent, seconds_spent = runs_spent + runs, seconds_spent + seconds
+            standing[key] = f"racing: {len(runners)} live, about {more} more rounds to decide"
+        elif runs_spent + round_runs <= budget.runs and seconds_spent + round_seconds <= budget.seconds:
+            # Its projected cost does not fit, but a round does: the projection is noisy, and a round may decide it.
+            runs_spent, seconds_spent = runs_spent + round_runs, seconds_spent + round_seconds
+            standing[key] = f"racing on what is left of the budget: {len(runners)} live, about {more} more rounds"
+        else:
             standing[key] = f"{AT_BUDGET}: about {more} more rounds, {seconds / 60:.1f} min of runs, would decide it"
             continue
-        runs_spent, seconds_spent = runs_spent + runs, seconds_spent + seconds
-        standing[key] = f"racing: {len(runners)} live, about {more} more rounds to decide"
         chosen += runners
     return sorted(chosen), standing
