@@ -117,9 +117,9 @@ def fixed_design(comparison, centres, runs_spent, margin, prior=None):
 def race_design(runs, centres, looks, margin, prior=None):
     """(decided, false claim, runs spent) of the race."""
     result = race(runs, looks, margin, prior)
-    false_claim = any(
-        (state == ELIMINATED and wrongly_slower(centres, name, result.leader))
-        or (state == RETIRED and wrongly_equivalent(centres, name, result.leader, margin))
+    false_claim = any(  # each claim against the leader it was judged against, which may have changed since
+        (state == ELIMINATED and wrongly_slower(centres, name, result.judgements[name].against))
+        or (state == RETIRED and wrongly_equivalent(centres, name, result.judgements[name].against, margin))
         for name, (state, _) in result.states.items()
     )
     return result.outcome in (DECIDED, TIED), false_claim, rounds_spent(result)

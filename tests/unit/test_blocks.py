@@ -87,3 +87,9 @@ def test_the_summary_columns_hold_each_experiment_at_its_groups_average_round_in
     assert centre["eliminated"] / centre["leader"] == pytest.approx(0.5, rel=0.05)
     assert (table["train_tokens_per_s_adjusted"] / centre).to_numpy() == pytest.approx(64.0)
     assert (table["train_images_per_s_adjusted_low"] < centre).all()
+
+
+def test_the_rounds_share_is_near_zero_without_drift_and_large_with_it():
+    without = [round_adjusted(raced_runs(seed, speed_up=1.0)).round_share for seed in range(100)]
+    assert np.median(without) < 0.05  # clipped at 0: about half the groups show none
+    assert round_adjusted(raced_runs(seed=3, speed_up=1.25)).round_share > 0.7

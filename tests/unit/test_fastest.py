@@ -189,9 +189,9 @@ def test_an_undecided_answer_says_how_many_rounds_would_decide_it_and_their_minu
     assert row["budget_to_decide"] == "race.budget_minutes: 16"  # the budget raised by those 6 minutes
     assert row["decision"] == (
         "undecided after 8 rounds (resolves 1.20x); 12 rounds would decide it, about 6 minutes: the budget ran out; "
-        "set `race.budget_minutes: 16`"
+        "set `race.budget_minutes: 16` or more"
     )
-    assert "set `race.budget_minutes: 16` and run the same command again" in row["recommendation"]
+    assert "set `race.budget_minutes: 16` or more (more where another group" in row["recommendation"]
     race = {"budget_minutes": None, "budget_runs": 100}  # 4 more rounds of the three runs still racing
     assert fastest_table(pd.DataFrame(experiments), pd.DataFrame(rows), race).iloc[0]["budget_to_decide"] == (
         "race.budget_runs: 112"
@@ -582,7 +582,7 @@ def test_an_answer_stopped_at_the_budget_names_the_setting_that_buys_its_decisio
     )
     assert raced == (
         "undecided after 8 rounds (resolves 1.29x); 26 rounds would decide it, about 3 minutes: the budget ran out; "
-        "set `race.budget_minutes: 13`"
+        "set `race.budget_minutes: 13` or more"
     )
     assert unraced.endswith("; 6 rounds would decide it, about 3 minutes") and decided == "decided after 8 rounds"
 

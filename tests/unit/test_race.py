@@ -273,3 +273,12 @@ def test_what_is_left_of_the_budget_buys_a_round_of_the_cheapest_group_whose_dec
     assert chosen == ["a", "b"] and standing["few"].startswith("racing on what is left of the budget")
     chosen, standing = plan_next(groups, costs, 100.0, LOOKS, MARGIN, Budget(math.inf, 100.0 + 19.0), pool=False)
     assert chosen == [] and standing["few"].startswith(AT_BUDGET)
+
+
+def test_a_pair_without_spread_claims_only_where_its_rounds_could_claim_at_all():
+    """Identical per-round ratios: no spread, yet two unpooled rounds cannot reach 1 / level (the evidence's limit)."""
+    flat = paired_log_ratio([90.0, 90.0], [100.0, 100.0])
+    level = pair_level(4)
+    assert sequential.reach(flat, level) == math.inf and sequential.difference_p(flat) > level
+    more = paired_log_ratio([90.0] * 6, [100.0] * 6)
+    assert sequential.reach(more, level) == 0.0 and sequential.difference_p(more) < level

@@ -1,5 +1,5 @@
-# Racing (config `race`): after each planned look but the last, a checkpoint decides which experiments run the
-# rounds to the next look; planned_runs (common.smk) asks it, look by look.
+# Racing (config `race`): after every round but the last `race.max_rounds` allows, a checkpoint decides which
+# experiments run the next round; planned_runs (common.smk) asks it, round by round.
 checkpoint plan_round:
     input:
         env=env_description(TOOLS),

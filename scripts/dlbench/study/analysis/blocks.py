@@ -35,6 +35,7 @@ class Blocks(NamedTuple):
     experiments: dict  # experiment -> Effect: its throughput at the average round
     rounds: dict  # round -> Effect: the machine's speed in that round, as a factor on the average round's
     freedom: int  # the residual degrees of freedom
+    round_share: float  # the share of the runs' variance about their experiments' means the rounds account for
 
 
 def design(throughputs):
@@ -67,7 +68,7 @@ def round_adjusted(throughputs, alpha=ALPHA):
     residual freedom)."""
     experiments, rounds, matrix, logs = design(throughputs)
     coefficients, *_ = np.linalg.lstsq(matrix, logs, rcond=None)
-    freedom = len(logs) - matrix.shape[1]
+    freedom = len(logs) - np.linalg.matrix_rank(matrix)  # rank: rounds no experiment shares add no information
     if freedom > 0:
         residual = float(np.sum((logs - matrix @ coefficients) ** 2)) / freedom
         covariance = residual * np.linalg.pinv(matrix.T @ matrix)
@@ -85,7 +86,20 @@ def round_adjusted(throughputs, alpha=ALPHA):
         estimate = float(contrast @ coefficients[first:])
         variance = float(contrast @ covariance[first:, first:] @ contrast)
         by_round[round_] = interval(estimate, variance, critical)
-    return Blocks(by_experiment, by_round, freedom)
+    return Blocks(by_experiment, by_round, freedom, round_share(throughputs, residual if freedom > 0 else np.nan))
+
+
+def round_share(throughputs, residual):
+    """The share of the variance of log throughput about each experiment's mean that the rounds' effects account
+    for, corrected for the freedom they use (1 - the residual variance with rounds over the variance without them,
+    each on its own degrees of freedom; 0 where rounds explain no more than chance): the machine's drift, apart from
+    the processes' own noise. NaN without freedom on either side."""
+    logs = [np.log(list(by_round.values())) for by_round in throughputs.values()]
+    within = sum(float(np.sum((values - values.mean()) ** 2)) for values in logs)
+    freedom = sum(len(values) for values in logs) - len(logs)
+    if freedom <= 0 or within == 0 or np.isnan(residual):
+        return np.nan
+    return float(max(0.0, 1 - residual / (within / freedom)))
 
 
 def adjusted(stem):
@@ -96,24 +110,10 @@ def adjusted(stem):
 STEMS = ("train_images_per_s", "train_tokens_per_s")  # a language model's tokens as well as its sequences
 
 
-def round_shares(throughputs, blocks):
-    """experiment -> the share of the variance of its log throughput across runs that its rounds' effects account for
-    (1 - the variance with them taken out over the variance as measured, within [0, 1]): the machine's drift, apart
-    from the processes' own noise; NaN below 3 runs or without spread."""
-    shares = {}
-    for experiment, by_round in throughputs.items():
-        logs = np.log(np.array([by_round[round_] for round_ in sorted(by_round)]))
-        drift = np.log(np.array([blocks.rounds[round_].centre for round_ in sorted(by_round)]))
-        measured = logs.var(ddof=1) if len(logs) >= 3 else 0.0
-        shares[experiment] = float(np.clip(1 - (logs - drift).var(ddof=1) / measured, 0, 1)) if measured > 0 else np.nan
-    return shares
-
-
 def adjusted_table(runs):
     """Per experiment and machine, its steady throughput (images, and a language model's tokens) at the average round
-    of its comparison group (adjusted(stem): round_adjusted's centre and 95 % interval), and the share of its
-    throughput's variance across runs that the rounds account for (`round_share`, round_shares), from the runs table's
-    final ok tries, grouped as the race groups them."""
+    of its comparison group (adjusted(stem): round_adjusted's centre and 95 % interval), and its group's
+    `round_share` (Blocks.round_share), from the runs table's final ok tries, grouped as the race groups them."""
     final = runs[runs["final_try"].astype(bool) & (runs["status"] == "ok")]
     table = pd.DataFrame(columns=["experiment_id", "machine"])
     for stem in (stem for stem in STEMS if stem in final):
@@ -123,12 +123,11 @@ def adjusted_table(runs):
             for experiment, rep, value in part[["experiment_id", "rep", stem]].itertuples(index=False):
                 by_experiment.setdefault(experiment, {})[int(rep)] = float(value)
             machine, blocks = key[GROUP.index("machine")], round_adjusted(by_experiment)
-            shares = round_shares(by_experiment, blocks)
             rows += [
-                [experiment, machine, *effect, shares[experiment]] for experiment, effect in blocks.experiments.items()
+                [experiment, machine, *effect, blocks.round_share] for experiment, effect in blocks.experiments.items()
             ]
         columns = [*adjusted(stem), "round_share" if stem == STEMS[0] else f"{stem}_round_share"]
-        found = pd.DataFrame(rows, columns=["experiment_id", "machine", *columns])
+        found = pd.DataFrame(rows, columns=["experiment_id", "machine", *columns]).astype(dict.fromkeys(columns, float))
         table = table.merge(found, on=["experiment_id", "machine"], how="outer")
     return table.drop(columns=[f"{stem}_round_share" for stem in STEMS[1:]], errors="ignore")
 

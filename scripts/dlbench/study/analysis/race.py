@@ -248,20 +248,25 @@ def live_experiments(result):
 
 
 def rounds_needed(result, runs, margin, prior, most, lean=0.0):
-    """The rounds in all the group's hardest live rival needs to decide with 80 % chance at its last look's level, at
-    the ratio and spread it shows, or at a ratio `lean` standard errors nearer a decision (sequential.rounds_to_decide);
-    inf where one would need more than `most`."""
+    """The rounds (round counts, as the looks count them) the group's hardest live rival needs to decide with 80 %
+    chance at its last look's level, at the ratio and spread it shows, or at a ratio `lean` standard errors nearer a
+    decision (sequential.rounds_to_decide, on the rounds it shares with its leader: rounds a failed run left out are
+    added back); inf where one would need more than `most`. A rival with too few rounds in common to be tested yet
+    (failed runs) needs one more round than its look, as far as the group can tell."""
     needs = []
     for rival in live_experiments(result):
         judgement = result.judgements.get(rival)
         if judgement is None:
             continue
         log_ratio = look_ratio(runs[rival], runs[judgement.against], judgement.rounds, prior)
-        bound = equivalence_bound(margin)
-        needed = (
-            None if log_ratio is None else sequential.rounds_to_decide(log_ratio, bound, judgement.level, most, lean)
+        if log_ratio is None:
+            needs.append(judgement.rounds + 1)
+            continue
+        missing = judgement.rounds - log_ratio.rounds
+        needed = sequential.rounds_to_decide(
+            log_ratio, equivalence_bound(margin), judgement.level, most - missing, lean
         )
-        needs.append(math.inf if needed is None else needed)
+        needs.append(math.inf if needed is None else needed + missing)
     return max(needs, default=math.inf)
 
 

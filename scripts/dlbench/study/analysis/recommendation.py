@@ -170,7 +170,8 @@ def how_to_decide(row, open_rows):
         return f"{row['rounds_to_decide']} rounds in all would decide it{spent}."
     return (
         f"The budget ran out first: {row['rounds_to_decide']} rounds in all would decide it{spent}. To buy them, set "
-        f"`{setting}` and run the same command again: the finished runs are kept, and the race's error rate holds "
+        f"`{setting}` or more (more where another group stopped at the budget costs less: the cheaper decision is "
+        "bought first) and run the same command again: the finished runs are kept, and the race's error rate holds "
         "however far it goes on."
     )
 
@@ -276,7 +277,7 @@ def decision_words(row):
         return f"undecided{rounds}{resolves}; no practical number of rounds would decide it{against}"
     cost = "" if pd.isna(row["minutes_to_decide"]) else f", {minutes_words(row['minutes_to_decide'])}"
     setting = row.get("budget_to_decide")
-    at_budget = f": the budget ran out; set `{setting}`" if pd.notna(setting) else ""
+    at_budget = f": the budget ran out; set `{setting}` or more" if pd.notna(setting) else ""
     return f"undecided{rounds}{resolves}; {row['rounds_to_decide']} rounds would decide it{cost}{at_budget}"
 
 

@@ -53,9 +53,10 @@ def boundary(level, freedom, rounds):
 
 def reach(log_ratio, level):
     """How far the confidence sequence reaches either side of the log ratio's estimate, at `level`."""
-    if log_ratio.error == 0:
-        return 0.0
-    return boundary(level, log_ratio.freedom, log_ratio.rounds) * log_ratio.error
+    critical = boundary(level, log_ratio.freedom, log_ratio.rounds)
+    if log_ratio.error == 0:  # no spread: a point, where the sequence can claim at all at these rounds
+        return 0.0 if critical < math.inf else math.inf
+    return critical * log_ratio.error
 
 
 def interval(log_ratio, level):
@@ -66,11 +67,12 @@ def interval(log_ratio, level):
 
 def e_value(log_ratio, null=0.0):
     """The evidence against a log ratio of `null` (E_n above): the race claims at `level` where it reaches 1 / level.
-    Without noise, inf for any other estimate and 1 at the null."""
-    if log_ratio.error == 0:
-        return 1.0 if log_ratio.estimate == null else math.inf
-    t_squared = ((log_ratio.estimate - null) / log_ratio.error) ** 2
+    Without noise, 1 at the null and for any other estimate the most evidence these rounds can give, (1 + n g)^(nu / 2),
+    the limit of E_n as t grows."""
     freedom, spread_of_mixture = log_ratio.freedom, 1 + log_ratio.rounds * MIXTURE
+    if log_ratio.error == 0:
+        return 1.0 if log_ratio.estimate == null else spread_of_mixture ** (freedom / 2)
+    t_squared = ((log_ratio.estimate - null) / log_ratio.error) ** 2
     ratio = (1 + t_squared / freedom) / (1 + t_squared / (freedom * spread_of_mixture))
     return math.exp(-0.5 * math.log(spread_of_mixture) + (freedom + 1) / 2 * math.log(ratio))
 

@@ -87,8 +87,8 @@ def prior_text(part):
 
 
 def p_header(part):
-    """The table's columns; a race's p's are scaled to its 0.05 (times 0.05 over the level of the look that judged
-    the rival: its share of the spent alpha, over every pair of the group), not Holm-adjusted."""
+    """The table's columns; a race's p's are always-valid and scaled to its 0.05 (times the group's pairs, over
+    which the race shares its 0.05), not Holm-adjusted."""
     raced = "race_state" in part and part["race_state"].notna().any()
     adjusted = "race-adjusted" if raced else "Holm"
     return [
