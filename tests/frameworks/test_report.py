@@ -33,6 +33,7 @@ FIGURES = [
     "end_to_end",
     "batch_size",
     "epoch_time",
+    "drift",
     "convergence",
     "telemetry",
     "energy",

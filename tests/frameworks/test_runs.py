@@ -225,7 +225,9 @@ def test_summary_statistics_over_repeats(tmp_path, env_python):
     assert [run["status"] for run in runs] == ["ok", "ok", "ok", "error"]
     (row,) = read_csv(out / "summary.csv")
     assert (row["runs"], row["runs_ok"], row["statuses"], row["errors"]) == ("4", "3", "error,ok", "RuntimeError: boom")
-    summary = {key: float(value) for key, value in row.items() if key.startswith(("train_images_per_s", "steady_"))}
+    summary = {
+        key: float(value or "nan") for key, value in row.items() if key.startswith(("train_images_per_s", "steady_"))
+    }
     assert summary["train_images_per_s_mean"] == pytest.approx(110.0)
     assert summary["train_images_per_s_std"] == pytest.approx(10.0)
     assert summary["train_images_per_s_median"] == pytest.approx(110.0)
@@ -233,6 +235,10 @@ def test_summary_statistics_over_repeats(tmp_path, env_python):
     logs = np.log([100.0, 110.0, 120.0])
     half_width = 4.302652729911275 * logs.std(ddof=1) / 3**0.5  # t(0.975, df=2) * s / sqrt(n), on logs
     assert summary["train_images_per_s_gmean"] == pytest.approx(np.exp(logs.mean()))
+    # one experiment, each run its own round: at the average round it is its geometric mean, with no freedom left
+    # for an interval once the rounds are fitted
+    assert summary["train_images_per_s_adjusted"] == pytest.approx(np.exp(logs.mean()))
+    assert np.isnan(summary["train_images_per_s_adjusted_low"])
     assert summary["train_images_per_s_ci95_low"] == pytest.approx(np.exp(logs.mean() - half_width))
     assert summary["train_images_per_s_ci95_high"] == pytest.approx(np.exp(logs.mean() + half_width))
     assert summary["train_images_per_s_cv"] == pytest.approx(10.0 / 110.0)
