@@ -35,6 +35,7 @@ fixed rounds. Plain Python: the planner of rounds uses it too.
 
 import math
 
+from dlbench.study.analysis.statistics import fewest_rounds
 from dlbench.study.analysis.student import t_critical
 
 MIXTURE = 16.0  # g: the variance of the mixed-over lead, in per-round spreads squared
@@ -112,16 +113,7 @@ def rounds_to_decide(log_ratio, bound, level, most, lean=0.0):
     """The fewest rounds, from the ones it rests on, that decide the comparison at `level` with probability POWER
     at the observed ratio and spread (or a ratio `lean` standard errors nearer a decision); None where not even
     `most` would (it is out of reach)."""
-    low, high = log_ratio.rounds, most
-    if low > high or not decides_after(log_ratio, bound, high, level, lean):
-        return None
-    while low < high:  # deciding only gets easier with more rounds: bisect for the first count that does
-        middle = (low + high) // 2
-        if decides_after(log_ratio, bound, middle, level, lean):
-            high = middle
-        else:
-            low = middle + 1
-    return low
+    return fewest_rounds(log_ratio.rounds, most, lambda rounds: decides_after(log_ratio, bound, rounds, level, lean))
 
 
 def resolvable_ratio(log_ratio, rounds, level, power=POWER):

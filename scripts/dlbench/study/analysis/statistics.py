@@ -285,12 +285,19 @@ def repeats_to_decide(log_ratio, margin, alpha=ALPHA, power=POWER, most=MOST_REP
     `power` if its ratio and spread stay as observed; None where no count up to `most` would: a ratio midway
     between 1 and the margin with a wide spread, too near 1 to prove a difference and too near the margin to prove
     equivalence."""
-    low, high = log_ratio.rounds + 1, most
-    if low > high or not decides_after(log_ratio, margin, high, alpha, power):
+    return fewest_rounds(
+        log_ratio.rounds + 1, most, lambda rounds: decides_after(log_ratio, margin, rounds, alpha, power)
+    )
+
+
+def fewest_rounds(low, high, decides):
+    """The fewest rounds from `low` to `high` for which `decides(rounds)` holds, None where not even `high` does:
+    deciding only gets easier with more rounds, so a bisection finds the first count that does."""
+    if low > high or not decides(high):
         return None
-    while low < high:  # deciding only gets easier with more rounds: bisect for the first count that does
+    while low < high:
         middle = (low + high) // 2
-        if decides_after(log_ratio, margin, middle, alpha, power):
+        if decides(middle):
             high = middle
         else:
             low = middle + 1
